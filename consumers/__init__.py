@@ -1,0 +1,1 @@
+"""What the consumers do: priority processing, the leveling worker, the table sink, ordered groups."""

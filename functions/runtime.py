@@ -1,0 +1,60 @@
+"""Process-wide resources for the Functions, created on first use and then reused.
+
+Clients, the leveler's token bucket and the latency recorder live for the life of the worker process:
+a client per invocation would open a new AMQP connection each time, and a bucket per invocation
+would not limit anything.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from azure.servicebus import ServiceBusClient
+
+from consumers.leveling import LevelingWorker
+from consumers.table_sink import TableSink
+from shared.clients import service_bus_client, table_service_client
+from shared.rate_limit import TokenBucket
+from shared.settings import AppSettings, load_app, load_service_bus, load_table
+from shared.telemetry import LatencyRecorder
+
+DEFAULT_TENANTS = tuple(f"tenant-{i}" for i in range(1, 6))
+
+
+@functools.cache
+def app_settings() -> AppSettings:
+    return load_app()
+
+
+@functools.cache
+def latency_recorder() -> LatencyRecorder:
+    return LatencyRecorder()
+
+
+@functools.cache
+def service_bus() -> ServiceBusClient:
+    return service_bus_client(load_service_bus())
+
+
+@functools.cache
+def leveling_worker() -> LevelingWorker:
+    """One bucket per worker process, at this instance's share of the app-wide cap.
+
+    The Functions host may run several invocations at once (maxConcurrentCalls), which all share this
+    bucket; the platform limits the leveler app to LEVELER_MAX_INSTANCES instances, each with the
+    same share, so the whole app stays at or below LEVELER_MAX_WRITES_PER_SECOND. (With more than one
+    worker process per instance, FUNCTIONS_WORKER_PROCESS_COUNT must stay 1 for this to hold.)
+    """
+    settings = app_settings()
+    table = load_table()
+    sink = TableSink.from_service(table_service_client(table), table.table_name)
+    rate = settings.leveler_per_instance_rate
+    return LevelingWorker(sink, TokenBucket(rate, capacity=max(1.0, rate)), recorder=latency_recorder())
+
+
+def reset() -> None:
+    """Forget the cached resources (tests, or after settings changed)."""
+    for name in ("app_settings", "latency_recorder", "service_bus", "leveling_worker"):
+        clear = getattr(globals()[name], "cache_clear", None)
+        if clear is not None:  # a test may have replaced the factory
+            clear()

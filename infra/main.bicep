@@ -1,0 +1,296 @@
+// The whole deployment: one Service Bus namespace whose entities come from servicebus.json (the same
+// file the emulators read), a storage account for the Functions host and the results table, monitoring,
+// and one Flex Consumption Function App per role, all running the same code package.
+//
+// Access is identity-only: the namespace and the storage account refuse keys, every app has a
+// system-assigned identity, and each identity gets data roles on exactly the entities its role touches.
+targetScope = 'subscription'
+
+@minLength(1)
+@maxLength(64)
+@description('azd environment name: names the resource group and seeds the hash in every resource name.')
+param environmentName string
+
+@minLength(1)
+@description('Region for every resource; it must offer the Flex Consumption plan.')
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
+param location string
+
+// Scale-out limits, one per role. The high-priority pool is allowed far more instances than the
+// low-priority one: that difference is the Priority Queue pattern.
+@minValue(1)
+@maxValue(1000)
+@description('Flex Consumption maximumInstanceCount of the sender app (a timer: one instance is enough).')
+param senderMaximumInstanceCount int = 1
+
+@minValue(1)
+@maxValue(1000)
+@description('Flex Consumption maximumInstanceCount of the high-priority consumer app.')
+param consumerHighMaximumInstanceCount int = 40
+
+@minValue(1)
+@maxValue(1000)
+@description('Flex Consumption maximumInstanceCount of the low-priority consumer app.')
+param consumerLowMaximumInstanceCount int = 5
+
+@minValue(1)
+@maxValue(1000)
+@description('Flex Consumption maximumInstanceCount of the leveling worker (bounds the load on the table).')
+param levelerMaximumInstanceCount int = 4
+
+@minValue(1)
+@description('Service Bus maxConcurrentCalls per instance of the sender app.')
+param senderMaxConcurrentCalls int = 1
+
+@minValue(1)
+@description('Service Bus maxConcurrentCalls per instance of the high-priority consumer app.')
+param consumerHighMaxConcurrentCalls int = 16
+
+@minValue(1)
+@description('Service Bus maxConcurrentCalls per instance of the low-priority consumer app.')
+param consumerLowMaxConcurrentCalls int = 2
+
+@minValue(1)
+@description('Service Bus maxConcurrentCalls per instance of the leveling worker.')
+param levelerMaxConcurrentCalls int = 4
+
+@allowed([
+  512
+  2048
+  4096
+])
+@description('Memory of each Flex Consumption instance, in MB.')
+param instanceMemoryMB int = 2048
+
+@description('NCRONTAB schedule (seconds first) of the sender timer.')
+param senderSchedule string = '0,30 * * * * *'
+
+@minValue(1)
+@description('Messages the sender publishes per timer tick.')
+param senderBatchSize int = 20
+
+@minValue(1)
+@description('Table writes per second allowed across all leveler instances together.')
+param levelerMaxWritesPerSecond int = 20
+
+@minValue(0)
+@description('Simulated work per high-priority message, in milliseconds (0: none).')
+param consumerWorkMsHigh int = 0
+
+@minValue(0)
+@description('Simulated work per low-priority message, in milliseconds (0: none).')
+param consumerWorkMsLow int = 0
+
+@minLength(3)
+@maxLength(63)
+@description('Name of the Azure Table the leveling worker writes to.')
+param resultsTableName string = 'results'
+
+// The topology: queues, topics, subscriptions and SQL filters, in the official emulator's Config.json
+// schema. This is the only place entity properties are defined.
+var topology = loadJsonContent('servicebus.json')
+var serviceBusEntities = topology.UserConfig.Namespaces[0]
+
+// Entity names each role touches (the drift test checks that they exist in servicebus.json).
+var priorityTopicName = 'messages'
+var highPrioritySubscriptionName = 'highPriority'
+var lowPrioritySubscriptionName = 'lowPriority'
+var levelingQueueName = 'leveling'
+
+var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+var tags = {
+  'azd-env-name': environmentName
+}
+
+// One entry per Function App. The role is both the azd service name and the APP_ROLES value that
+// function_app.py reads to decide which blueprints to register.
+var functionApps = [
+  {
+    role: 'sender'
+    maximumInstanceCount: senderMaximumInstanceCount
+    maxConcurrentCalls: senderMaxConcurrentCalls
+    topicSenders: [
+      priorityTopicName
+    ]
+    queueSenders: []
+    queueReceivers: []
+    subscriptionReceivers: []
+    tableWriter: false
+  }
+  {
+    role: 'consumer-high'
+    maximumInstanceCount: consumerHighMaximumInstanceCount
+    maxConcurrentCalls: consumerHighMaxConcurrentCalls
+    topicSenders: []
+    queueSenders: [
+      levelingQueueName
+    ]
+    queueReceivers: []
+    subscriptionReceivers: [
+      {
+        topic: priorityTopicName
+        subscription: highPrioritySubscriptionName
+      }
+    ]
+    tableWriter: false
+  }
+  {
+    role: 'consumer-low'
+    maximumInstanceCount: consumerLowMaximumInstanceCount
+    maxConcurrentCalls: consumerLowMaxConcurrentCalls
+    topicSenders: []
+    queueSenders: [
+      levelingQueueName
+    ]
+    queueReceivers: []
+    subscriptionReceivers: [
+      {
+        topic: priorityTopicName
+        subscription: lowPrioritySubscriptionName
+      }
+    ]
+    tableWriter: false
+  }
+  {
+    role: 'leveler'
+    maximumInstanceCount: levelerMaximumInstanceCount
+    maxConcurrentCalls: levelerMaxConcurrentCalls
+    topicSenders: []
+    queueSenders: []
+    queueReceivers: [
+      levelingQueueName
+    ]
+    subscriptionReceivers: []
+    tableWriter: true
+  }
+]
+
+resource rg 'Microsoft.Resources/resourceGroups@2021-04-01' = {
+  name: 'rg-${environmentName}'
+  location: location
+  tags: tags
+}
+
+module monitoring 'modules/monitoring.bicep' = {
+  name: 'monitoring'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    logAnalyticsName: 'log-${resourceToken}'
+    applicationInsightsName: 'appi-${resourceToken}'
+  }
+}
+
+module serviceBus 'modules/servicebus.bicep' = {
+  name: 'servicebus'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    namespaceName: 'sb-${resourceToken}'
+    entities: serviceBusEntities
+  }
+}
+
+module storage 'modules/storage.bicep' = {
+  name: 'storage'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    name: 'st${resourceToken}'
+    tableName: resultsTableName
+    deploymentContainerNames: [for app in functionApps: 'deploy-${app.role}']
+  }
+}
+
+module apps 'modules/functionapp.bicep' = [for app in functionApps: {
+  name: 'func-${app.role}'
+  scope: rg
+  params: {
+    name: 'func-${app.role}-${resourceToken}'
+    planName: 'plan-${app.role}-${resourceToken}'
+    location: location
+    tags: union(tags, {
+      'azd-service-name': app.role
+    })
+    storageAccountName: storage.outputs.name
+    deploymentContainerName: 'deploy-${app.role}'
+    maximumInstanceCount: app.maximumInstanceCount
+    instanceMemoryMB: instanceMemoryMB
+    appSettings: {
+      APP_ROLES: app.role
+      AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls: string(app.maxConcurrentCalls)
+      ServiceBusConnection__fullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+      AzureWebJobsStorage__accountName: storage.outputs.name
+      AzureWebJobsStorage__credential: 'managedidentity'
+      TableStorageConnection__tableServiceUri: storage.outputs.tableEndpoint
+      RESULTS_TABLE: resultsTableName
+      SENDER_SCHEDULE: senderSchedule
+      SENDER_BATCH_SIZE: string(senderBatchSize)
+      CONSUMER_WORK_MS_HIGH: string(consumerWorkMsHigh)
+      CONSUMER_WORK_MS_LOW: string(consumerWorkMsLow)
+      LEVELER_MAX_WRITES_PER_SECOND: string(levelerMaxWritesPerSecond)
+      LEVELER_MAX_INSTANCES: string(levelerMaximumInstanceCount)
+      APPLICATIONINSIGHTS_CONNECTION_STRING: monitoring.outputs.applicationInsightsConnectionString
+      APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD'
+    }
+  }
+}]
+
+// Least privilege: each identity gets Sender/Receiver on the single topic, subscription or queue its
+// role uses, never on the namespace.
+module serviceBusRoles 'modules/servicebus-roles.bicep' = [for (app, i) in functionApps: {
+  name: 'sb-roles-${app.role}'
+  scope: rg
+  params: {
+    namespaceName: serviceBus.outputs.name
+    principalId: apps[i].outputs.principalId
+    topicSenders: app.topicSenders
+    queueSenders: app.queueSenders
+    queueReceivers: app.queueReceivers
+    subscriptionReceivers: app.subscriptionReceivers
+  }
+}]
+
+// Every app needs blob access for AzureWebJobsStorage and its Flex Consumption deployment container;
+// only the leveler writes to the table.
+module storageRoles 'modules/storage-roles.bicep' = [for (app, i) in functionApps: {
+  name: 'st-roles-${app.role}'
+  scope: rg
+  params: {
+    storageAccountName: storage.outputs.name
+    principalId: apps[i].outputs.principalId
+    grantTableDataContributor: app.tableWriter
+  }
+}]
+
+// Application Insights accepts only Entra ID authenticated telemetry (disableLocalAuth).
+module monitoringRoles 'modules/monitoring-roles.bicep' = [for (app, i) in functionApps: {
+  name: 'appi-roles-${app.role}'
+  scope: rg
+  params: {
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    principalId: apps[i].outputs.principalId
+  }
+}]
+
+output AZURE_LOCATION string = location
+output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_RESOURCE_GROUP string = rg.name
+output SERVICEBUS_NAMESPACE_NAME string = serviceBus.outputs.name
+output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
+output STORAGE_ACCOUNT_NAME string = storage.outputs.name
+output TABLE_SERVICE_URI string = storage.outputs.tableEndpoint
+output RESULTS_TABLE string = resultsTableName
+output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName
+output FUNCTION_APP_NAMES array = [for (app, i) in functionApps: apps[i].outputs.name]
+output SERVICE_SENDER_NAME string = apps[0].outputs.name
+output SERVICE_CONSUMER_HIGH_NAME string = apps[1].outputs.name
+output SERVICE_CONSUMER_LOW_NAME string = apps[2].outputs.name
+output SERVICE_LEVELER_NAME string = apps[3].outputs.name

@@ -1,0 +1,867 @@
+"""Sans-I/O AMQP 1.0 connection: feed it bytes, get events; call methods, take bytes to send.
+
+Covers the server side of the transport (spec part 2) and SASL (part 5): protocol header exchange,
+SASL ANONYMOUS/PLAIN, open/begin/attach/flow/transfer/disposition/detach/end/close, session
+windows, link credit and drain, multi-frame transfers both ways, max-frame-size negotiation and
+idle timeouts. Like h11 for HTTP it never touches a socket, so every state transition is testable
+with plain bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import codec
+from .events import (
+    ConnectionClosed,
+    ConnectionOpened,
+    DeliveryStateChanged,
+    Event,
+    LinkAttachRequested,
+    LinkCreditChanged,
+    LinkDetached,
+    MessageReceived,
+    SaslPlainAuthenticated,
+    SessionBegun,
+    SessionEnded,
+)
+from .framing import (
+    AMQP_HEADER,
+    FRAME_AMQP,
+    FRAME_HEADER_SIZE,
+    FRAME_SASL,
+    MIN_MAX_FRAME_SIZE,
+    SASL_HEADER,
+    build_frame,
+    parse_frame_header,
+)
+from .performatives import (
+    ROLE_RECEIVER,
+    ROLE_SENDER,
+    Attach,
+    Begin,
+    Close,
+    Detach,
+    Disposition,
+    End,
+    Error,
+    Flow,
+    Open,
+    SaslInit,
+    SaslMechanisms,
+    SaslOutcome,
+    Transfer,
+    error,
+    from_described,
+)
+from .types import Array, Symbol, UByte, UInt, ULong, UShort
+
+# Error conditions (spec 2.8.15 - 2.8.18)
+DECODE_ERROR = "amqp:decode-error"
+FRAMING_ERROR = "amqp:connection:framing-error"
+FRAME_SIZE_TOO_SMALL = "amqp:frame-size-too-small"
+INTERNAL_ERROR = "amqp:internal-error"
+NOT_ALLOWED = "amqp:not-allowed"
+RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
+UNATTACHED_HANDLE = "amqp:session:unattached-handle"
+HANDLE_IN_USE = "amqp:session:handle-in-use"
+WINDOW_VIOLATION = "amqp:session:window-violation"
+LINK_DETACH_FORCED = "amqp:link:detach-forced"
+
+UINT_MAX = 0xFFFFFFFF
+
+
+class ProtocolError(Exception):
+    """A peer broke the protocol; the connection is closed with ``condition``."""
+
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+class SessionError(Exception):
+    """A peer broke a session rule; only that session is ended with ``condition``."""
+
+    def __init__(self, session: Session, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.session = session
+        self.condition = condition
+        self.description = description
+
+
+class Link:
+    """One attached link, seen from our side: ``is_sender`` means we send transfers on it."""
+
+    __slots__ = (
+        "session", "name", "remote_handle", "handle", "is_sender", "source", "target", "properties",
+        "snd_settle_mode", "rcv_settle_mode", "remote_max_message_size", "delivery_count",
+        "link_credit", "drain", "attached", "detach_sent", "detach_received", "context",
+        "incoming", "unsettled", "remote_attach",
+    )
+
+    def __init__(self, session: Session, attach: Any) -> None:
+        self.session = session
+        self.name: str = attach.name
+        self.remote_handle: int = attach.handle
+        self.handle: int = -1
+        # The peer's role is in the attach; ours is the opposite.
+        self.is_sender: bool = attach.role == ROLE_RECEIVER
+        self.source = attach.source
+        self.target = attach.target
+        self.properties: dict = attach.properties or {}
+        self.snd_settle_mode: int = attach.snd_settle_mode
+        self.rcv_settle_mode: int = attach.rcv_settle_mode
+        self.remote_max_message_size: int | None = attach.max_message_size
+        # As a sender we start at delivery-count 0; as a receiver we track the peer's count.
+        self.delivery_count: int = 0 if self.is_sender else (attach.initial_delivery_count or 0)
+        self.link_credit: int = 0
+        self.drain: bool = False
+        self.attached = False
+        self.detach_sent = False
+        self.detach_received = False
+        self.context: Any = None
+        self.incoming: _IncomingDelivery | None = None
+        self.unsettled: dict[int, Any] = {}
+        self.remote_attach = attach
+
+    @property
+    def address(self) -> str | None:
+        """The node address the peer means: the target when it sends, the source when it receives."""
+        terminus = self.source if self.is_sender else self.target
+        return getattr(terminus, "address", None) if terminus is not None else None
+
+    def __repr__(self) -> str:
+        role = "sender" if self.is_sender else "receiver"
+        return f"<Link {self.name!r} {role} handle={self.handle} address={self.address!r}>"
+
+
+class _IncomingDelivery:
+    __slots__ = ("delivery_id", "delivery_tag", "message_format", "settled", "chunks", "size")
+
+    def __init__(self, transfer: Any) -> None:
+        self.delivery_id = transfer.delivery_id
+        self.delivery_tag = transfer.delivery_tag
+        self.message_format = transfer.message_format or 0
+        self.settled = bool(transfer.settled)
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+
+class Session:
+    """One session: the channel pair, transfer windows and the links it carries."""
+
+    # Our incoming window: large, topped up when half is used, so the peer rarely waits on us.
+    INCOMING_WINDOW = 65536
+
+    def __init__(self, connection: Connection, remote_channel: int, channel: int, begin: Any) -> None:
+        self.connection = connection
+        self.remote_channel = remote_channel
+        self.channel = channel
+        self.next_outgoing_id = 0
+        self.next_incoming_id: int = begin.next_outgoing_id or 0
+        self.incoming_window = self.INCOMING_WINDOW
+        self.outgoing_window = UINT_MAX
+        self.remote_incoming_window: int = begin.incoming_window or 0
+        self.remote_outgoing_window: int = begin.outgoing_window or 0
+        self.handle_max: int = min(begin.handle_max if begin.handle_max is not None else UINT_MAX, 4095)
+        self.links_by_remote: dict[int, Link] = {}
+        self.links_by_handle: dict[int, Link] = {}
+        self.outgoing_unsettled: dict[int, Link] = {}
+        self.ended = False
+        self.end_sent = False
+        self.context: Any = None
+
+    def _allocate_handle(self) -> int:
+        handle = 0
+        while handle in self.links_by_handle:
+            handle += 1
+        return handle
+
+
+class Connection:
+    """Server side of one AMQP connection."""
+
+    def __init__(
+        self,
+        *,
+        container_id: str = "sbemulator",
+        max_frame_size: int = 1024 * 1024,
+        channel_max: int = 4095,
+        idle_timeout_ms: int | None = 240_000,
+        sasl_mechanisms: tuple[str, ...] = ("ANONYMOUS", "PLAIN"),
+        authenticate_plain: Callable[[str, str], bool] | None = None,
+        require_sasl: bool = True,
+        max_message_size: int = 64 * 1024 * 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.container_id = container_id
+        self.max_frame_size = max_frame_size
+        self.channel_max = channel_max
+        self.idle_timeout_ms = idle_timeout_ms
+        self.sasl_mechanisms = sasl_mechanisms
+        self.authenticate_plain = authenticate_plain
+        self.require_sasl = require_sasl
+        self.max_message_size = max_message_size
+        self.clock = clock
+
+        self._in = bytearray()
+        self._out = bytearray()
+        self._events: list[Event] = []
+        self._state = "expect-header"  # -> sasl -> expect-amqp-header -> expect-open -> opened -> closed
+        self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
+        self.remote_idle_timeout_ms: int | None = None
+        self.remote_container_id: str | None = None
+        self.remote_properties: dict | None = None
+        self.sessions_by_remote: dict[int, Session] = {}
+        self.sessions_by_channel: dict[int, Session] = {}
+        self.closed = False
+        self.close_sent = False
+        self.sasl_username: str | None = None
+        now = clock()
+        self._last_received = now
+        self._last_sent = now
+
+    # ------------------------------------------------------------------ byte interface
+    def receive_data(self, data: bytes) -> list[Event]:
+        """Feed bytes from the socket; returns the events they caused (in order)."""
+        if self.closed:
+            return []
+        self._last_received = self.clock()
+        self._in += data
+        try:
+            self._process_input()
+        except ProtocolError as exc:
+            self._fail(exc.condition, exc.description)
+        events, self._events = self._events, []
+        return events
+
+    def data_to_send(self) -> bytes:
+        """Bytes the server should write now (empties the buffer)."""
+        if not self._out:
+            return b""
+        out = bytes(self._out)
+        self._out.clear()
+        self._last_sent = self.clock()
+        return out
+
+    def connection_lost(self) -> list[Event]:
+        """The socket went away without a close frame: report every link and session as gone."""
+        if self.closed:
+            return []
+        self.closed = True
+        for session in list(self.sessions_by_channel.values()):
+            self._drop_session(session, None)
+        self._events.append(ConnectionClosed(error("amqp:connection:forced", "connection lost"), True))
+        events, self._events = self._events, []
+        return events
+
+    @property
+    def wants_close(self) -> bool:
+        """True once the connection is over and the transport should close after flushing."""
+        return self.closed
+
+    # ------------------------------------------------------------------ timers
+    def next_timer(self) -> float | None:
+        """When ``handle_timer`` next needs to run (monotonic clock), or None."""
+        deadlines = []
+        if self.idle_timeout_ms:
+            deadlines.append(self._last_received + self.idle_timeout_ms / 1000.0)
+        if self.remote_idle_timeout_ms and self._state == "opened":
+            deadlines.append(self._last_sent + self.remote_idle_timeout_ms / 2000.0)
+        return min(deadlines) if deadlines else None
+
+    def handle_timer(self) -> list[Event]:
+        """Send heartbeats the peer needs and enforce our own idle timeout."""
+        if self.closed:
+            return []
+        now = self.clock()
+        if self.idle_timeout_ms and now - self._last_received > self.idle_timeout_ms / 1000.0:
+            self._fail(RESOURCE_LIMIT_EXCEEDED, "local-idle-timeout expired")
+        elif (
+            self.remote_idle_timeout_ms
+            and self._state == "opened"
+            and now - self._last_sent >= self.remote_idle_timeout_ms / 2000.0
+        ):
+            self._out += build_frame(0)
+            self._last_sent = now
+        events, self._events = self._events, []
+        return events
+
+    # ------------------------------------------------------------------ input processing
+    def _process_input(self) -> None:
+        buf = self._in
+        while not self.closed:
+            if self._state in ("expect-header", "expect-amqp-header"):
+                if len(buf) < 8:
+                    return
+                header = bytes(buf[:8])
+                del buf[:8]
+                self._on_protocol_header(header)
+                continue
+            if len(buf) < FRAME_HEADER_SIZE:
+                return
+            size, doff, frame_type, channel = parse_frame_header(buf)
+            if size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
+                raise ProtocolError(FRAMING_ERROR, f"invalid frame header (size={size}, doff={doff})")
+            if size > self.max_frame_size:
+                raise ProtocolError(
+                    FRAMING_ERROR,
+                    f"frame of {size} bytes exceeds the negotiated max-frame-size {self.max_frame_size}",
+                )
+            if len(buf) < size:
+                return
+            frame = bytes(buf[doff * 4 : size])
+            del buf[:size]
+            self._on_frame(frame_type, channel, frame)
+
+    def _on_protocol_header(self, header: bytes) -> None:
+        if self._state == "expect-header":
+            if header == SASL_HEADER:
+                self._out += SASL_HEADER
+                mechanisms = Array(tuple(Symbol(m) for m in self.sasl_mechanisms), "symbol")
+                self._out += build_frame(0, SaslMechanisms(mechanisms), frame_type=FRAME_SASL)
+                self._state = "sasl"
+                return
+            if header == AMQP_HEADER and not self.require_sasl:
+                self._out += AMQP_HEADER
+                self._state = "expect-open"
+                return
+        elif self._state == "expect-amqp-header" and header == AMQP_HEADER:
+            self._out += AMQP_HEADER
+            self._state = "expect-open"
+            return
+        # Spec 2.2: answer with the header we do support, then close the socket.
+        self._out += SASL_HEADER if self._state == "expect-header" else AMQP_HEADER
+        self.closed = True
+        self._events.append(
+            ConnectionClosed(error(DECODE_ERROR, f"unsupported protocol header {header!r}"), False)
+        )
+
+    def _decode_body(self, frame: bytes) -> Any:
+        try:
+            value, offset = codec.decode(frame)
+        except codec.DecodeError as exc:
+            raise ProtocolError(DECODE_ERROR, f"cannot decode frame body: {exc}") from None
+        body = from_described(value)
+        return body, offset
+
+    def _on_frame(self, frame_type: int, channel: int, frame: bytes) -> None:
+        if not frame:
+            return  # heartbeat
+        body, offset = self._decode_body(frame)
+        if self._state == "sasl":
+            if frame_type != FRAME_SASL or not isinstance(body, SaslInit):
+                raise ProtocolError(DECODE_ERROR, f"expected sasl-init, got {type(body).__name__}")
+            self._on_sasl_init(body)
+            return
+        if frame_type != FRAME_AMQP:
+            raise ProtocolError(FRAMING_ERROR, f"unexpected frame type {frame_type}")
+        if self._state == "expect-open":
+            if not isinstance(body, Open):
+                raise ProtocolError(NOT_ALLOWED, f"expected open, got {type(body).__name__}")
+            self._on_open(body)
+            return
+        handler = self._HANDLERS.get(type(body))
+        if handler is None:
+            raise ProtocolError(DECODE_ERROR, f"unknown or misplaced performative {body!r:.200}")
+        if type(body) is Transfer:
+            self._on_transfer(channel, body, frame[offset:])
+        else:
+            try:
+                handler(self, channel, body)
+            except SessionError as exc:
+                self._end_session_with_error(exc.session, exc.condition, exc.description)
+
+    # ------------------------------------------------------------------ SASL
+    def _on_sasl_init(self, init: Any) -> None:
+        mechanism = str(init.mechanism or "")
+        ok = False
+        if mechanism not in self.sasl_mechanisms:
+            ok = False
+        elif mechanism == "ANONYMOUS":
+            ok = True
+        elif mechanism == "PLAIN":
+            response = bytes(init.initial_response or b"")
+            parts = response.split(b"\x00")
+            if len(parts) == 3:
+                username = parts[1].decode("utf-8", "replace")
+                password = parts[2].decode("utf-8", "replace")
+                ok = self.authenticate_plain(username, password) if self.authenticate_plain else True
+                if ok:
+                    self.sasl_username = username
+                    self._events.append(SaslPlainAuthenticated(username))
+        code = 0 if ok else 1
+        self._out += build_frame(0, SaslOutcome(codec_ubyte(code)), frame_type=FRAME_SASL)
+        if ok:
+            self._state = "expect-amqp-header"
+        else:
+            self.closed = True
+            self._events.append(ConnectionClosed(error("amqp:unauthorized-access", "SASL failed"), False))
+
+    # ------------------------------------------------------------------ connection
+    def _on_open(self, open_: Any) -> None:
+        remote_max = open_.max_frame_size if open_.max_frame_size is not None else UINT_MAX
+        if remote_max < MIN_MAX_FRAME_SIZE:
+            self._state = "opened"
+            self._send_open()
+            raise ProtocolError(
+                FRAME_SIZE_TOO_SMALL, f"max-frame-size {remote_max} is below the minimum {MIN_MAX_FRAME_SIZE}"
+            )
+        self.remote_max_frame_size = min(remote_max, UINT_MAX)
+        self.remote_idle_timeout_ms = open_.idle_time_out or None
+        self.remote_container_id = open_.container_id
+        self.remote_properties = open_.properties
+        self._state = "opened"
+        self._send_open()
+        self._events.append(ConnectionOpened(open_.container_id, open_.hostname, open_.properties))
+
+    def _send_open(self) -> None:
+        self._send(
+            0,
+            Open(
+                self.container_id,
+                None,
+                UInt(self.max_frame_size),
+                UShort(self.channel_max),
+                UInt(self.idle_timeout_ms) if self.idle_timeout_ms else None,
+            ),
+        )
+
+    def _on_close(self, channel: int, close: Any) -> None:
+        for session in list(self.sessions_by_channel.values()):
+            self._drop_session(session, None)
+        if not self.close_sent:
+            self._send(0, Close())
+            self.close_sent = True
+        self.closed = True
+        self._events.append(ConnectionClosed(close.error, True))
+
+    def close(self, condition: str | None = None, description: str | None = None) -> None:
+        """Close the connection (with an error when ``condition`` is given)."""
+        if self.closed or self.close_sent:
+            return
+        err = error(condition, description) if condition else None
+        for session in list(self.sessions_by_channel.values()):
+            self._drop_session(session, None)
+        if self._state in ("opened", "expect-open"):
+            if self._state == "expect-open":
+                self._send_open()
+            self._send(0, Close(err))
+        self.close_sent = True
+        self.closed = True
+        self._events.append(ConnectionClosed(err, False))
+
+    def _fail(self, condition: str, description: str) -> None:
+        self.close(condition, description)
+
+    # ------------------------------------------------------------------ sessions
+    def _on_begin(self, channel: int, begin: Any) -> None:
+        if begin.remote_channel is not None:
+            raise ProtocolError(NOT_ALLOWED, "server does not initiate sessions")
+        if channel in self.sessions_by_remote or channel > self.channel_max:
+            raise ProtocolError(FRAMING_ERROR, f"channel {channel} already in use or above channel-max")
+        local = 0
+        while local in self.sessions_by_channel:
+            local += 1
+        session = Session(self, channel, local, begin)
+        self.sessions_by_remote[channel] = session
+        self.sessions_by_channel[local] = session
+        self._send(
+            local,
+            Begin(
+                UShort(channel),
+                UInt(session.next_outgoing_id),
+                UInt(session.incoming_window),
+                UInt(session.outgoing_window),
+                UInt(session.handle_max),
+            ),
+        )
+        self._events.append(SessionBegun(session))
+
+    def _session(self, channel: int) -> Session:
+        session = self.sessions_by_remote.get(channel)
+        if session is None:
+            raise ProtocolError(NOT_ALLOWED, f"no session on channel {channel}")
+        return session
+
+    def _on_end(self, channel: int, end: Any) -> None:
+        session = self._session(channel)
+        self._drop_session(session, end.error)
+        if not session.end_sent:
+            self._send(session.channel, End())
+            session.end_sent = True
+
+    def _drop_session(self, session: Session, err: Any) -> None:
+        if session.ended:
+            return
+        session.ended = True
+        for link in list(session.links_by_handle.values()):
+            self._events.append(LinkDetached(link, True, None))
+        session.links_by_handle.clear()
+        session.links_by_remote.clear()
+        self.sessions_by_remote.pop(session.remote_channel, None)
+        self.sessions_by_channel.pop(session.channel, None)
+        self._events.append(SessionEnded(session, err))
+
+    def _end_session_with_error(self, session: Session, condition: str, description: str) -> None:
+        self._drop_session(session, None)
+        if not session.end_sent:
+            self._send(session.channel, End(error(condition, description)))
+            session.end_sent = True
+
+    # ------------------------------------------------------------------ links
+    def _on_attach(self, channel: int, attach: Any) -> None:
+        session = self._session(channel)
+        if attach.handle is None or attach.name is None or attach.role is None:
+            raise SessionError(session, DECODE_ERROR, "attach without name, handle or role")
+        if attach.handle in session.links_by_remote:
+            raise SessionError(session, HANDLE_IN_USE, f"handle {attach.handle} is already attached")
+        if attach.handle > session.handle_max:
+            raise SessionError(session, "amqp:connection:framing-error", "handle above handle-max")
+        link = Link(session, attach)
+        link.handle = session._allocate_handle()
+        session.links_by_remote[attach.handle] = link
+        session.links_by_handle[link.handle] = link
+        self._events.append(LinkAttachRequested(link))
+
+    def accept_attach(
+        self,
+        link: Link,
+        *,
+        source: Any = None,
+        target: Any = None,
+        properties: dict | None = None,
+        max_message_size: int | None = None,
+        snd_settle_mode: int | None = None,
+        rcv_settle_mode: int | None = None,
+    ) -> None:
+        """Answer the peer's attach; source/target default to what the peer sent."""
+        link.attached = True
+        if source is not None:
+            link.source = source
+        if target is not None:
+            link.target = target
+        self._send(
+            link.session.channel,
+            Attach(
+                link.name,
+                UInt(link.handle),
+                ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
+                codec_ubyte(link.snd_settle_mode if snd_settle_mode is None else snd_settle_mode),
+                codec_ubyte(link.rcv_settle_mode if rcv_settle_mode is None else rcv_settle_mode),
+                link.source,
+                link.target,
+                None,
+                None,
+                UInt(link.delivery_count) if link.is_sender else None,
+                codec_ulong(max_message_size) if max_message_size is not None else None,
+                None,
+                None,
+                properties,
+            ),
+        )
+
+    def reject_attach(self, link: Link, condition: str, description: str, **attach_kwargs: Any) -> None:
+        """Refuse a link the way brokers do: attach (with the termini) then detach with the error."""
+        self.accept_attach(link, **attach_kwargs)
+        self.detach(link, condition, description)
+
+    def detach(self, link: Link, condition: str | None = None, description: str | None = None,
+               info: dict | None = None) -> None:
+        """Detach (close) one link, with an error when ``condition`` is given."""
+        if link.detach_sent or link.session.ended:
+            return
+        link.detach_sent = True
+        err = error(condition, description, info) if condition else None
+        self._send(link.session.channel, Detach(UInt(link.handle), True, err))
+        if link.detach_received:
+            self._forget_link(link)
+
+    def _on_detach(self, channel: int, detach: Any) -> None:
+        session = self._session(channel)
+        link = session.links_by_remote.get(detach.handle)
+        if link is None:
+            raise SessionError(session, UNATTACHED_HANDLE, f"detach of unattached handle {detach.handle}")
+        link.detach_received = True
+        session.links_by_remote.pop(detach.handle, None)
+        if not link.detach_sent:
+            self._events.append(LinkDetached(link, bool(detach.closed), detach.error))
+            link.detach_sent = True
+            self._send(session.channel, Detach(UInt(link.handle), True))
+        self._forget_link(link)
+
+    def _forget_link(self, link: Link) -> None:
+        session = link.session
+        session.links_by_handle.pop(link.handle, None)
+        if link.detach_received:
+            session.links_by_remote.pop(link.remote_handle, None)
+        for delivery_id in list(link.unsettled):
+            session.outgoing_unsettled.pop(delivery_id, None)
+
+    # ------------------------------------------------------------------ flow control
+    def _on_flow(self, channel: int, flow: Any) -> None:
+        session = self._session(channel)
+        if flow.next_outgoing_id is not None:
+            session.next_incoming_id = flow.next_outgoing_id
+        session.remote_outgoing_window = flow.outgoing_window or 0
+        remote_next_incoming = (
+            flow.next_incoming_id if flow.next_incoming_id is not None else session.next_outgoing_id
+        )
+        session.remote_incoming_window = remote_next_incoming + (flow.incoming_window or 0) - (
+            session.next_outgoing_id
+        )
+        if flow.handle is None:
+            for link in session.links_by_handle.values():
+                if link.is_sender and link.attached and link.link_credit > 0:
+                    self._events.append(LinkCreditChanged(link, False))
+            if flow.echo:
+                self._send_session_flow(session)
+            return
+        link = session.links_by_remote.get(flow.handle)
+        if link is None:
+            raise SessionError(session, UNATTACHED_HANDLE, f"flow for unattached handle {flow.handle}")
+        if link.is_sender:
+            peer_delivery_count = flow.delivery_count if flow.delivery_count is not None else 0
+            credit = flow.link_credit or 0
+            link.link_credit = max(0, peer_delivery_count + credit - link.delivery_count)
+            link.drain = bool(flow.drain)
+            self._events.append(LinkCreditChanged(link, link.drain))
+            if flow.echo:
+                self._send_link_flow(link)
+        elif flow.echo:
+            self._send_link_flow(link)
+
+    def _send_session_flow(self, session: Session) -> None:
+        self._send(
+            session.channel,
+            Flow(
+                UInt(session.next_incoming_id),
+                UInt(session.incoming_window),
+                UInt(session.next_outgoing_id),
+                UInt(session.outgoing_window),
+            ),
+        )
+
+    def _send_link_flow(self, link: Link, drain: bool = False, echo: bool = False) -> None:
+        session = link.session
+        self._send(
+            session.channel,
+            Flow(
+                UInt(session.next_incoming_id),
+                UInt(session.incoming_window),
+                UInt(session.next_outgoing_id),
+                UInt(session.outgoing_window),
+                UInt(link.handle),
+                UInt(link.delivery_count),
+                UInt(link.link_credit),
+                None,
+                drain,
+                echo,
+            ),
+        )
+
+    def grant_credit(self, link: Link, credit: int) -> None:
+        """Give a peer sender ``credit`` transfers (our receiving link)."""
+        if link.detach_sent or link.session.ended:
+            return
+        link.link_credit = credit
+        self._send_link_flow(link)
+
+    def drain_complete(self, link: Link) -> None:
+        """Nothing left to send: consume the remaining credit and tell the peer (spec 2.6.7)."""
+        if link.detach_sent or link.session.ended:
+            return
+        link.delivery_count = (link.delivery_count + link.link_credit) & UINT_MAX
+        link.link_credit = 0
+        link.drain = False
+        self._send_link_flow(link, drain=True)
+
+    def can_send(self, link: Link) -> bool:
+        return (
+            link.attached
+            and not link.detach_sent
+            and not link.session.ended
+            and link.link_credit > 0
+            and link.session.remote_incoming_window > 0
+            and not self.closed
+        )
+
+    # ------------------------------------------------------------------ transfers
+    def send_transfer(
+        self,
+        link: Link,
+        delivery_tag: bytes,
+        payload: bytes,
+        *,
+        settled: bool,
+        message_format: int = 0,
+        context: Any = None,
+    ) -> int:
+        """Send one delivery (split into frames as the peer's max-frame-size requires)."""
+        session = link.session
+        delivery_id = session.next_outgoing_id
+        first = Transfer(
+            UInt(link.handle), UInt(delivery_id), delivery_tag, UInt(message_format), settled
+        )
+        head = bytearray(FRAME_HEADER_SIZE)
+        codec.encode_into(head, first)
+        room = self.remote_max_frame_size - len(head) - 8  # 8 bytes of slack for the 'more' flag
+        if len(payload) <= room:
+            head += payload
+            _patch_header(head, session.channel)
+            self._out += head
+        else:
+            more = Transfer(
+                UInt(link.handle), UInt(delivery_id), delivery_tag, UInt(message_format), settled, True
+            )
+            head = bytearray(FRAME_HEADER_SIZE)
+            codec.encode_into(head, more)
+            room = self.remote_max_frame_size - len(head)
+            offset = 0
+            while len(payload) - offset > room:
+                frame = bytearray(head)
+                frame += payload[offset : offset + room]
+                _patch_header(frame, session.channel)
+                self._out += frame
+                offset += room
+                session.next_outgoing_id += 1
+                session.remote_incoming_window -= 1
+            last = bytearray(FRAME_HEADER_SIZE)
+            codec.encode_into(last, Transfer(UInt(link.handle), UInt(delivery_id), delivery_tag,
+                                             UInt(message_format), settled, False))
+            last += payload[offset:]
+            _patch_header(last, session.channel)
+            self._out += last
+        session.next_outgoing_id += 1
+        session.remote_incoming_window -= 1
+        link.delivery_count = (link.delivery_count + 1) & UINT_MAX
+        link.link_credit -= 1
+        if not settled:
+            session.outgoing_unsettled[delivery_id] = link
+            link.unsettled[delivery_id] = context
+        return delivery_id
+
+    def _on_transfer(self, channel: int, transfer: Any, payload: bytes) -> None:
+        session = self._session(channel)
+        link = session.links_by_remote.get(transfer.handle)
+        if link is None or link.is_sender:
+            self._end_session_with_error(
+                session, UNATTACHED_HANDLE, f"transfer on unattached handle {transfer.handle}"
+            )
+            return
+        session.next_incoming_id += 1
+        session.incoming_window -= 1
+        if session.incoming_window <= Session.INCOMING_WINDOW // 2:
+            session.incoming_window = Session.INCOMING_WINDOW
+            self._send_session_flow(session)
+        delivery = link.incoming
+        if delivery is None:
+            if transfer.delivery_id is None:
+                raise ProtocolError(DECODE_ERROR, "first transfer of a delivery has no delivery-id")
+            delivery = link.incoming = _IncomingDelivery(transfer)
+            link.link_credit -= 1
+            link.delivery_count = (link.delivery_count + 1) & UINT_MAX
+        if transfer.aborted:
+            link.incoming = None
+            return
+        if payload:
+            delivery.chunks.append(payload)
+            delivery.size += len(payload)
+            if delivery.size > self.max_message_size:
+                link.incoming = None
+                self.detach(link, "amqp:link:message-size-exceeded",
+                            f"delivery exceeds {self.max_message_size} bytes")
+                return
+        if transfer.settled:
+            delivery.settled = True
+        if transfer.more:
+            return
+        link.incoming = None
+        body = delivery.chunks[0] if len(delivery.chunks) == 1 else b"".join(delivery.chunks)
+        self._events.append(
+            MessageReceived(
+                link, delivery.delivery_id, bytes(delivery.delivery_tag or b""), delivery.message_format,
+                delivery.settled, body,
+            )
+        )
+
+    # ------------------------------------------------------------------ dispositions
+    def settle_incoming(self, link: Link, delivery_id: int, state: Any, last: int | None = None) -> None:
+        """Settle deliveries the peer sent us (``delivery_id``..``last``) with ``state``."""
+        if link.session.ended or self.closed:
+            return
+        self._send(
+            link.session.channel,
+            Disposition(ROLE_RECEIVER, UInt(delivery_id), UInt(last) if last is not None else None, True, state),
+        )
+
+    def settle_outgoing(self, link: Link, delivery_id: int, state: Any) -> None:
+        """Settle (our side of) a delivery we sent, echoing the outcome the peer chose."""
+        session = link.session
+        session.outgoing_unsettled.pop(delivery_id, None)
+        link.unsettled.pop(delivery_id, None)
+        if session.ended or self.closed:
+            return
+        self._send(session.channel, Disposition(ROLE_SENDER, UInt(delivery_id), None, True, state))
+
+    def _on_disposition(self, channel: int, disposition: Any) -> None:
+        session = self._session(channel)
+        if disposition.role != ROLE_RECEIVER:
+            return  # the peer settles deliveries it sent; we already settled ours at once
+        first = disposition.first
+        last = disposition.last if disposition.last is not None else first
+        if first is None or last - first > 100_000:
+            raise SessionError(session, DECODE_ERROR, "disposition range is invalid")
+        for delivery_id in range(first, last + 1):
+            link = session.outgoing_unsettled.get(delivery_id)
+            if link is None:
+                continue
+            context = link.unsettled.get(delivery_id)
+            if disposition.settled:
+                session.outgoing_unsettled.pop(delivery_id, None)
+                link.unsettled.pop(delivery_id, None)
+            self._events.append(
+                DeliveryStateChanged(link, delivery_id, disposition.state, bool(disposition.settled), context)
+            )
+
+    # ------------------------------------------------------------------ output
+    def _send(self, channel: int, body: Any) -> None:
+        self._out += build_frame(channel, body)
+
+    _HANDLERS: dict[type, Callable[[Connection, int, Any], None]] = {}
+
+
+def _patch_header(frame: bytearray, channel: int) -> None:
+    size = len(frame)
+    frame[0:8] = bytes(
+        ((size >> 24) & 0xFF, (size >> 16) & 0xFF, (size >> 8) & 0xFF, size & 0xFF, 2, FRAME_AMQP,
+         (channel >> 8) & 0xFF, channel & 0xFF)
+    )
+
+
+def codec_ubyte(value: int) -> UByte:
+    return UByte(value)
+
+
+def codec_ulong(value: int) -> ULong:
+    return ULong(value)
+
+
+Connection._HANDLERS = {
+    Begin: Connection._on_begin,
+    Attach: Connection._on_attach,
+    Flow: Connection._on_flow,
+    Transfer: Connection._on_transfer,  # dispatched with its payload in _on_frame
+    Disposition: Connection._on_disposition,
+    Detach: Connection._on_detach,
+    End: Connection._on_end,
+    Close: Connection._on_close,
+    Open: lambda self, channel, body: (_ for _ in ()).throw(
+        ProtocolError(NOT_ALLOWED, "open received twice")
+    ),
+}
+
+__all__ = ["Connection", "Error", "Link", "ProtocolError", "Session"]

@@ -1,0 +1,96 @@
+"""Events the connection state machine emits for the application layer (the broker glue).
+
+The state machine answers everything it can on its own (headers, SASL, open, begin, end, close,
+heartbeats); these events are what needs an application decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .connection import Link, Session
+    from .performatives import Error
+
+
+@dataclass(slots=True)
+class ConnectionOpened:
+    container_id: str
+    hostname: str | None
+    properties: dict | None
+
+
+@dataclass(slots=True)
+class SessionBegun:
+    session: Session
+
+
+@dataclass(slots=True)
+class LinkAttachRequested:
+    """The peer attached a link; answer with ``Connection.accept_attach`` or ``reject_attach``."""
+
+    link: Link
+
+
+@dataclass(slots=True)
+class MessageReceived:
+    """A complete (reassembled) delivery arrived on one of our receiving links."""
+
+    link: Link
+    delivery_id: int
+    delivery_tag: bytes
+    message_format: int
+    settled: bool
+    payload: bytes
+
+
+@dataclass(slots=True)
+class DeliveryStateChanged:
+    """The peer settled or updated one of the deliveries we sent."""
+
+    link: Link
+    delivery_id: int
+    state: Any
+    settled: bool
+    context: Any
+
+
+@dataclass(slots=True)
+class LinkCreditChanged:
+    """A sending link of ours may send (credit or session window grew), or the peer asked to drain."""
+
+    link: Link
+    drain: bool
+
+
+@dataclass(slots=True)
+class LinkDetached:
+    link: Link
+    closed: bool
+    error: Error | None
+
+
+@dataclass(slots=True)
+class SessionEnded:
+    session: Session
+    error: Error | None
+
+
+@dataclass(slots=True)
+class ConnectionClosed:
+    """The connection is over: closed by the peer, by us, or by a protocol error."""
+
+    error: Error | None
+    by_peer: bool
+
+
+@dataclass(slots=True)
+class SaslPlainAuthenticated:
+    username: str
+
+
+Event = (
+    ConnectionOpened | SessionBegun | LinkAttachRequested | MessageReceived | DeliveryStateChanged
+    | LinkCreditChanged | LinkDetached | SessionEnded | ConnectionClosed | SaslPlainAuthenticated
+)

@@ -1,0 +1,42 @@
+"""The message broker (no I/O, no asyncio): see :mod:`sbemulator.broker.core` for the API."""
+
+from .core import Broker, RuleError
+from .entity import EntityRef
+from .errors import (
+    ArgumentError,
+    BrokerError,
+    EntityAlreadyExistsError,
+    EntityNotFoundError,
+    InvalidOperationError,
+    MessageLockLostError,
+    MessageNotFoundError,
+    MessageSizeExceededError,
+    SessionCannotBeLockedError,
+    SessionLockLostError,
+    SessionRequiredError,
+)
+from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, ReceiveMode
+from .receiver import Receiver
+
+__all__ = [
+    "ArgumentError",
+    "Broker",
+    "BrokerError",
+    "BrokerMessage",
+    "Delivery",
+    "EntityAlreadyExistsError",
+    "EntityNotFoundError",
+    "EntityRef",
+    "IncomingMessage",
+    "InvalidOperationError",
+    "MessageLockLostError",
+    "MessageNotFoundError",
+    "MessageSizeExceededError",
+    "MessageState",
+    "ReceiveMode",
+    "Receiver",
+    "RuleError",
+    "SessionCannotBeLockedError",
+    "SessionLockLostError",
+    "SessionRequiredError",
+]

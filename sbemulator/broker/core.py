@@ -1,0 +1,1075 @@
+"""The message broker: entities, locks, delivery counts, TTL, scheduling, forwarding, sessions.
+
+Synchronous and single-threaded: the asyncio server calls it from the event loop. It does no
+I/O except through the :class:`~sbemulator.store.base.Store` and reads time only from the
+injected ``clock`` (seconds, like ``time.time``), so tests move time without sleeping.
+
+Server-facing API (see also :class:`~sbemulator.broker.receiver.Receiver`)::
+
+    broker = Broker(config, store, clock=time.time)
+    broker.resolve(path) -> EntityRef                      # EntityNotFoundError
+    broker.send(path, [IncomingMessage, ...])              # all-or-nothing per call
+    broker.open_receiver(path, ReceiveMode.PEEK_LOCK, on_available, session_id=None,
+                         next_available_session=False) -> Receiver
+    broker.commit()                                        # group commit, before sending accepts
+    broker.next_deadline() -> float | None                 # seconds on the clock's scale
+    broker.tick()                                          # run every timer that is due
+    # $management
+    broker.peek(path, from_sequence_number, count, session_id=None) -> [BrokerMessage]
+    broker.renew_lock(path, [UUID]) -> [locked_until_ms]
+    broker.update_disposition(path, [UUID], "completed"|"abandoned"|"defered"|"suspended", ...)
+    broker.receive_deferred(path, [seq], mode, session_id=None) -> [Delivery]
+    broker.schedule(path, [IncomingMessage]) -> [seq]
+    broker.cancel_scheduled(path, [seq])
+    broker.get_session_state(path, sid) / set_session_state(path, sid, bytes | None)
+    broker.renew_session_lock(path, sid) -> locked_until_ms
+    broker.list_sessions(path, skip=0, top=...) -> [sid]
+    broker.add_rule / remove_rule / list_rules (subscriptions)
+    broker.create_queue / create_topic / create_subscription / delete_entity (runtime, persisted)
+
+Delivery counts follow Service Bus: ``BrokerMessage.delivery_count`` counts deliveries made and is
+incremented when a receiver takes the message (peek-lock or receive-and-delete, also
+receive-by-sequence-number). The AMQP header carries the PREVIOUS deliveries
+(``Delivery.header_delivery_count`` = ``delivery_count - 1``), which is what Service Bus sends: the
+Python SDK shows 0 on a first receive, .NET adds one. A message whose lock ends by abandon, lock
+expiry, session-lock loss or receiver close while ``delivery_count >= MaxDeliveryCount`` moves to
+the dead-letter queue with reason ``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message
+can be received three times. ``release`` (the client's ``released`` outcome) un-counts the delivery.
+
+Sequence numbers are assigned by the entity that is sent to (queue or topic: subscriptions keep the
+topic's number, like Service Bus); dead-lettered messages keep theirs, auto-forwarded ones get a
+new one in the target with ``enqueue_sequence_number`` = the original.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from sbemulator.config import NamespaceConfig, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
+
+from .entity import (
+    DEAD_LETTER,
+    DLQ_SUFFIX,
+    NO_LIMIT,
+    QUEUE,
+    SUBSCRIPTION,
+    TOPIC,
+    TRANSFER_DEAD_LETTER,
+    TRANSFER_DLQ_SUFFIX,
+    Entity,
+    EntityRef,
+    Session,
+)
+from .errors import (
+    ArgumentError,
+    BrokerError,
+    EntityAlreadyExistsError,
+    EntityNotFoundError,
+    InvalidOperationError,
+    MessageLockLostError,
+    MessageNotFoundError,
+    MessageSizeExceededError,
+    SessionCannotBeLockedError,
+    SessionLockLostError,
+    SessionRequiredError,
+)
+from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, ReceiveMode
+from .receiver import Receiver
+from .rules import FilterError, FilterEvaluationError, compile_rule
+
+if TYPE_CHECKING:
+    from sbemulator.store.base import Store
+
+MAX_FORWARD_HOPS = 4
+REASON_MAX_DELIVERY = "MaxDeliveryCountExceeded"
+REASON_TTL = "TTLExpiredException"
+REASON_SESSION_ID_NULL = "Session id is null."
+DESC_SESSION_ID_NULL = "Session enabled entity doesn't allow a message whose session identifier is null."
+REASON_FILTER_EXCEPTION = "FilterEvaluationException"
+REASON_TRANSFER = "MessageTransferFailed"
+
+_LOCK, _TTL, _SCHED, _SESSION = range(4)
+_DUP_PRUNE_INTERVAL_MS = 60_000
+
+
+class RuleError(BrokerError):
+    """A subscription rule that does not compile."""
+
+    condition = "com.microsoft:argument-error"
+    status_code = 400
+
+
+class Broker:
+    def __init__(self, config: NamespaceConfig, store: Store,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self._entities: dict[str, Entity] = {}  # every addressable container, by lower-case path
+        self._timers: list[tuple[int, int, int, Entity, Any, Any]] = []
+        self._timer_seq = itertools.count()
+        self._pending: dict[int, Receiver] = {}
+        self._depth = 0
+        self._flushing = False
+        self._next_dup_prune = 0
+        self._runtime_keys: set[str] = set()
+        for q in config.queues:
+            self._add_queue(q)
+        for t in config.topics:
+            self._add_topic(t)
+        self._load_runtime_entities()
+        self._load_state()
+
+    # ================================================================= entity construction
+    def _register(self, ent: Entity) -> Entity:
+        self._entities[ent.key] = ent
+        return ent
+
+    def _add_sub_queues(self, ent: Entity) -> None:
+        dlq = Entity(key=f"{ent.key}/{DLQ_SUFFIX.lower()}", path=f"{ent.path}/{DLQ_SUFFIX}", kind=DEAD_LETTER,
+                     lock_duration_ms=ent.lock_duration_ms, max_message_size=ent.max_message_size, parent=ent)
+        tdlq = Entity(key=f"{ent.key}/{TRANSFER_DLQ_SUFFIX.lower()}", path=f"{ent.path}/{TRANSFER_DLQ_SUFFIX}",
+                      kind=TRANSFER_DEAD_LETTER, lock_duration_ms=ent.lock_duration_ms,
+                      max_message_size=ent.max_message_size, parent=ent)
+        ent.dlq, ent.transfer_dlq = self._register(dlq), self._register(tdlq)
+
+    def _add_queue(self, q: QueueConfig) -> Entity:
+        ent = Entity(
+            key=q.name.lower(), path=q.name, kind=QUEUE, lock_duration_ms=_ms(q.lock_duration),
+            max_delivery_count=q.max_delivery_count, ttl_ms=_ms(q.default_message_ttl),
+            dead_lettering_on_expiration=q.dead_lettering_on_message_expiration,
+            requires_session=q.requires_session, forward_to=q.forward_to,
+            forward_dead_lettered_to=q.forward_dead_lettered_messages_to,
+            max_message_size=q.max_message_size_kb * 1024,
+            requires_duplicate_detection=q.requires_duplicate_detection,
+            duplicate_window_ms=_ms(q.duplicate_detection_window), config=q,
+        )
+        self._register(ent)
+        self._add_sub_queues(ent)
+        return ent
+
+    def _add_topic(self, t: TopicConfig) -> Entity:
+        ent = Entity(
+            key=t.name.lower(), path=t.name, kind=TOPIC, ttl_ms=_ms(t.default_message_ttl),
+            max_message_size=t.max_message_size_kb * 1024,
+            requires_duplicate_detection=t.requires_duplicate_detection,
+            duplicate_window_ms=_ms(t.duplicate_detection_window), config=dataclasses.replace(t, subscriptions=()),
+        )
+        self._register(ent)
+        for s in t.subscriptions:
+            self._add_subscription(ent, s)
+        return ent
+
+    def _add_subscription(self, topic: Entity, s: SubscriptionConfig) -> Entity:
+        ttl = _ms(s.default_message_ttl)
+        if topic.ttl_ms is not None:
+            ttl = min(ttl, topic.ttl_ms)
+        ent = Entity(
+            key=f"{topic.key}/subscriptions/{s.name.lower()}", path=f"{topic.path}/Subscriptions/{s.name}",
+            kind=SUBSCRIPTION, lock_duration_ms=_ms(s.lock_duration), max_delivery_count=s.max_delivery_count,
+            ttl_ms=ttl, dead_lettering_on_expiration=s.dead_lettering_on_message_expiration,
+            dead_lettering_on_filter_exceptions=s.dead_lettering_on_filter_evaluation_exceptions,
+            requires_session=s.requires_session, forward_to=s.forward_to,
+            forward_dead_lettered_to=s.forward_dead_lettered_messages_to,
+            max_message_size=topic.max_message_size, parent=topic, config=s,
+        )
+        rules = s.rules or (RuleConfig(name="$Default", filter_type="Sql", sql_expression="1=1"),)
+        for rc in rules:
+            ent.rules.append((rc, self._compile(ent, rc)))
+        topic.subscriptions[s.name.lower()] = ent
+        self._register(ent)
+        self._add_sub_queues(ent)
+        return ent
+
+    @staticmethod
+    def _compile(ent: Entity, rc: RuleConfig) -> Any:
+        try:
+            return compile_rule(rc.name, rc.filter_type, rc.sql_expression, rc.correlation, rc.action_expression)
+        except FilterError as exc:
+            raise RuleError(f"{ent.path}: rule {rc.name!r}: {exc}") from exc
+
+    # --- runtime entity management (persisted) ---------------------------------------------------
+    def create_queue(self, q: QueueConfig) -> EntityRef:
+        with self._op():
+            self._check_new_name(q.name)
+            ent = self._add_queue(q)
+            self._runtime_keys.add(ent.key)
+            self.store.save_entity(ent.key, QUEUE, json.dumps(dataclasses.asdict(q)))
+            return ent.ref()
+
+    def create_topic(self, t: TopicConfig) -> EntityRef:
+        with self._op():
+            self._check_new_name(t.name)
+            ent = self._add_topic(dataclasses.replace(t, subscriptions=()))
+            self._runtime_keys.add(ent.key)
+            self.store.save_entity(ent.key, TOPIC, json.dumps(dataclasses.asdict(ent.config)))
+            for s in t.subscriptions:
+                self.create_subscription(t.name, s)
+            return ent.ref()
+
+    def create_subscription(self, topic_name: str, s: SubscriptionConfig) -> EntityRef:
+        with self._op():
+            topic = self._entities.get(topic_name.lower())
+            if topic is None or topic.kind != TOPIC:
+                raise EntityNotFoundError(f"The messaging entity '{topic_name}' could not be found.")
+            if s.name.lower() in topic.subscriptions:
+                raise EntityAlreadyExistsError(f"The subscription '{s.name}' already exists on '{topic.path}'.")
+            ent = self._add_subscription(topic, s)
+            self._persist_subscription(ent)
+            return ent.ref()
+
+    def _persist_subscription(self, ent: Entity) -> None:
+        self._runtime_keys.add(ent.key)
+        data = dataclasses.asdict(ent.config)
+        data["topic"] = ent.parent.path if ent.parent else ""
+        self.store.save_entity(ent.key, SUBSCRIPTION, json.dumps(data))
+
+    def delete_entity(self, path: str) -> None:
+        with self._op():
+            ent = self._entity(path)
+            if ent.kind not in (QUEUE, TOPIC, SUBSCRIPTION):
+                raise InvalidOperationError(f"'{ent.path}' cannot be deleted.")
+            doomed = [ent, *ent.subscriptions.values()]
+            for e in doomed:
+                for r in list(e.receivers.values()) + [
+                    r for sub in (e.dlq, e.transfer_dlq) if sub for r in sub.receivers.values()
+                ]:
+                    self._close_receiver(r)
+            prefix = ent.key + "/"
+            for key in [k for k in self._entities if k == ent.key or k.startswith(prefix)]:
+                del self._entities[key]
+            if ent.kind == SUBSCRIPTION and ent.parent is not None:
+                ent.parent.subscriptions.pop(ent.key.rsplit("/", 1)[1], None)
+            self._runtime_keys.discard(ent.key)
+            self.store.delete_entity(ent.key)
+
+    def _check_new_name(self, name: str) -> None:
+        if name.lower() in self._entities:
+            raise EntityAlreadyExistsError(f"The messaging entity '{name}' already exists.")
+
+    def _load_runtime_entities(self) -> None:
+        subs: list[dict[str, Any]] = []
+        for key, kind, data in self.store.load_entities():
+            desc = json.loads(data)
+            if kind == SUBSCRIPTION:
+                subs.append(desc)
+                continue
+            if key in self._entities:  # the config file wins
+                continue
+            if kind == QUEUE:
+                self._add_queue(QueueConfig(**desc))
+            elif kind == TOPIC:
+                desc.pop("subscriptions", None)
+                self._add_topic(TopicConfig(**desc))
+            self._runtime_keys.add(key)
+        for desc in subs:
+            topic = self._entities.get(str(desc.pop("topic", "")).lower())
+            if topic is None or topic.kind != TOPIC or desc["name"].lower() in topic.subscriptions:
+                continue
+            desc["rules"] = tuple(RuleConfig(**r) for r in desc.get("rules", ()))
+            ent = self._add_subscription(topic, SubscriptionConfig(**desc))
+            self._runtime_keys.add(ent.key)
+
+    # --- rules ($management add-rule / remove-rule / enumerate-rules) ------------------------------
+    def add_rule(self, path: str, rule: RuleConfig) -> None:
+        with self._op():
+            sub = self._entity(path)
+            if sub.kind != SUBSCRIPTION:
+                raise InvalidOperationError("Rules exist only on subscriptions.")
+            if any(rc.name.lower() == rule.name.lower() for rc, _ in sub.rules):
+                raise EntityAlreadyExistsError(f"The rule '{rule.name}' already exists.")
+            sub.rules.append((rule, self._compile(sub, rule)))
+            self._save_rules(sub)
+
+    def remove_rule(self, path: str, name: str) -> None:
+        with self._op():
+            sub = self._entity(path)
+            keep = [(rc, r) for rc, r in sub.rules if rc.name.lower() != name.lower()]
+            if len(keep) == len(sub.rules):
+                raise MessageNotFoundError(f"The rule '{name}' could not be found.")
+            sub.rules = keep
+            self._save_rules(sub)
+
+    def list_rules(self, path: str) -> list[RuleConfig]:
+        sub = self._entity(path)
+        return [rc for rc, _ in sub.rules]
+
+    def _save_rules(self, sub: Entity) -> None:
+        sub.config = dataclasses.replace(sub.config, rules=tuple(rc for rc, _ in sub.rules))
+        if sub.key in self._runtime_keys:
+            self._persist_subscription(sub)
+
+    # ================================================================= restart
+    def _load_state(self) -> None:
+        now = self._now()
+        for key, last in self.store.load_sequences().items():
+            ent = self._entities.get(key)
+            if ent is not None:
+                ent.last_sequence = max(ent.last_sequence, last)
+        for key, msg in self.store.load_messages():
+            ent = self._entities.get(key)
+            if ent is None:
+                continue
+            owner = _sequence_owner(ent)
+            owner.last_sequence = max(owner.last_sequence, msg.sequence_number, msg.enqueue_sequence_number or 0)
+            self._insert(ent, msg)
+            if msg.state == MessageState.SCHEDULED:
+                self._timer(msg.scheduled_enqueue_time_ms or 0, _SCHED, ent, msg)
+            else:
+                if msg.state == MessageState.ACTIVE:
+                    self._queue(ent, msg)
+                if msg.expires_at_ms is not None:
+                    self._timer(msg.expires_at_ms, _TTL, ent, msg)
+        for key, sid, state in self.store.load_session_states():
+            ent = self._entities.get(key)
+            if ent is not None:
+                ent.session(sid).state = bytes(state)
+        for key, mid, expires in self.store.load_duplicates(now):
+            ent = self._entities.get(key)
+            if ent is not None:
+                ent.duplicates[mid] = expires
+
+    # ================================================================= plumbing
+    def _now(self) -> int:
+        return int(self.clock() * 1000)
+
+    @contextmanager
+    def _op(self):
+        """Wrap every public call: receiver notifications run after the state is consistent."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0 and self._pending and not self._flushing:
+                self._flush()
+
+    def _flush(self) -> None:
+        self._flushing = True
+        try:
+            while self._pending:
+                rid = next(iter(self._pending))
+                r = self._pending.pop(rid)
+                if not r.closed:
+                    r.on_available()
+        finally:
+            self._flushing = False
+
+    def _notify(self, ent: Entity, session: Session | None = None) -> None:
+        if not ent.receivers:
+            return
+        if session is not None and session.owner is not None:
+            self._pending[id(session.owner)] = session.owner
+            return
+        for rid, r in ent.receivers.items():
+            if session is None or (r.session is None and r.next_available_session):
+                self._pending[rid] = r
+
+    def _timer(self, deadline_ms: int, kind: int, ent: Entity, obj: Any, extra: Any = None) -> None:
+        heapq.heappush(self._timers, (deadline_ms, next(self._timer_seq), kind, ent, obj, extra))
+
+    def _entity(self, path: str) -> Entity:
+        key = _normalize(path)
+        ent = self._entities.get(key)
+        if ent is None:
+            raise EntityNotFoundError(f"The messaging entity '{path}' could not be found.")
+        return ent
+
+    def resolve(self, path: str) -> EntityRef:
+        """Case-insensitive; accepts "q", "t", "t/Subscriptions/s", "<x>/$DeadLetterQueue",
+        "<x>/$Transfer/$DeadLetterQueue" (a leading "/" or "amqps://host/" prefix is stripped)."""
+        return self._entity(path).ref()
+
+    def entity_paths(self) -> list[str]:
+        return [e.path for e in self._entities.values()]
+
+    def commit(self) -> None:
+        """Make every change so far durable (one transaction)."""
+        self.store.commit()
+
+    def close(self) -> None:
+        self.store.close()
+
+    # --- container primitives ----------------------------------------------------------------
+    def _insert(self, ent: Entity, msg: BrokerMessage) -> None:
+        ent.messages[msg.sequence_number] = msg
+        if ent.requires_session and msg.session_id is not None:
+            ent.session(msg.session_id).count += 1
+
+    def _queue(self, ent: Entity, msg: BrokerMessage) -> None:
+        """Make an active, unlocked message available to receivers."""
+        msg.queued = True
+        if ent.requires_session and msg.session_id is not None:
+            s = ent.session(msg.session_id)
+            heapq.heappush(s.heap, msg.sequence_number)
+            self._notify(ent, s)
+        else:
+            heapq.heappush(ent.available, msg.sequence_number)
+            self._notify(ent)
+
+    def _remove(self, ent: Entity, msg: BrokerMessage) -> None:
+        if ent.messages.pop(msg.sequence_number, None) is None:
+            return
+        msg.queued = False
+        self._unlock(ent, msg)
+        if ent.requires_session and msg.session_id is not None:
+            s = ent.sessions.get(msg.session_id)
+            if s is not None:
+                s.count -= 1
+                ent.forget_session_if_idle(s)
+        self.store.delete_message(ent.key, msg.sequence_number)
+
+    def _unlock(self, ent: Entity, msg: BrokerMessage) -> None:
+        if msg.lock_token is not None:
+            ent.locks.pop(msg.lock_token, None)
+            if msg.lock_owner is not None:
+                msg.lock_owner.locks.discard(msg.lock_token)
+        msg.lock_token = None
+        msg.lock_owner = None
+        msg.locked_until_ms = None
+
+    @staticmethod
+    def _pop(ent: Entity, heap: list[int]) -> BrokerMessage | None:
+        messages = ent.messages
+        while heap:
+            seq = heapq.heappop(heap)
+            msg = messages.get(seq)
+            if msg is not None and msg.queued:
+                msg.queued = False
+                return msg
+        return None
+
+    def _set_expiry(self, ent: Entity, msg: BrokerMessage) -> None:
+        ttl = msg.time_to_live_ms if msg.time_to_live_ms and msg.time_to_live_ms > 0 else None
+        if ent.ttl_ms is not None:
+            ttl = ent.ttl_ms if ttl is None else min(ttl, ent.ttl_ms)
+        msg.expires_at_ms = None if ttl is None else msg.enqueued_time_ms + ttl
+        if msg.expires_at_ms is not None:
+            self._timer(msg.expires_at_ms, _TTL, ent, msg)
+
+    # ================================================================= sending
+    def send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
+        """Accept a batch (all or nothing). Duplicates (by MessageId, within the window) and topic
+        messages no subscription wants are dropped silently, as Service Bus does."""
+        with self._op():
+            ent, batch = self._check_send(path, messages)
+            now = self._now()
+            for incoming in batch:
+                if self._is_duplicate(ent, incoming, now):
+                    continue
+                self._accept(ent, BrokerMessage.from_incoming(incoming), now)
+
+    def schedule(self, path: str, messages: Iterable[IncomingMessage]) -> list[int]:
+        """$management schedule-message: returns the sequence numbers (usable for cancel)."""
+        with self._op():
+            ent, batch = self._check_send(path, messages)
+            now = self._now()
+            return [self._accept(ent, BrokerMessage.from_incoming(m), now) for m in batch]
+
+    def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None:
+        with self._op():
+            ent = self._entity(path)
+            found = []
+            for seq in sequence_numbers:
+                msg = ent.messages.get(seq)
+                if msg is None or msg.state != MessageState.SCHEDULED:
+                    raise MessageNotFoundError(f"The scheduled message with sequence number {seq} was not found.")
+                found.append(msg)
+            for msg in found:
+                self._remove(ent, msg)
+
+    def _check_send(self, path: str, messages: Iterable[IncomingMessage]) -> tuple[Entity, list[IncomingMessage]]:
+        ent = self._entity(path)
+        if ent.kind not in (QUEUE, TOPIC):
+            raise InvalidOperationError(f"Cannot send to '{ent.path}': sending is only allowed to queues and topics.")
+        batch = list(messages)
+        for m in batch:
+            if m.size > ent.max_message_size:
+                raise MessageSizeExceededError(
+                    f"The received message (size {m.size} bytes) exceeds the limit ({ent.max_message_size} bytes) "
+                    f"currently allowed on '{ent.path}'."
+                )
+            if ent.requires_session and not m.session_id:
+                raise SessionRequiredError(
+                    "The SessionId was not set on a message, and it cannot be sent to the entity. Entities that "
+                    "have session support enabled can only receive messages that have the SessionId set to a "
+                    "valid value."
+                )
+        return ent, batch
+
+    def _is_duplicate(self, ent: Entity, m: IncomingMessage, now: int) -> bool:
+        if not ent.requires_duplicate_detection or m.message_id is None:
+            return False
+        dups = ent.duplicates
+        while dups:
+            mid, expires = next(iter(dups.items()))
+            if expires > now:
+                break
+            del dups[mid]
+        if now >= self._next_dup_prune:
+            self._next_dup_prune = now + _DUP_PRUNE_INTERVAL_MS
+            self.store.prune_duplicates(now)
+        mid = str(m.message_id)
+        if mid in dups:
+            return True
+        expires = now + ent.duplicate_window_ms
+        dups[mid] = expires
+        self.store.add_duplicate(ent.key, mid, expires)
+        return False
+
+    def _next_sequence(self, ent: Entity) -> int:
+        ent.last_sequence += 1
+        self.store.set_sequence(ent.key, ent.last_sequence)
+        return ent.last_sequence
+
+    def _accept(self, target: Entity, msg: BrokerMessage, now: int) -> int:
+        """A new message arrives at a queue or topic (from a sender or by forwarding)."""
+        msg.sequence_number = self._next_sequence(target)
+        scheduled = msg.scheduled_enqueue_time_ms
+        if scheduled is not None and scheduled > now:
+            msg.state = MessageState.SCHEDULED
+            msg.enqueued_time_ms = scheduled
+            self._insert(target, msg)
+            self.store.put_message(target.key, msg)
+            self._timer(scheduled, _SCHED, target, msg)
+        else:
+            self._activate(target, msg, now, stored=False)
+        return msg.sequence_number
+
+    def _activate(self, target: Entity, msg: BrokerMessage, now: int, stored: bool) -> None:
+        msg.state = MessageState.ACTIVE
+        msg.enqueued_time_ms = now
+        if target.kind == TOPIC:
+            if stored:
+                self._remove(target, msg)
+            self._fan_out(target, msg, now)
+        elif target.forward_to:
+            if stored:
+                self._remove(target, msg)
+            self._forward(target, msg, target.forward_to, now)
+        else:
+            if not stored:
+                self._insert(target, msg)
+            self._set_expiry(target, msg)
+            self.store.put_message(target.key, msg)
+            self._queue(target, msg)
+
+    def _fan_out(self, topic: Entity, msg: BrokerMessage, now: int) -> None:
+        for sub in topic.subscriptions.values():
+            try:
+                matched = [rule for _, rule in sub.rules if rule.matches(msg)]
+                if not matched:
+                    continue
+                copy = msg.copy()
+                for rule in matched:
+                    rule.apply_action(copy)
+            except FilterEvaluationError as exc:
+                if sub.dead_lettering_on_filter_exceptions:
+                    copy = msg.copy()
+                    self._insert(sub, copy)
+                    self._dead_letter(sub, copy, REASON_FILTER_EXCEPTION, str(exc), now)
+                continue
+            self._deliver_to_subscription(sub, copy, now)
+
+    def _deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None:
+        if sub.requires_session and msg.session_id is None:
+            self._insert(sub, msg)
+            self._dead_letter(sub, msg, REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL, now)
+        elif sub.forward_to:
+            self._forward(sub, msg, sub.forward_to, now)
+        else:
+            self._insert(sub, msg)
+            self._set_expiry(sub, msg)
+            self.store.put_message(sub.key, msg)
+            self._queue(sub, msg)
+
+    def _forward(self, source: Entity, msg: BrokerMessage, target_name: str, now: int) -> None:
+        """Auto-forward (``msg`` is no longer in ``source``); failures land in the transfer DLQ."""
+        target = self._entities.get(target_name.lower())
+        problem = None
+        if target is None or target.kind not in (QUEUE, TOPIC):
+            problem = f"The forwarding destination '{target_name}' could not be found."
+        elif msg.hops >= MAX_FORWARD_HOPS:
+            problem = f"The message exceeded the maximum of {MAX_FORWARD_HOPS} auto-forwarding hops."
+        elif target.requires_session and msg.session_id is None:
+            problem = DESC_SESSION_ID_NULL
+        if problem is not None:
+            tdlq = source.transfer_dlq
+            assert tdlq is not None
+            msg.state = MessageState.ACTIVE
+            self._mark_dead_lettered(msg, REASON_TRANSFER, problem)
+            msg.expires_at_ms = None
+            self._insert(tdlq, msg)
+            self.store.put_message(tdlq.key, msg)
+            self._queue(tdlq, msg)
+            return
+        fwd = msg.copy()
+        fwd.hops = msg.hops + 1
+        fwd.enqueue_sequence_number = msg.sequence_number
+        fwd.delivery_count = 0
+        fwd.scheduled_enqueue_time_ms = None
+        fwd.expires_at_ms = None
+        assert target is not None
+        self._accept(target, fwd, now)
+
+    # ================================================================= dead-lettering, expiry
+    @staticmethod
+    def _mark_dead_lettered(msg: BrokerMessage, reason: str | None, description: str | None) -> None:
+        msg.dead_letter_reason = reason
+        msg.dead_letter_description = description
+        if reason is not None:
+            msg.application_properties["DeadLetterReason"] = reason
+        if description is not None:
+            msg.application_properties["DeadLetterErrorDescription"] = description
+
+    def _dead_letter(self, ent: Entity, msg: BrokerMessage, reason: str | None, description: str | None,
+                     now: int) -> None:
+        """Move a message of ``ent`` to its dead-letter queue (or where ForwardDeadLetteredMessagesTo says)."""
+        if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER):
+            # A dead-letter queue has no dead-letter queue: the message simply stays.
+            self._unlock(ent, msg)
+            msg.state = MessageState.ACTIVE
+            self.store.put_message(ent.key, msg)
+            self._queue(ent, msg)
+            return
+        self._remove(ent, msg)
+        msg.state = MessageState.ACTIVE
+        self._mark_dead_lettered(msg, reason, description)
+        if ent.forward_dead_lettered_to:
+            msg.dead_letter_source = ent.path
+            self._forward(ent, msg, ent.forward_dead_lettered_to, now)
+            return
+        dlq = ent.dlq
+        assert dlq is not None
+        msg.expires_at_ms = None  # dead-lettered messages do not expire
+        self._insert(dlq, msg)
+        self.store.put_message(dlq.key, msg)
+        self._queue(dlq, msg)
+
+    def _expire(self, ent: Entity, msg: BrokerMessage, now: int) -> None:
+        if ent.dead_lettering_on_expiration:
+            self._dead_letter(ent, msg, REASON_TTL, "The message expired and was dead lettered.", now)
+        else:
+            self._remove(ent, msg)
+
+    def _lock_ended(self, ent: Entity, msg: BrokerMessage, now: int, counted: bool = True) -> None:
+        """A lock ended without settlement (abandon, expiry, close, session loss, release)."""
+        self._unlock(ent, msg)
+        if not counted:
+            msg.delivery_count = max(0, msg.delivery_count - 1)
+        elif msg.delivery_count >= ent.max_delivery_count:
+            self._dead_letter(
+                ent, msg, REASON_MAX_DELIVERY,
+                f"Message could not be consumed after {ent.max_delivery_count} delivery attempts.", now,
+            )
+            return
+        if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
+            self._expire(ent, msg, now)
+            return
+        self.store.update_message(ent.key, msg)
+        if msg.state == MessageState.ACTIVE:
+            self._queue(ent, msg)
+
+    # ================================================================= receiving
+    def open_receiver(self, path: str, mode: ReceiveMode, on_available: Callable[[], None],
+                      session_id: str | None = None, next_available_session: bool = False) -> Receiver:
+        """Attach a receiver. Session entities need ``session_id`` or ``next_available_session``;
+        a specific session is locked here (SessionCannotBeLockedError if someone holds it)."""
+        with self._op():
+            ent = self._entity(path)
+            if ent.kind == TOPIC:
+                raise InvalidOperationError(f"Cannot receive from topic '{ent.path}'; use a subscription.")
+            wants_session = session_id is not None or next_available_session
+            if ent.requires_session and not wants_session:
+                raise InvalidOperationError(
+                    "It is not possible for an entity that requires sessions to create a non-sessionful "
+                    "message receiver."
+                )
+            if wants_session and not ent.requires_session:
+                raise InvalidOperationError(
+                    f"It is not possible for a session receiver to receive from '{ent.path}': the entity does "
+                    "not require sessions."
+                )
+            r = Receiver(self, ent, mode, on_available, session_id, next_available_session and session_id is None)
+            if session_id is not None:
+                s = ent.sessions.get(session_id)
+                now = self._now()
+                if s is not None and s.owner is not None and s.locked_until_ms > now:
+                    raise SessionCannotBeLockedError(
+                        f"The requested session '{session_id}' cannot be accepted. It may be locked by another "
+                        "receiver."
+                    )
+                if s is not None and s.owner is not None:
+                    self._lose_session(ent, s, now)
+                self._lock_session(ent, ent.session(session_id), r, now)
+            ent.receivers[id(r)] = r
+            if not ent.requires_session or r.session is not None:
+                self._notify_one(ent, r)
+            return r
+
+    def _notify_one(self, ent: Entity, r: Receiver) -> None:
+        heap = r.session.heap if r.session is not None else ent.available
+        if heap:
+            self._pending[id(r)] = r
+
+    def _take(self, r: Receiver, max_count: int) -> list[Delivery]:
+        with self._op():
+            ent = r.entity
+            if ent.requires_session:
+                if r.session is None:
+                    return []
+                heap = r.session.heap
+                if r.session.locked_until_ms <= self._now():
+                    self._lose_session(ent, r.session, self._now())
+                    raise SessionLockLostError(f"The session lock on {ent.path} was lost.")
+            else:
+                heap = ent.available
+            now = self._now()
+            out: list[Delivery] = []
+            peek_lock = r.mode == ReceiveMode.PEEK_LOCK
+            while len(out) < max_count:
+                msg = self._pop(ent, heap)
+                if msg is None:
+                    break
+                if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
+                    self._expire(ent, msg, now)
+                    continue
+                msg.delivery_count += 1
+                if peek_lock:
+                    out.append(self._lock_message(ent, msg, r, now))
+                else:
+                    self._remove(ent, msg)
+                    out.append(Delivery(msg, None, None, msg.delivery_count - 1))
+            return out
+
+    def _lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int) -> Delivery:
+        token = uuid.uuid4()
+        msg.lock_token = token
+        msg.lock_owner = owner
+        ent.locks[token] = msg
+        if owner is not None:
+            owner.locks.add(token)
+        session = owner.session if owner is not None else None
+        if session is not None:
+            msg.locked_until_ms = session.locked_until_ms
+        else:
+            msg.locked_until_ms = now + ent.lock_duration_ms
+            self._timer(msg.locked_until_ms, _LOCK, ent, msg, token)
+        self.store.update_message(ent.key, msg)
+        return Delivery(msg, token, msg.locked_until_ms, msg.delivery_count - 1)
+
+    # ================================================================= settlement
+    def _locked_message(self, ent: Entity, token: uuid.UUID, receiver: Receiver | None,
+                        session_id: str | None, now: int) -> BrokerMessage:
+        msg = ent.locks.get(token)
+        if msg is None:
+            if receiver is not None and receiver.session_lost:
+                raise SessionLockLostError(f"The session lock on {ent.path} was lost.")
+            if session_id is not None and ent.requires_session:
+                s = ent.sessions.get(session_id)
+                if s is None or s.owner is None or s.locked_until_ms <= now:
+                    raise SessionLockLostError(f"The session lock for session '{session_id}' was lost.")
+            raise MessageLockLostError(
+                "The lock supplied is invalid. Either the lock expired, or the message has already been removed "
+                "from the queue."
+            )
+        if ent.requires_session and msg.session_id is not None and msg.lock_owner is not None:
+            s = ent.sessions.get(msg.session_id)
+            if s is None or s.owner is not msg.lock_owner or s.locked_until_ms <= now:
+                if s is not None and s.owner is msg.lock_owner:
+                    self._lose_session(ent, s, now)
+                raise SessionLockLostError(f"The session lock for session '{msg.session_id}' was lost.")
+        elif msg.locked_until_ms is not None and msg.locked_until_ms <= now:
+            self._lock_ended(ent, msg, now)
+            raise MessageLockLostError("The lock supplied has expired.")
+        return msg
+
+    def _settle(self, ent: Entity, token: uuid.UUID, status: str, *, receiver: Receiver | None = None,
+                reason: str | None = None, description: str | None = None,
+                properties_to_modify: dict[str, Any] | None = None, session_id: str | None = None) -> None:
+        with self._op():
+            now = self._now()
+            msg = self._locked_message(ent, token, receiver, session_id, now)
+            if properties_to_modify:
+                msg.application_properties.update(properties_to_modify)
+                self.store.put_message(ent.key, msg)
+            if status == "completed":
+                self._remove(ent, msg)
+            elif status == "abandoned":
+                self._lock_ended(ent, msg, now)
+            elif status == "released":
+                self._lock_ended(ent, msg, now, counted=False)
+            elif status == "defered":
+                self._unlock(ent, msg)
+                msg.state = MessageState.DEFERRED
+                if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
+                    self._expire(ent, msg, now)
+                else:
+                    self.store.update_message(ent.key, msg)
+            elif status == "suspended":
+                self._dead_letter(ent, msg, reason, description, now)
+            else:
+                raise ArgumentError(f"Unknown disposition status {status!r}.")
+
+    def update_disposition(self, path: str, lock_tokens: Iterable[uuid.UUID], status: str,
+                           dead_letter_reason: str | None = None, dead_letter_description: str | None = None,
+                           properties_to_modify: dict[str, Any] | None = None,
+                           session_id: str | None = None) -> None:
+        """$management update-disposition: completed, abandoned, defered (sic) or suspended."""
+        with self._op():
+            ent = self._entity(path)
+            for token in lock_tokens:
+                self._settle(ent, token, status, reason=dead_letter_reason, description=dead_letter_description,
+                             properties_to_modify=properties_to_modify, session_id=session_id)
+
+    def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]:
+        with self._op():
+            ent = self._entity(path)
+            now = self._now()
+            out = []
+            for token in lock_tokens:
+                msg = self._locked_message(ent, token, None, None, now)
+                if ent.requires_session and msg.lock_owner is not None and msg.lock_owner.session is not None:
+                    out.append(msg.lock_owner.session.locked_until_ms)
+                    continue
+                msg.locked_until_ms = now + ent.lock_duration_ms
+                self._timer(msg.locked_until_ms, _LOCK, ent, msg, token)
+                out.append(msg.locked_until_ms)
+            return out
+
+    def receive_deferred(self, path: str, sequence_numbers: Iterable[int], mode: ReceiveMode,
+                         session_id: str | None = None) -> list[Delivery]:
+        """$management receive-by-sequence-number for deferred messages (all or nothing)."""
+        with self._op():
+            ent = self._entity(path)
+            now = self._now()
+            found = []
+            for seq in sequence_numbers:
+                msg = ent.messages.get(seq)
+                if (msg is None or msg.state != MessageState.DEFERRED or msg.locked
+                        or (session_id is not None and msg.session_id != session_id)):
+                    raise MessageNotFoundError(f"Failed to lock one or more specified messages: the deferred "
+                                               f"message with sequence number {seq} was not found.")
+                found.append(msg)
+            out = []
+            for msg in found:
+                msg.delivery_count += 1
+                if mode == ReceiveMode.PEEK_LOCK:
+                    out.append(self._lock_message(ent, msg, None, now))
+                else:
+                    self._remove(ent, msg)
+                    out.append(Delivery(msg, None, None, msg.delivery_count - 1))
+            return out
+
+    def peek(self, path: str, from_sequence_number: int, count: int,
+             session_id: str | None = None) -> list[BrokerMessage]:
+        """Messages in every state from a sequence number on; no lock, no delivery-count change."""
+        ent = self._entity(path)
+        if count <= 0:
+            return []
+        if session_id is None:
+            seqs = heapq.nsmallest(count, (s for s in ent.messages if s >= from_sequence_number))
+        else:
+            seqs = heapq.nsmallest(count, (s for s, m in ent.messages.items()
+                                           if s >= from_sequence_number and m.session_id == session_id))
+        return [ent.messages[s] for s in seqs]
+
+    def message_count(self, path: str) -> int:
+        return len(self._entity(path).messages)
+
+    # ================================================================= receivers closing
+    def _close_receiver(self, r: Receiver) -> None:
+        with self._op():
+            if r.closed:
+                return
+            r.closed = True
+            ent = r.entity
+            ent.receivers.pop(id(r), None)
+            self._pending.pop(id(r), None)
+            now = self._now()
+            s = r.session
+            self._return_locks(ent, r, now)
+            if s is not None and s.owner is r:
+                s.owner = None
+                s.generation += 1
+                s.locked_until_ms = 0
+                ent.forget_session_if_idle(s)
+                if s.heap:
+                    self._notify(ent, s)
+
+    def _return_locks(self, ent: Entity, r: Receiver, now: int) -> None:
+        msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=lambda m: m.sequence_number)
+        for msg in msgs:
+            self._lock_ended(ent, msg, now)
+        r.locks.clear()
+
+    # ================================================================= sessions
+    def _lock_session(self, ent: Entity, s: Session, r: Receiver, now: int) -> None:
+        s.owner = r
+        s.generation += 1
+        s.locked_until_ms = now + ent.lock_duration_ms
+        r.session = s
+        self._timer(s.locked_until_ms, _SESSION, ent, s, s.generation)
+
+    def _lose_session(self, ent: Entity, s: Session, now: int) -> None:
+        r = s.owner
+        s.owner = None
+        s.generation += 1
+        s.locked_until_ms = 0
+        if r is not None:
+            r.session_lost = True
+            self._return_locks(ent, r, now)
+            if not r.closed:
+                self._pending[id(r)] = r
+        ent.forget_session_if_idle(s)
+        if s.heap:
+            self._notify(ent, s)
+
+    def _try_acquire_session(self, r: Receiver) -> str | None:
+        with self._op():
+            if r.session is not None:
+                return r.session.id
+            if r.closed or not r.next_available_session:
+                return None
+            ent = r.entity
+            now = self._now()
+            best: Session | None = None
+            best_seq = 0
+            for s in ent.sessions.values():
+                if s.owner is not None and s.locked_until_ms > now:
+                    continue
+                seq = self._first_available(ent, s)
+                if seq is not None and (best is None or seq < best_seq):
+                    best, best_seq = s, seq
+            if best is None:
+                return None
+            if best.owner is not None:
+                self._lose_session(ent, best, now)
+            self._lock_session(ent, best, r, now)
+            self._notify_one(ent, r)
+            return best.id
+
+    @staticmethod
+    def _first_available(ent: Entity, s: Session) -> int | None:
+        heap = s.heap
+        while heap:
+            msg = ent.messages.get(heap[0])
+            if msg is not None and msg.queued:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
+
+    def _held_session(self, ent: Entity, session_id: str, now: int) -> Session:
+        if not ent.requires_session:
+            raise InvalidOperationError(f"'{ent.path}' does not require sessions.")
+        s = ent.sessions.get(session_id)
+        if s is None or s.owner is None:
+            raise SessionLockLostError(f"The session lock for session '{session_id}' was lost or is not held.")
+        if s.locked_until_ms <= now:
+            self._lose_session(ent, s, now)
+            raise SessionLockLostError(f"The session lock for session '{session_id}' has expired.")
+        return s
+
+    def renew_session_lock(self, path: str, session_id: str) -> int:
+        with self._op():
+            ent = self._entity(path)
+            now = self._now()
+            s = self._held_session(ent, session_id, now)
+            s.locked_until_ms = now + ent.lock_duration_ms
+            self._timer(s.locked_until_ms, _SESSION, ent, s, s.generation)
+            for token in s.owner.locks if s.owner else ():
+                m = ent.locks.get(token)
+                if m is not None:
+                    m.locked_until_ms = s.locked_until_ms
+            return s.locked_until_ms
+
+    def get_session_state(self, path: str, session_id: str) -> bytes | None:
+        with self._op():
+            ent = self._entity(path)
+            return self._held_session(ent, session_id, self._now()).state
+
+    def set_session_state(self, path: str, session_id: str, state: bytes | None) -> None:
+        with self._op():
+            ent = self._entity(path)
+            s = self._held_session(ent, session_id, self._now())
+            s.state = bytes(state) if state is not None else None
+            self.store.set_session_state(ent.key, session_id, s.state)
+
+    def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1) -> list[str]:
+        """Sessions that have messages or state (get-message-sessions)."""
+        ent = self._entity(path)
+        ids = [s.id for s in ent.sessions.values() if s.count > 0 or s.state is not None]
+        return ids[skip:skip + top]
+
+    # ================================================================= timers
+    def _timer_valid(self, entry: tuple[int, int, int, Entity, Any, Any]) -> bool:
+        deadline, _, kind, ent, obj, extra = entry
+        if self._entities.get(ent.key) is not ent:
+            return False
+        if kind == _LOCK:
+            return ent.locks.get(extra) is obj and obj.locked_until_ms == deadline
+        if kind == _TTL:
+            return ent.messages.get(obj.sequence_number) is obj and obj.expires_at_ms == deadline
+        if kind == _SCHED:
+            return ent.messages.get(obj.sequence_number) is obj and obj.state == MessageState.SCHEDULED
+        if kind == _SESSION:
+            return obj.owner is not None and obj.generation == extra and obj.locked_until_ms == deadline
+        return False
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`tick` next has work (clock seconds), or None."""
+        timers = self._timers
+        while timers and not self._timer_valid(timers[0]):
+            heapq.heappop(timers)
+        return timers[0][0] / 1000.0 if timers else None
+
+    def tick(self) -> None:
+        """Process every due timer: lock expiry, TTL expiry, scheduled activation, session-lock expiry."""
+        with self._op():
+            now = self._now()
+            timers = self._timers
+            while timers and timers[0][0] <= now:
+                entry = heapq.heappop(timers)
+                if not self._timer_valid(entry):
+                    continue
+                _, _, kind, ent, obj, _ = entry
+                if kind == _LOCK:
+                    self._lock_ended(ent, obj, now)
+                elif kind == _TTL:
+                    if not obj.locked and obj.state != MessageState.SCHEDULED:
+                        self._expire(ent, obj, now)
+                    # a locked message is checked again when its lock ends
+                elif kind == _SCHED:
+                    self._activate(ent, obj, now, stored=True)
+                elif kind == _SESSION:
+                    self._lose_session(ent, obj, now)
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+def _normalize(path: str) -> str:
+    p = path.strip()
+    if "://" in p:
+        p = p.split("://", 1)[1]
+        p = p.split("/", 1)[1] if "/" in p else ""
+    return "/".join(part for part in p.split("/") if part).lower()
+
+
+def _sequence_owner(ent: Entity) -> Entity:
+    """The queue/topic whose counter assigned this container's sequence numbers."""
+    while ent.parent is not None:
+        ent = ent.parent
+    return ent
+
+
+__all__ = ["NO_LIMIT", "Broker", "EntityRef", "RuleError"]

@@ -1,0 +1,109 @@
+"""In-memory state of one message container (queue, subscription, dead-letter queue, topic).
+
+All messages live in memory (``messages`` by sequence number); SQLite is the durable log behind
+them. Available messages wait in a heap of sequence numbers (per session on session entities),
+so receiving is O(log n) and FIFO by sequence number, and a message returned by abandon or an
+expired lock goes back to its original position. Heaps use lazy deletion: an entry is valid only
+while its message is still ``queued``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .model import BrokerMessage
+
+if TYPE_CHECKING:
+    from .receiver import Receiver
+
+QUEUE = "queue"
+TOPIC = "topic"
+SUBSCRIPTION = "subscription"
+DEAD_LETTER = "deadletter"
+TRANSFER_DEAD_LETTER = "transfer_deadletter"
+
+DLQ_SUFFIX = "$DeadLetterQueue"
+TRANSFER_DLQ_SUFFIX = "$Transfer/$DeadLetterQueue"
+NO_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True)
+class EntityRef:
+    """What the server needs to know about a resolved path (attach, max-message-size)."""
+
+    kind: str  # queue, topic, subscription, deadletter, transfer_deadletter
+    path: str  # canonical display path, e.g. "orders/$DeadLetterQueue"
+    requires_session: bool
+    max_message_size: int  # bytes
+    lock_duration_ms: int
+    can_send: bool
+    can_receive: bool
+
+
+@dataclass(eq=False)
+class Session:
+    id: str
+    heap: list[int] = field(default_factory=list)
+    state: bytes | None = None
+    owner: Receiver | None = None
+    locked_until_ms: int = 0
+    generation: int = 0
+    count: int = 0  # messages of this session in the container, any state
+
+
+@dataclass(eq=False)
+class Entity:
+    key: str  # lower-case path, the store key
+    path: str  # display path
+    kind: str
+    lock_duration_ms: int = 60_000
+    max_delivery_count: int = NO_LIMIT
+    ttl_ms: int | None = None
+    dead_lettering_on_expiration: bool = False
+    dead_lettering_on_filter_exceptions: bool = True
+    requires_session: bool = False
+    forward_to: str | None = None
+    forward_dead_lettered_to: str | None = None
+    max_message_size: int = 256 * 1024
+    requires_duplicate_detection: bool = False
+    duplicate_window_ms: int = 20_000
+    config: Any = None  # the QueueConfig / TopicConfig / SubscriptionConfig it was built from
+    # message state
+    messages: dict[int, BrokerMessage] = field(default_factory=dict)
+    available: list[int] = field(default_factory=list)
+    sessions: dict[str, Session] = field(default_factory=dict)
+    locks: dict[uuid.UUID, BrokerMessage] = field(default_factory=dict)
+    receivers: dict[int, Receiver] = field(default_factory=dict)
+    # relations
+    dlq: Entity | None = None
+    transfer_dlq: Entity | None = None
+    parent: Entity | None = None  # DLQ -> owner; subscription -> topic
+    subscriptions: dict[str, Entity] = field(default_factory=dict)  # topics: lower name -> subscription
+    rules: list[tuple[Any, Any]] = field(default_factory=list)  # subscriptions: (RuleConfig, compiled rule)
+    # sequence numbers and duplicate detection (queues and topics)
+    last_sequence: int = 0
+    duplicates: OrderedDict[str, int] = field(default_factory=OrderedDict)
+
+    def ref(self) -> EntityRef:
+        return EntityRef(
+            kind=self.kind,
+            path=self.path,
+            requires_session=self.requires_session,
+            max_message_size=self.max_message_size,
+            lock_duration_ms=self.lock_duration_ms,
+            can_send=self.kind in (QUEUE, TOPIC),
+            can_receive=self.kind not in (TOPIC,),
+        )
+
+    def session(self, session_id: str) -> Session:
+        s = self.sessions.get(session_id)
+        if s is None:
+            s = self.sessions[session_id] = Session(session_id)
+        return s
+
+    def forget_session_if_idle(self, s: Session) -> None:
+        if s.count == 0 and s.owner is None and s.state is None:
+            self.sessions.pop(s.id, None)

@@ -1,0 +1,93 @@
+"""A receiver: the broker-side half of one receiving link."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .errors import SessionLockLostError
+from .model import Delivery, ReceiveMode
+
+if TYPE_CHECKING:
+    from .core import Broker
+    from .entity import Entity, Session
+
+
+class Receiver:
+    """Takes messages from one entity; settles the ones it took.
+
+    ``on_available`` is called (synchronously, at the end of the broker call that caused it)
+    whenever messages may have become available to this receiver; the server answers by calling
+    :meth:`take` if the link has credit. It is also called when the session lock of a session
+    receiver is lost, so that the next :meth:`take` raises :class:`SessionLockLostError`.
+    """
+
+    def __init__(self, broker: Broker, entity: Entity, mode: ReceiveMode, on_available: Callable[[], None],
+                 session_id: str | None, next_available_session: bool) -> None:
+        self._broker = broker
+        self.entity = entity
+        self.mode = mode
+        self.on_available = on_available
+        self.next_available_session = next_available_session
+        self.session: Session | None = None
+        self.session_lost = False
+        self.closed = False
+        self.locks: set[uuid.UUID] = set()
+        self._requested_session = session_id
+
+    # --- info ------------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self.entity.path
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.id if self.session is not None else None
+
+    @property
+    def locked_until_ms(self) -> int | None:
+        """The session lock's expiry (None for a session-less receiver or before a session is held)."""
+        return self.session.locked_until_ms if self.session is not None else None
+
+    # --- receiving ---------------------------------------------------------------------------
+    def try_acquire_session(self) -> str | None:
+        """Next-available receivers: lock the session with the oldest available message, if any."""
+        return self._broker._try_acquire_session(self)
+
+    def take(self, max_count: int) -> list[Delivery]:
+        """Up to ``max_count`` messages in FIFO order; peek-lock locks them and counts the delivery."""
+        if self.session_lost:
+            raise SessionLockLostError(f"The session lock on {self.path} was lost.")
+        if self.closed or max_count <= 0:
+            return []
+        return self._broker._take(self, max_count)
+
+    # --- settlement -----------------------------------------------------------------------------
+    def complete(self, lock_token: uuid.UUID) -> None:
+        self._broker._settle(self.entity, lock_token, "completed", receiver=self)
+
+    def abandon(self, lock_token: uuid.UUID, properties_to_modify: dict[str, Any] | None = None) -> None:
+        self._broker._settle(self.entity, lock_token, "abandoned", receiver=self,
+                             properties_to_modify=properties_to_modify)
+
+    def defer(self, lock_token: uuid.UUID, properties_to_modify: dict[str, Any] | None = None) -> None:
+        self._broker._settle(self.entity, lock_token, "defered", receiver=self,
+                             properties_to_modify=properties_to_modify)
+
+    def dead_letter(self, lock_token: uuid.UUID, reason: str | None = None, description: str | None = None,
+                    properties_to_modify: dict[str, Any] | None = None) -> None:
+        self._broker._settle(self.entity, lock_token, "suspended", receiver=self, reason=reason,
+                             description=description, properties_to_modify=properties_to_modify)
+
+    def release(self, lock_token: uuid.UUID) -> None:
+        """The client gave the message back unprocessed: available again, delivery not counted."""
+        self._broker._settle(self.entity, lock_token, "released", receiver=self)
+
+    def close(self) -> None:
+        """Detach: unsettled messages return to the entity (counted, like an abandon), session unlocked."""
+        if not self.closed:
+            self._broker._close_receiver(self)
+
+    def __repr__(self) -> str:
+        return f"<Receiver {self.path} session={self.session_id!r} mode={self.mode.name}>"

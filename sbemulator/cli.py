@@ -1,0 +1,68 @@
+"""``python -m sbemulator``: run the emulator until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+
+from .config import ConfigError, load_config
+from .emulator import build, connection_string, sas_keys
+
+STARTED = time.perf_counter()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sbemulator", description="A pure-Python Azure Service Bus emulator.")
+    parser.add_argument("--config", required=True, help="topology file (official emulator Config.json schema)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=5672, help="AMQP port (default 5672; 0 picks a free port)")
+    store = parser.add_mutually_exclusive_group()
+    store.add_argument("--data-dir", default=None, help="where messages are kept (default .sbemulator/)")
+    store.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
+    parser.add_argument("--sas-key", default=None, help="key of RootManageSharedAccessKey (default SAS_KEY_VALUE)")
+    parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    return parser.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    server, broker = build(
+        config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
+        host=args.host, port=args.port,
+    )
+    await server.start()
+    keys = sas_keys(config, args.sas_key)
+    key_name = "RootManageSharedAccessKey"
+    shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    elapsed = time.perf_counter() - STARTED
+    print(
+        f"sbemulator ready on {args.host}:{server.port} in {elapsed:.2f}s; connection string: "
+        f"{connection_string(shown_host, server.port, key_name, keys[key_name])}",
+        flush=True,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop()
+    broker.close()
+    print("sbemulator stopped", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(serve(args))
+    except ConfigError as exc:
+        print(f"sbemulator: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"sbemulator: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,526 @@
+"""Topology configuration in the official Service Bus emulator's ``Config.json`` schema.
+
+The same JSON file feeds Bicep, the provisioning script, the official emulator and ``sbemulator``,
+so this loader accepts that schema exactly (``UserConfig.Namespaces[0]`` with ``Queues`` and
+``Topics``) plus two extensions: ``MaxMessageSizeInKilobytes`` on queues/topics and namespace-level
+``SasKeys``. Anything it does not understand is an error rather than silently ignored: a typo in a
+property name would otherwise only show up as "wrong behaviour" at run time. Every error names the
+file, the JSON path and the problem.
+
+Defaults follow the official emulator's ``Config-schema.json`` (TTL 1 hour, lock 1 minute,
+max delivery count 3, duplicate-detection window 20 seconds); its upper limits on TTL and
+MaxDeliveryCount are not enforced because the same file also provisions real namespaces.
+
+Durations are seconds (``float``) in the dataclasses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_DUPLICATE_DETECTION_WINDOW",
+    "DEFAULT_LOCK_DURATION",
+    "DEFAULT_MAX_DELIVERY_COUNT",
+    "DEFAULT_MAX_MESSAGE_SIZE_KB",
+    "DEFAULT_MESSAGE_TTL",
+    "MAX_LOCK_DURATION",
+    "ConfigError",
+    "NamespaceConfig",
+    "QueueConfig",
+    "RuleConfig",
+    "SasKeyConfig",
+    "SubscriptionConfig",
+    "TopicConfig",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+]
+
+DEFAULT_MESSAGE_TTL = 3600.0
+DEFAULT_LOCK_DURATION = 60.0
+DEFAULT_MAX_DELIVERY_COUNT = 3
+DEFAULT_DUPLICATE_DETECTION_WINDOW = 20.0
+DEFAULT_MAX_MESSAGE_SIZE_KB = 256
+MAX_LOCK_DURATION = 300.0
+
+
+class ConfigError(ValueError):
+    """The configuration file is invalid; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    name: str
+    filter_type: str  # "Sql" or "Correlation"
+    sql_expression: str | None = None
+    # Correlation filter as written in the file: keys ContentType, CorrelationId, Label, MessageId,
+    # ReplyTo, ReplyToSessionId, SessionId, To and Properties (a dict of application properties).
+    correlation: dict[str, Any] | None = None
+    action_expression: str | None = None
+
+
+@dataclass(frozen=True)
+class SubscriptionConfig:
+    name: str
+    lock_duration: float = DEFAULT_LOCK_DURATION
+    max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT
+    default_message_ttl: float = DEFAULT_MESSAGE_TTL
+    dead_lettering_on_message_expiration: bool = False
+    dead_lettering_on_filter_evaluation_exceptions: bool = True
+    forward_to: str | None = None
+    forward_dead_lettered_messages_to: str | None = None
+    requires_session: bool = False
+    rules: tuple[RuleConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    name: str
+    lock_duration: float = DEFAULT_LOCK_DURATION
+    max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT
+    default_message_ttl: float = DEFAULT_MESSAGE_TTL
+    dead_lettering_on_message_expiration: bool = False
+    duplicate_detection_window: float = DEFAULT_DUPLICATE_DETECTION_WINDOW
+    requires_duplicate_detection: bool = False
+    forward_to: str | None = None
+    forward_dead_lettered_messages_to: str | None = None
+    requires_session: bool = False
+    max_message_size_kb: int = DEFAULT_MAX_MESSAGE_SIZE_KB
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    name: str
+    default_message_ttl: float = DEFAULT_MESSAGE_TTL
+    duplicate_detection_window: float = DEFAULT_DUPLICATE_DETECTION_WINDOW
+    requires_duplicate_detection: bool = False
+    max_message_size_kb: int = DEFAULT_MAX_MESSAGE_SIZE_KB
+    subscriptions: tuple[SubscriptionConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class SasKeyConfig:
+    key_name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class NamespaceConfig:
+    name: str = "sbemulatorns"
+    queues: tuple[QueueConfig, ...] = ()
+    topics: tuple[TopicConfig, ...] = ()
+    sas_keys: tuple[SasKeyConfig, ...] = ()
+    logging: dict[str, Any] = field(default_factory=dict)
+
+
+# --- durations -------------------------------------------------------------------------------
+
+_ISO_RE = re.compile(
+    r"^P(?!$)(?:(?P<y>\d+(?:\.\d+)?)Y)?(?:(?P<mo>\d+(?:\.\d+)?)M)?(?:(?P<w>\d+(?:\.\d+)?)W)?"
+    r"(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?=\d)(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<mi>\d+(?:\.\d+)?)M)?"
+    r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+_TIMESPAN_RE = re.compile(r"^(?:(?P<d>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2}(?:\.\d{1,7})?)$")
+_ISO_UNITS = {"y": 365 * 86400, "mo": 30 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "mi": 60, "s": 1}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in an ISO-8601 duration (``PT1H``, ``P14D``) or a .NET TimeSpan (``1.00:00:00``).
+
+    Years count as 365 days and months as 30, as .NET's XmlConvert does for TimeSpan.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"expected a duration string, got {type(text).__name__}")
+    s = text.strip()
+    m = _ISO_RE.match(s.upper())
+    if m and s:
+        return float(sum(float(v) * _ISO_UNITS[k] for k, v in m.groupdict().items() if v is not None))
+    m = _TIMESPAN_RE.match(s)
+    if m:
+        h, mi = int(m["h"]), int(m["m"])
+        sec = float(m["s"])
+        if h > 23 or mi > 59 or sec >= 60:
+            raise ValueError(f"invalid TimeSpan {text!r}")
+        return int(m["d"] or 0) * 86400 + h * 3600 + mi * 60 + sec
+    raise ValueError(f"invalid duration {text!r} (expected ISO-8601 like 'PT1M' or TimeSpan like '00:01:00')")
+
+
+# --- names -----------------------------------------------------------------------------------
+
+# Queue/topic names may contain '/', subscription and rule names may not (Service Bus naming rules,
+# also the official emulator's schema pattern). Rule names may be '$Default'.
+_ENTITY_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-./]*[A-Za-z0-9])?$")
+_CHILD_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-.]*[A-Za-z0-9])?$")
+_MAX_ENTITY_NAME = 260
+_MAX_CHILD_NAME = 50
+
+
+class _Parser:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, what: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {path}: {what}")
+
+    # typed getters --------------------------------------------------------------------------
+    def obj(self, value: Any, path: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(path, f"expected an object, got {_json_type(value)}")
+        return value
+
+    def arr(self, value: Any, path: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(path, f"expected an array, got {_json_type(value)}")
+        return value
+
+    def string(self, value: Any, path: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(path, f"expected a string, got {_json_type(value)}")
+        return value
+
+    def boolean(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, f"expected true or false, got {_json_type(value)}")
+        return value
+
+    def integer(self, value: Any, path: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, f"expected an integer, got {_json_type(value)}")
+        return value
+
+    def duration(self, value: Any, path: str) -> float:
+        text = self.string(value, path)
+        try:
+            seconds = parse_duration(text)
+        except ValueError as exc:
+            raise self.fail(path, str(exc)) from None
+        if seconds <= 0:
+            raise self.fail(path, f"duration {text!r} must be positive")
+        return seconds
+
+    def optional_name(self, value: Any, path: str) -> str | None:
+        text = self.string(value, path).strip()
+        if not text:
+            return None
+        if not _ENTITY_NAME_RE.match(text) or len(text) > _MAX_ENTITY_NAME:
+            raise self.fail(path, f"invalid entity name {text!r}")
+        return text
+
+    def check_keys(self, data: Mapping[str, Any], allowed: set[str], path: str) -> None:
+        for key in data:
+            if key not in allowed:
+                raise self.fail(f"{path}.{key}", f"unknown property {key!r} (allowed: {', '.join(sorted(allowed))})")
+
+    def name(self, data: Mapping[str, Any], path: str, *, child: bool) -> str:
+        if "Name" not in data:
+            raise self.fail(path, "missing required property 'Name'")
+        name = self.string(data["Name"], f"{path}.Name")
+        pattern, limit = (_CHILD_NAME_RE, _MAX_CHILD_NAME) if child else (_ENTITY_NAME_RE, _MAX_ENTITY_NAME)
+        if not pattern.match(name) or len(name) > limit:
+            rule = (
+                "letters, digits, '.', '-', '_'" + ("" if child else ", '/'")
+                + f", starting and ending with a letter or digit, at most {limit} characters"
+            )
+            raise self.fail(f"{path}.Name", f"invalid name {name!r} (allowed: {rule})")
+        return name
+
+    # common entity properties ---------------------------------------------------------------
+    def lock_duration(self, value: Any, path: str) -> float:
+        seconds = self.duration(value, path)
+        if seconds > MAX_LOCK_DURATION:
+            raise self.fail(path, f"LockDuration {value!r} exceeds the maximum of 5 minutes")
+        return seconds
+
+    def max_delivery_count(self, value: Any, path: str) -> int:
+        count = self.integer(value, path)
+        if count < 1:
+            raise self.fail(path, f"MaxDeliveryCount must be at least 1, got {count}")
+        return count
+
+    def max_size(self, value: Any, path: str) -> int:
+        kb = self.integer(value, path)
+        if kb < 1:
+            raise self.fail(path, f"MaxMessageSizeInKilobytes must be at least 1, got {kb}")
+        return kb
+
+    # entities -------------------------------------------------------------------------------
+    def queue(self, data: Any, path: str) -> QueueConfig:
+        data = self.obj(data, path)
+        self.check_keys(data, {"Name", "Properties"}, path)
+        name = self.name(data, path, child=False)
+        props = self.obj(data.get("Properties", {}), f"{path}.Properties")
+        pp = f"{path}.Properties"
+        handlers = {
+            "DeadLetteringOnMessageExpiration": ("dead_lettering_on_message_expiration", self.boolean),
+            "DefaultMessageTimeToLive": ("default_message_ttl", self.duration),
+            "DuplicateDetectionHistoryTimeWindow": ("duplicate_detection_window", self.duration),
+            "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_messages_to", self.optional_name),
+            "ForwardTo": ("forward_to", self.optional_name),
+            "LockDuration": ("lock_duration", self.lock_duration),
+            "MaxDeliveryCount": ("max_delivery_count", self.max_delivery_count),
+            "RequiresDuplicateDetection": ("requires_duplicate_detection", self.boolean),
+            "RequiresSession": ("requires_session", self.boolean),
+            "MaxMessageSizeInKilobytes": ("max_message_size_kb", self.max_size),
+        }
+        return QueueConfig(name=name, **self.props(props, handlers, pp))
+
+    def topic(self, data: Any, path: str) -> TopicConfig:
+        data = self.obj(data, path)
+        self.check_keys(data, {"Name", "Properties", "Subscriptions"}, path)
+        name = self.name(data, path, child=False)
+        pp = f"{path}.Properties"
+        props = self.obj(data.get("Properties", {}), pp)
+        handlers = {
+            "DefaultMessageTimeToLive": ("default_message_ttl", self.duration),
+            "DuplicateDetectionHistoryTimeWindow": ("duplicate_detection_window", self.duration),
+            "RequiresDuplicateDetection": ("requires_duplicate_detection", self.boolean),
+            "MaxMessageSizeInKilobytes": ("max_message_size_kb", self.max_size),
+        }
+        kwargs = self.props(props, handlers, pp)
+        subs_raw = self.arr(data.get("Subscriptions", []), f"{path}.Subscriptions")
+        subs: list[SubscriptionConfig] = []
+        seen: dict[str, int] = {}
+        for i, raw in enumerate(subs_raw):
+            sp = f"{path}.Subscriptions[{i}]"
+            sub = self.subscription(raw, sp)
+            key = sub.name.lower()
+            if key in seen:
+                raise self.fail(f"{sp}.Name", f"duplicate subscription name {sub.name!r} "
+                                f"(also at Subscriptions[{seen[key]}]; names are case-insensitive)")
+            seen[key] = i
+            subs.append(sub)
+        return TopicConfig(name=name, subscriptions=tuple(subs), **kwargs)
+
+    def subscription(self, data: Any, path: str) -> SubscriptionConfig:
+        data = self.obj(data, path)
+        self.check_keys(data, {"Name", "Properties", "Rules"}, path)
+        name = self.name(data, path, child=True)
+        pp = f"{path}.Properties"
+        props = self.obj(data.get("Properties", {}), pp)
+        handlers = {
+            "DeadLetteringOnMessageExpiration": ("dead_lettering_on_message_expiration", self.boolean),
+            "DeadLetteringOnFilterEvaluationExceptions": (
+                "dead_lettering_on_filter_evaluation_exceptions", self.boolean),
+            "DefaultMessageTimeToLive": ("default_message_ttl", self.duration),
+            "LockDuration": ("lock_duration", self.lock_duration),
+            "MaxDeliveryCount": ("max_delivery_count", self.max_delivery_count),
+            "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_messages_to", self.optional_name),
+            "ForwardTo": ("forward_to", self.optional_name),
+            "RequiresSession": ("requires_session", self.boolean),
+        }
+        kwargs = self.props(props, handlers, pp)
+        rules_raw = self.arr(data.get("Rules", []), f"{path}.Rules")
+        rules: list[RuleConfig] = []
+        seen: dict[str, int] = {}
+        for i, raw in enumerate(rules_raw):
+            rp = f"{path}.Rules[{i}]"
+            rule = self.rule(raw, rp)
+            key = rule.name.lower()
+            if key in seen:
+                raise self.fail(f"{rp}.Name", f"duplicate rule name {rule.name!r} (also at Rules[{seen[key]}])")
+            seen[key] = i
+            rules.append(rule)
+        return SubscriptionConfig(name=name, rules=tuple(rules), **kwargs)
+
+    def rule(self, data: Any, path: str) -> RuleConfig:
+        data = self.obj(data, path)
+        self.check_keys(data, {"Name", "Properties"}, path)
+        if data.get("Name") == "$Default":
+            name = "$Default"
+        else:
+            name = self.name(data, path, child=True)
+        pp = f"{path}.Properties"
+        if "Properties" not in data:
+            raise self.fail(path, "missing required property 'Properties' (the rule's filter)")
+        props = self.obj(data["Properties"], pp)
+        self.check_keys(props, {"FilterType", "SqlFilter", "CorrelationFilter", "Action"}, pp)
+        if "FilterType" not in props:
+            raise self.fail(pp, "missing required property 'FilterType' ('Sql' or 'Correlation')")
+        ftype = self.string(props["FilterType"], f"{pp}.FilterType")
+        sql = corr = action = None
+        if ftype == "Sql":
+            if "SqlFilter" not in props:
+                raise self.fail(pp, "FilterType 'Sql' needs a 'SqlFilter' with a 'SqlExpression'")
+            sf = self.obj(props["SqlFilter"], f"{pp}.SqlFilter")
+            self.check_keys(sf, {"SqlExpression"}, f"{pp}.SqlFilter")
+            if "SqlExpression" not in sf:
+                raise self.fail(f"{pp}.SqlFilter", "missing required property 'SqlExpression'")
+            sql = self.string(sf["SqlExpression"], f"{pp}.SqlFilter.SqlExpression")
+            if not sql.strip():
+                raise self.fail(f"{pp}.SqlFilter.SqlExpression", "the SQL filter expression is empty")
+            if "CorrelationFilter" in props:
+                raise self.fail(f"{pp}.CorrelationFilter", "not allowed with FilterType 'Sql'")
+        elif ftype == "Correlation":
+            if "CorrelationFilter" not in props:
+                raise self.fail(pp, "FilterType 'Correlation' needs a 'CorrelationFilter'")
+            cp = f"{pp}.CorrelationFilter"
+            cf = self.obj(props["CorrelationFilter"], cp)
+            system = {"ContentType", "CorrelationId", "Label", "MessageId", "ReplyTo", "ReplyToSessionId",
+                      "SessionId", "To"}
+            self.check_keys(cf, system | {"Properties"}, cp)
+            if not cf:
+                raise self.fail(cp, "a correlation filter needs at least one property")
+            corr = {}
+            for key, value in cf.items():
+                if key == "Properties":
+                    user = self.obj(value, f"{cp}.Properties")
+                    for uk, uv in user.items():
+                        if not isinstance(uv, str | int | float | bool) or uv is None:
+                            raise self.fail(f"{cp}.Properties.{uk}",
+                                            f"expected a string, number or boolean, got {_json_type(uv)}")
+                    corr["Properties"] = dict(user)
+                else:
+                    corr[key] = self.string(value, f"{cp}.{key}")
+            if "SqlFilter" in props:
+                raise self.fail(f"{pp}.SqlFilter", "not allowed with FilterType 'Correlation'")
+        else:
+            raise self.fail(f"{pp}.FilterType", f"expected 'Sql' or 'Correlation', got {ftype!r}")
+        if "Action" in props:
+            ap = f"{pp}.Action"
+            act = self.obj(props["Action"], ap)
+            self.check_keys(act, {"SqlExpression"}, ap)
+            if "SqlExpression" in act:
+                action = self.string(act["SqlExpression"], f"{ap}.SqlExpression").strip() or None
+        rule = RuleConfig(name=name, filter_type=ftype, sql_expression=sql, correlation=corr,
+                          action_expression=action)
+        self.check_rule_compiles(rule, pp)
+        return rule
+
+    def check_rule_compiles(self, rule: RuleConfig, path: str) -> None:
+        """Report SQL syntax errors here, with the JSON path, rather than when the broker starts."""
+        try:
+            from sbemulator.broker.filters import FilterError, compile_rule
+        except ImportError:  # pragma: no cover - the filter engine is part of the package
+            return
+        try:
+            compile_rule(rule.name, rule.filter_type, rule.sql_expression, rule.correlation,
+                         rule.action_expression)
+        except FilterError as exc:
+            where = "Action.SqlExpression" if rule.action_expression and "action" in str(exc).lower() else (
+                "SqlFilter.SqlExpression" if rule.filter_type == "Sql" else "CorrelationFilter")
+            raise self.fail(f"{path}.{where}", f"invalid rule: {exc}") from None
+
+    def props(self, props: Mapping[str, Any], handlers: dict[str, tuple[str, Any]], path: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in props.items():
+            if key not in handlers:
+                raise self.fail(f"{path}.{key}",
+                                f"unknown property {key!r} (allowed: {', '.join(sorted(handlers))})")
+            attr, conv = handlers[key]
+            out[attr] = conv(value, f"{path}.{key}")
+        return out
+
+    # namespace -----------------------------------------------------------------------------
+    def namespace(self, data: Any) -> NamespaceConfig:
+        root = self.obj(data, "$")
+        self.check_keys(root, {"UserConfig"}, "$")
+        if "UserConfig" not in root:
+            raise self.fail("$", "missing required property 'UserConfig'")
+        uc = self.obj(root["UserConfig"], "UserConfig")
+        self.check_keys(uc, {"Namespaces", "Logging"}, "UserConfig")
+        logging = dict(self.obj(uc.get("Logging", {}), "UserConfig.Logging"))
+        if "Namespaces" not in uc:
+            raise self.fail("UserConfig", "missing required property 'Namespaces'")
+        nss = self.arr(uc["Namespaces"], "UserConfig.Namespaces")
+        if len(nss) != 1:
+            raise self.fail("UserConfig.Namespaces", f"expected exactly one namespace, got {len(nss)}")
+        np_ = "UserConfig.Namespaces[0]"
+        ns = self.obj(nss[0], np_)
+        self.check_keys(ns, {"Name", "Queues", "Topics", "SasKeys"}, np_)
+        name = self.name(ns, np_, child=False)
+        names: dict[str, str] = {}
+
+        def claim(entity_name: str, where: str) -> None:
+            key = entity_name.lower()
+            if key in names:
+                raise self.fail(f"{where}.Name", f"duplicate entity name {entity_name!r} (also at {names[key]}; "
+                                "queue and topic names share one case-insensitive namespace)")
+            names[key] = where
+
+        queues = []
+        for i, raw in enumerate(self.arr(ns.get("Queues", []), f"{np_}.Queues")):
+            qp = f"{np_}.Queues[{i}]"
+            q = self.queue(raw, qp)
+            claim(q.name, qp)
+            queues.append(q)
+        topics = []
+        for i, raw in enumerate(self.arr(ns.get("Topics", []), f"{np_}.Topics")):
+            tp = f"{np_}.Topics[{i}]"
+            t = self.topic(raw, tp)
+            claim(t.name, tp)
+            topics.append(t)
+        keys = []
+        for i, raw in enumerate(self.arr(ns.get("SasKeys", []), f"{np_}.SasKeys")):
+            kp = f"{np_}.SasKeys[{i}]"
+            k = self.obj(raw, kp)
+            self.check_keys(k, {"KeyName", "Key"}, kp)
+            for req in ("KeyName", "Key"):
+                if req not in k:
+                    raise self.fail(kp, f"missing required property {req!r}")
+            key_name = self.string(k["KeyName"], f"{kp}.KeyName")
+            key = self.string(k["Key"], f"{kp}.Key")
+            if not key_name or not key:
+                raise self.fail(kp, "KeyName and Key must not be empty")
+            keys.append(SasKeyConfig(key_name=key_name, key=key))
+        # Forwarding targets must exist and must not point at the entity itself.
+        for i, q in enumerate(queues):
+            self._check_forward(q.forward_to, q.name, names, f"{np_}.Queues[{i}].Properties.ForwardTo")
+            self._check_forward(q.forward_dead_lettered_messages_to, None, names,
+                                f"{np_}.Queues[{i}].Properties.ForwardDeadLetteredMessagesTo")
+        for i, t in enumerate(topics):
+            for j, s in enumerate(t.subscriptions):
+                sp = f"{np_}.Topics[{i}].Subscriptions[{j}].Properties"
+                self._check_forward(s.forward_to, None, names, f"{sp}.ForwardTo")
+                self._check_forward(s.forward_dead_lettered_messages_to, None, names,
+                                    f"{sp}.ForwardDeadLetteredMessagesTo")
+        return NamespaceConfig(name=name, queues=tuple(queues), topics=tuple(topics), sas_keys=tuple(keys),
+                               logging=logging)
+
+    def _check_forward(self, target: str | None, own: str | None, names: dict[str, str], path: str) -> None:
+        if target is None:
+            return
+        if target.lower() not in names:
+            raise self.fail(path, f"forwarding target {target!r} is not a queue or topic of this namespace")
+        if own is not None and target.lower() == own.lower():
+            raise self.fail(path, "an entity cannot forward to itself")
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def parse_config(data: Any, source: str = "<config>") -> NamespaceConfig:
+    """Validate already-decoded JSON; ``source`` names the origin in error messages."""
+    return _Parser(source).namespace(data)
+
+
+def load_config(path: str | Path) -> NamespaceConfig:
+    """Read and validate a Config.json file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    return parse_config(data, str(p))

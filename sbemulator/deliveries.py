@@ -1,0 +1,155 @@
+"""Translation between AMQP transfers and broker messages.
+
+Incoming: a transfer payload (one message, or a batch in format 0x80013700) becomes
+``IncomingMessage`` objects with the routing fields decoded. Outgoing: a stored message becomes a
+delivery whose header and annotations are rebuilt (sequence number, enqueued time, lock, delivery
+count) while the sender's properties, application properties and body go back unchanged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from .amqp import codec
+from .amqp.message import (
+    BATCH_MESSAGE_FORMAT,
+    MessageDecodeError,
+    ParsedMessage,
+    encode_message,
+    parse_message,
+    split_batch,
+)
+from .amqp.performatives import Header, Properties
+from .amqp.types import Long, Symbol, Timestamp, UInt
+from .broker.model import BrokerMessage, IncomingMessage
+
+SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
+ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
+LOCKED_UNTIL = Symbol("x-opt-locked-until")
+SCHEDULED_ENQUEUE_TIME = Symbol("x-opt-scheduled-enqueue-time")
+PARTITION_KEY = Symbol("x-opt-partition-key")
+VIA_PARTITION_KEY = Symbol("x-opt-via-partition-key")
+DEADLETTER_SOURCE = Symbol("x-opt-deadletter-source")
+ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
+MESSAGE_STATE = Symbol("x-opt-message-state")
+
+__all__ = [
+    "BATCH_MESSAGE_FORMAT",
+    "MessageDecodeError",
+    "encode_delivery",
+    "incoming_messages",
+    "to_incoming",
+]
+
+
+def _text(value: Any) -> str | None:
+    """Service Bus ids are strings; other AMQP id types (uuid, ulong, binary) are shown as text."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _millis(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return int(value.timestamp() * 1000)
+    return int(value)
+
+
+def to_incoming(parsed: ParsedMessage, size: int) -> IncomingMessage:
+    props = parsed.properties
+    annotations = parsed.message_annotations or {}
+    header = parsed.header
+    app_props = parsed.application_properties or {}
+    return IncomingMessage(
+        properties_raw=parsed.properties_raw,
+        application_properties={str(k): v for k, v in app_props.items()},
+        body_raw=parsed.body_raw,
+        message_id=_text(props.message_id) if props else None,
+        correlation_id=_text(props.correlation_id) if props else None,
+        session_id=_text(props.group_id) if props else None,
+        subject=_text(props.subject) if props else None,
+        to=_text(props.to) if props else None,
+        reply_to=_text(props.reply_to) if props else None,
+        reply_to_session_id=_text(props.reply_to_group_id) if props else None,
+        content_type=_text(props.content_type) if props else None,
+        partition_key=_text(annotations.get(PARTITION_KEY)),
+        time_to_live_ms=int(header.ttl) if header is not None and header.ttl else None,
+        scheduled_enqueue_time_ms=_millis(annotations.get(SCHEDULED_ENQUEUE_TIME)),
+        size=size,
+    )
+
+
+def incoming_messages(payload: bytes, message_format: int) -> list[IncomingMessage]:
+    """Decode a transfer's payload into the messages it carries (raises MessageDecodeError)."""
+    if message_format == BATCH_MESSAGE_FORMAT:
+        parts = split_batch(payload)
+        return [to_incoming(parse_message(part), len(part)) for part in parts]
+    return [to_incoming(parse_message(payload), len(payload))]
+
+
+def _properties_section(message: BrokerMessage) -> bytes:
+    if not message.properties_changed:
+        return message.properties_raw
+    parsed = parse_message(message.properties_raw) if message.properties_raw else None
+    props = parsed.properties if parsed and parsed.properties else Properties()
+    props.message_id = message.message_id
+    props.correlation_id = message.correlation_id
+    props.subject = message.subject
+    props.to = message.to
+    props.reply_to = message.reply_to
+    props.content_type = Symbol(message.content_type) if message.content_type else None
+    props.group_id = message.session_id
+    props.reply_to_group_id = message.reply_to_session_id
+    return codec.encode(props)
+
+
+def encode_delivery(
+    message: BrokerMessage,
+    *,
+    header_delivery_count: int,
+    locked_until_ms: int | None,
+) -> bytes:
+    """Encode a stored message as the payload of a delivery (or a peek/deferred response entry)."""
+    annotations: dict = {
+        ENQUEUED_TIME: Timestamp(message.enqueued_time_ms),
+        SEQUENCE_NUMBER: Long(message.sequence_number),
+    }
+    if locked_until_ms is not None:
+        annotations[LOCKED_UNTIL] = Timestamp(locked_until_ms)
+    if message.partition_key is not None:
+        annotations[PARTITION_KEY] = message.partition_key
+    if message.scheduled_enqueue_time_ms is not None:
+        annotations[SCHEDULED_ENQUEUE_TIME] = Timestamp(message.scheduled_enqueue_time_ms)
+    if message.dead_letter_source is not None:
+        annotations[DEADLETTER_SOURCE] = message.dead_letter_source
+    if message.enqueue_sequence_number is not None:
+        annotations[ENQUEUE_SEQUENCE_NUMBER] = Long(message.enqueue_sequence_number)
+    state = int(message.state)
+    if state:
+        annotations[MESSAGE_STATE] = Long(state)
+    header = Header(
+        True, None, UInt(message.time_to_live_ms) if message.time_to_live_ms and message.time_to_live_ms <= 0xFFFFFFFF else None, None,
+        UInt(max(0, header_delivery_count)),
+    )
+    return encode_message(
+        header=header,
+        message_annotations=annotations,
+        properties_raw=_properties_section(message),
+        application_properties=message.application_properties or None,
+        body_raw=message.body_raw,
+    )
+
+
+def lock_token_from_tag(tag: bytes) -> uuid.UUID | None:
+    """The SDK derives lock tokens as UUID(bytes_le=delivery_tag); we reverse it."""
+    if len(tag) != 16:
+        return None
+    return uuid.UUID(bytes_le=tag)

@@ -1,0 +1,147 @@
+"""Embedding: run the emulator on a background thread inside a test or a tool.
+
+``with Emulator(config="infra/servicebus.json", in_memory=True) as emu: emu.connection_string``
+binds a free loopback port unless one is given, and stops cleanly on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
+from .broker.core import Broker
+from .config import NamespaceConfig, load_config, parse_config
+from .server import AmqpServer
+from .store.sqlite import SqliteStore
+
+DEFAULT_DATA_DIR = ".sbemulator"
+
+
+def connection_string(host: str, port: int, key_name: str = DEFAULT_KEY_NAME, key: str = DEFAULT_KEY) -> str:
+    endpoint = f"sb://{host}" if port == 5672 else f"sb://{host}:{port}"
+    return (
+        f"Endpoint={endpoint};SharedAccessKeyName={key_name};SharedAccessKey={key};"
+        "UseDevelopmentEmulator=true;"
+    )
+
+
+def resolve_config(config: str | Path | dict | NamespaceConfig | None) -> NamespaceConfig:
+    if config is None:
+        return NamespaceConfig()
+    if isinstance(config, NamespaceConfig):
+        return config
+    if isinstance(config, dict):
+        return parse_config(config, "<dict>")
+    return load_config(config)
+
+
+def sas_keys(config: NamespaceConfig, sas_key: str | None) -> dict[str, str]:
+    keys = {DEFAULT_KEY_NAME: sas_key or DEFAULT_KEY}
+    for entry in config.sas_keys:
+        keys[entry.key_name] = entry.key
+    if sas_key:
+        keys[DEFAULT_KEY_NAME] = sas_key
+    return keys
+
+
+def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | None,
+          sas_key: str | None, host: str, port: int, **server_options: Any) -> tuple[AmqpServer, Any]:
+    """Wire store, broker and server together (shared by the CLI and ``Emulator``)."""
+    if in_memory:
+        store = SqliteStore(None)
+    else:
+        directory = Path(data_dir or DEFAULT_DATA_DIR)
+        store = SqliteStore(directory / "sbemulator.db")
+    broker = Broker(config, store)
+    validator = SasValidator(sas_keys(config, sas_key))
+    server = AmqpServer(broker, store, validator, host=host, port=port, **server_options)
+    return server, broker
+
+
+class Emulator:
+    """A running emulator on its own thread and event loop."""
+
+    def __init__(
+        self,
+        config: str | Path | dict | NamespaceConfig | None = None,
+        *,
+        in_memory: bool = True,
+        data_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        sas_key: str | None = None,
+        **server_options: Any,
+    ) -> None:
+        self.config = resolve_config(config)
+        self.host = host
+        self.key_name = DEFAULT_KEY_NAME
+        self.key = sas_key or DEFAULT_KEY
+        self._options = dict(in_memory=in_memory, data_dir=data_dir, sas_key=sas_key, host=host, port=port,
+                             **server_options)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.server: AmqpServer | None = None
+        self.broker: Any = None
+        self.port: int = port
+
+    @property
+    def connection_string(self) -> str:
+        return connection_string(self.host, self.port, self.key_name, self.key)
+
+    def start(self, timeout: float = 10.0) -> Emulator:
+        self._thread = threading.Thread(target=self._run, name="sbemulator", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("sbemulator did not start in time")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            self.server, self.broker = build(self.config, **self._options)
+            loop.run_until_complete(self.server.start())
+            self.port = self.server.port
+        except BaseException as exc:  # report start-up failures to the caller's thread
+            self._error = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self.server.stop())
+            self.broker.close()
+            loop.close()
+
+    def call(self, fn: Any, *args: Any, timeout: float = 10.0) -> Any:
+        """Run ``fn(*args)`` on the emulator's loop (the broker is not thread-safe) and return its result."""
+        assert self._loop is not None
+
+        async def run() -> Any:
+            result = fn(*args)
+            self.server.commit()
+            return result
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+        self._loop = None
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,582 @@
+"""One client connection: AMQP events in, broker calls, AMQP frames out.
+
+The gateway owns the link roles Service Bus clients use: the ``$cbs`` pair (token exchange), the
+``<entity>/$management`` pair (request/response operations), senders into entities and receivers
+out of them. It holds no socket: the server feeds it bytes and flushes what it produces, so the
+same object runs under asyncio or in a test.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .amqp import events as ev
+from .amqp.connection import Connection, Link
+from .amqp.message import MessageDecodeError, encode_message, parse_message
+from .amqp.performatives import (
+    SND_SETTLED,
+    Accepted,
+    Modified,
+    Properties,
+    Rejected,
+    Released,
+    Source,
+    error,
+)
+from .amqp.types import Int, Long, Symbol
+from .auth import Grant, SasValidator
+from .broker.errors import BrokerError
+from .broker.model import ReceiveMode
+from .cbs import handle_put_token
+from .deliveries import encode_delivery, incoming_messages
+from .management import ManagementHandler
+
+log = logging.getLogger("sbemulator")
+
+SESSION_FILTER = Symbol("com.microsoft:session-filter")
+LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
+TIMEOUT_PROPERTY = Symbol("com.microsoft:timeout")
+MAX_BATCH_SIZE = Symbol("com.microsoft:max-message-batch-size")
+DOTNET_EPOCH_TICKS = 621355968000000000
+SENDER_CREDIT = 500
+DEFAULT_SESSION_WAIT_MS = 60_000
+
+
+def entity_path(address: str | None) -> str:
+    """'amqps://host:5671/Queue/' -> 'Queue' (case kept; the broker compares case-insensitively)."""
+    text = (address or "").strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+        text = text.split("/", 1)[1] if "/" in text else ""
+    return text.strip("/")
+
+
+def _auth_scope(path: str) -> str:
+    """The path a token must cover: the entity itself, without sub-queues or $management."""
+    parts = path.split("/")
+    lowered = [p.lower() for p in parts]
+    for marker in ("$management", "$deadletterqueue", "$transfer"):
+        if marker in lowered:
+            parts = parts[: lowered.index(marker)]
+            lowered = lowered[: len(parts)]
+    return "/".join(parts)
+
+
+def dotnet_ticks(unix_ms: int) -> int:
+    return DOTNET_EPOCH_TICKS + unix_ms * 10_000
+
+
+class Gateway:
+    """Connects one AMQP connection to the broker."""
+
+    def __init__(
+        self,
+        broker: Any,
+        validator: SasValidator,
+        *,
+        request_flush: Callable[[Gateway], None],
+        call_later: Callable[[float, Callable[[], None]], Any],
+        wall_clock: Callable[[], float] = time.time,
+        max_frame_size: int = 1024 * 1024,
+        idle_timeout_ms: int | None = 240_000,
+        peer: str = "",
+    ) -> None:
+        self.broker = broker
+        self.validator = validator
+        self.request_flush = request_flush
+        self.call_later = call_later
+        self.wall_clock = wall_clock
+        self.peer = peer
+        self.connection = Connection(
+            max_frame_size=max_frame_size,
+            idle_timeout_ms=idle_timeout_ms,
+            authenticate_plain=self._authenticate_plain,
+        )
+        self.management = ManagementHandler(broker)
+        self.grants: list[Grant] = []
+        self.plain_authenticated = False
+        self.cbs_reply_links: list[Link] = []
+        self.mgmt_reply_links: dict[str, Link] = {}
+        self.receivers: set[EntityReceiverLink] = set()
+        self.closed = False
+        self._pump_pending: set[EntityReceiverLink] = set()
+
+    # ------------------------------------------------------------------ driving
+    def receive_data(self, data: bytes) -> None:
+        self._dispatch(self.connection.receive_data(data))
+
+    def connection_lost(self) -> None:
+        self._dispatch(self.connection.connection_lost())
+        self._close_all()
+
+    def on_timer(self) -> None:
+        self._dispatch(self.connection.handle_timer())
+
+    def run_pending(self) -> None:
+        """Deliver to receivers the broker said have work (called by the server before flushing)."""
+        while self._pump_pending:
+            handler = self._pump_pending.pop()
+            handler.pump()
+
+    def data_to_send(self) -> bytes:
+        return self.connection.data_to_send()
+
+    def _dispatch(self, events: list) -> None:
+        for event in events:
+            try:
+                self._handle(event)
+            except Exception:  # a bug in one handler must not take the whole server down
+                log.exception("error handling %r", type(event).__name__)
+                self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
+        self.run_pending()
+
+    def _handle(self, event: Any) -> None:
+        kind = type(event)
+        if kind is ev.MessageReceived:
+            event.link.context.on_message(event)
+        elif kind is ev.DeliveryStateChanged:
+            event.link.context.on_disposition(event)
+        elif kind is ev.LinkCreditChanged:
+            ctx = event.link.context
+            if ctx is not None:
+                ctx.on_credit(event)
+        elif kind is ev.LinkAttachRequested:
+            self._on_attach(event.link)
+        elif kind is ev.LinkDetached:
+            ctx = event.link.context
+            if ctx is not None:
+                ctx.on_detach()
+            event.link.context = None
+        elif kind is ev.ConnectionClosed:
+            self._close_all()
+
+    def _close_all(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for handler in list(self.receivers):
+            handler.on_detach()
+        self.receivers.clear()
+
+    def schedule_pump(self, handler: EntityReceiverLink) -> None:
+        self._pump_pending.add(handler)
+        self.request_flush(self)
+
+    # ------------------------------------------------------------------ auth
+    def _authenticate_plain(self, username: str, password: str) -> bool:
+        ok = self.validator.keys.get(username) == password
+        self.plain_authenticated = ok
+        return ok
+
+    def is_authorized(self, path: str) -> bool:
+        if self.plain_authenticated:
+            return True
+        now = self.wall_clock()
+        scope = _auth_scope(path)
+        return any(grant.covers(scope, now) for grant in self.grants)
+
+    # ------------------------------------------------------------------ attach
+    def _on_attach(self, link: Link) -> None:
+        address = link.address
+        path = entity_path(address)
+        lowered = path.lower()
+        if lowered == "$cbs":
+            if link.is_sender:
+                link.context = ReplyLink(self, link)
+                self.cbs_reply_links.append(link)
+            else:
+                link.context = CbsRequestLink(self, link)
+            self.connection.accept_attach(link)
+            if not link.is_sender:
+                self.connection.grant_credit(link, SENDER_CREDIT)
+            return
+        if not self.is_authorized(path):
+            self.connection.reject_attach(
+                link, "amqp:unauthorized-access",
+                f"Unauthorized access. A valid token for '{_auth_scope(path)}' is required (put-token on $cbs).",
+            )
+            return
+        if lowered.endswith("/$management"):
+            entity = path[: -len("/$management")]
+            try:
+                self.broker.resolve(entity)
+            except BrokerError as exc:
+                self.connection.reject_attach(link, exc.condition, exc.description or str(exc))
+                return
+            if link.is_sender:
+                link.context = ReplyLink(self, link)
+                self.mgmt_reply_links[address or ""] = link
+                target = link.target
+                if target is not None and getattr(target, "address", None):
+                    self.mgmt_reply_links[target.address] = link
+            else:
+                link.context = ManagementRequestLink(self, link, entity)
+            self.connection.accept_attach(link)
+            if not link.is_sender:
+                self.connection.grant_credit(link, SENDER_CREDIT)
+            return
+        try:
+            ref = self.broker.resolve(path)
+        except BrokerError as exc:
+            self.connection.reject_attach(link, exc.condition, exc.description or str(exc))
+            return
+        if link.is_sender:
+            EntityReceiverLink.attach(self, link, path, ref)
+        else:
+            if not ref.can_send:
+                self.connection.reject_attach(
+                    link, "amqp:not-allowed", f"Cannot send to '{ref.path}': it is not a queue or a topic."
+                )
+                return
+            link.context = EntitySenderLink(self, link, path, ref)
+            self.connection.accept_attach(
+                link,
+                max_message_size=ref.max_message_size,
+                properties={MAX_BATCH_SIZE: Long(ref.max_message_size)},
+            )
+            self.connection.grant_credit(link, SENDER_CREDIT)
+
+    # ------------------------------------------------------------------ replies
+    def send_reply(self, reply_to: str | None, links: list[Link] | None, payload: bytes) -> None:
+        link = None
+        if links is not None:
+            link = next((candidate for candidate in reversed(links) if candidate.context is not None), None)
+        elif reply_to is not None:
+            link = self.mgmt_reply_links.get(reply_to)
+        if link is None or link.context is None:
+            log.warning("no reply link for %r; dropping the response", reply_to)
+            return
+        link.context.send(payload)
+
+
+class ReplyLink:
+    """Our sending side of a request/response pair: replies wait for credit."""
+
+    def __init__(self, gateway: Gateway, link: Link) -> None:
+        self.gateway = gateway
+        self.link = link
+        self.queue: deque[bytes] = deque()
+
+    def send(self, payload: bytes) -> None:
+        self.queue.append(payload)
+        self._drain()
+
+    def _drain(self) -> None:
+        conn = self.gateway.connection
+        while self.queue and conn.can_send(self.link):
+            payload = self.queue.popleft()
+            settled = self.link.snd_settle_mode in (SND_SETTLED, 2)
+            conn.send_transfer(self.link, uuid.uuid4().bytes, payload, settled=settled)
+
+    def on_credit(self, event: Any) -> None:
+        self._drain()
+        if event.drain and not self.queue:
+            self.gateway.connection.drain_complete(self.link)
+
+    def on_disposition(self, event: Any) -> None:
+        if not event.settled:
+            self.gateway.connection.settle_outgoing(self.link, event.delivery_id, event.state)
+
+    def on_message(self, event: Any) -> None:  # pragma: no cover - a sending link receives nothing
+        return None
+
+    def on_detach(self) -> None:
+        self.queue.clear()
+
+
+class _RequestLink:
+    """Common part of the request side of $cbs and $management: accept, answer, top up credit."""
+
+    def __init__(self, gateway: Gateway, link: Link) -> None:
+        self.gateway = gateway
+        self.link = link
+
+    def on_message(self, event: Any) -> None:
+        conn = self.gateway.connection
+        if not event.settled:
+            conn.settle_incoming(self.link, event.delivery_id, Accepted())
+        if self.link.link_credit < SENDER_CREDIT // 2:
+            conn.grant_credit(self.link, SENDER_CREDIT)
+        try:
+            request = parse_message(event.payload)
+        except MessageDecodeError as exc:
+            log.warning("undecodable request on %s: %s", self.link.address, exc)
+            return
+        self.answer(request)
+
+    def answer(self, request: Any) -> None:
+        raise NotImplementedError
+
+    def on_disposition(self, event: Any) -> None:
+        return None
+
+    def on_credit(self, event: Any) -> None:
+        return None
+
+    def on_detach(self) -> None:
+        return None
+
+    @staticmethod
+    def response(request: Any, app_props: dict, body: Any) -> bytes:
+        req_props = request.properties
+        props = Properties(
+            message_id=str(uuid.uuid4()),
+            correlation_id=req_props.message_id if req_props else None,
+            to=req_props.reply_to if req_props else None,
+        )
+        return encode_message(properties=props, application_properties=app_props, value=body)
+
+
+class CbsRequestLink(_RequestLink):
+    def answer(self, request: Any) -> None:
+        outcome = handle_put_token(request, self.gateway.validator, self.gateway.wall_clock())
+        if outcome.grant is not None:
+            self.gateway.grants.append(outcome.grant)
+        payload = self.response(
+            request,
+            {"status-code": Int(outcome.status_code), "status-description": outcome.description},
+            None,
+        )
+        self.gateway.send_reply(None, self.gateway.cbs_reply_links, payload)
+
+
+class ManagementRequestLink(_RequestLink):
+    def __init__(self, gateway: Gateway, link: Link, entity: str) -> None:
+        super().__init__(gateway, link)
+        self.entity = entity
+
+    def answer(self, request: Any) -> None:
+        reply = self.gateway.management.handle(self.entity, request)
+        props = {"statusCode": Int(reply.status_code), "statusDescription": reply.description}
+        if reply.error_condition:
+            props["errorCondition"] = Symbol(reply.error_condition)
+        payload = self.response(request, props, reply.body)
+        reply_to = request.properties.reply_to if request.properties else None
+        self.gateway.send_reply(str(reply_to) if reply_to is not None else None, None, payload)
+        self.gateway.request_flush(self.gateway)
+
+
+class EntitySenderLink:
+    """A client sending into a queue or topic: every accepted message is stored before the accept."""
+
+    def __init__(self, gateway: Gateway, link: Link, path: str, ref: Any) -> None:
+        self.gateway = gateway
+        self.link = link
+        self.path = path
+        self.ref = ref
+
+    def on_message(self, event: Any) -> None:
+        conn = self.gateway.connection
+        state: Any
+        try:
+            messages = incoming_messages(event.payload, event.message_format)
+            self.gateway.broker.send(self.path, messages)
+            state = Accepted()
+        except MessageDecodeError as exc:
+            state = Rejected(error("amqp:decode-error", f"The message could not be decoded: {exc}"))
+        except BrokerError as exc:
+            state = Rejected(error(exc.condition, exc.description or str(exc)))
+        if not event.settled:
+            conn.settle_incoming(self.link, event.delivery_id, state)
+        if self.link.link_credit < SENDER_CREDIT // 2:
+            conn.grant_credit(self.link, SENDER_CREDIT)
+
+    def on_disposition(self, event: Any) -> None:
+        return None
+
+    def on_credit(self, event: Any) -> None:
+        return None
+
+    def on_detach(self) -> None:
+        return None
+
+
+class EntityReceiverLink:
+    """A client receiving from a queue, subscription or dead-letter queue (optionally a session)."""
+
+    def __init__(self, gateway: Gateway, link: Link, path: str, ref: Any, mode: ReceiveMode) -> None:
+        self.gateway = gateway
+        self.link = link
+        self.path = path
+        self.ref = ref
+        self.mode = mode
+        self.receiver: Any = None
+        self.waiting_for_session = False
+        self.closed = False
+        self._timeout_handle: Any = None
+
+    @classmethod
+    def attach(cls, gateway: Gateway, link: Link, path: str, ref: Any) -> None:
+        mode = ReceiveMode.RECEIVE_AND_DELETE if link.snd_settle_mode == SND_SETTLED else ReceiveMode.PEEK_LOCK
+        handler = cls(gateway, link, path, ref, mode)
+        link.context = handler
+        source = link.source
+        filters = getattr(source, "filter", None) or {}
+        session_requested = SESSION_FILTER in filters
+        session_id = filters.get(SESSION_FILTER) if session_requested else None
+        if hasattr(session_id, "value"):
+            session_id = session_id.value
+        if isinstance(session_id, bytes):
+            session_id = session_id.decode("utf-8", "replace")
+        try:
+            handler.receiver = gateway.broker.open_receiver(
+                path,
+                mode,
+                handler.on_available,
+                session_id=session_id if session_requested and session_id is not None else None,
+                next_available_session=session_requested and session_id is None,
+            )
+        except BrokerError as exc:
+            link.context = None
+            gateway.connection.reject_attach(link, exc.condition, exc.description or str(exc))
+            return
+        gateway.receivers.add(handler)
+        if session_requested and session_id is None:
+            handler.waiting_for_session = True
+            wait_ms = link.properties.get(TIMEOUT_PROPERTY) if link.properties else None
+            handler._try_session()
+            if handler.waiting_for_session:
+                delay = (wait_ms if wait_ms is not None else DEFAULT_SESSION_WAIT_MS) / 1000.0
+                handler._timeout_handle = gateway.call_later(delay, handler._session_wait_expired)
+            return
+        handler._complete_attach()
+
+    def _complete_attach(self) -> None:
+        props = None
+        source = self.link.source
+        if self.receiver.session_id is not None:
+            locked_until = self.receiver.locked_until_ms or 0
+            props = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(locked_until))}
+            filters = dict(getattr(source, "filter", None) or {})
+            filters[SESSION_FILTER] = self.receiver.session_id
+            source = Source(
+                source.address, source.durable, source.expiry_policy, source.timeout, source.dynamic,
+                source.dynamic_node_properties, source.distribution_mode, filters, source.default_outcome,
+                source.outcomes, source.capabilities,
+            )
+        self.gateway.connection.accept_attach(self.link, source=source, properties=props)
+
+    def _try_session(self) -> None:
+        if not self.waiting_for_session or self.closed:
+            return
+        if self.receiver.try_acquire_session() is not None:
+            self.waiting_for_session = False
+            if self._timeout_handle is not None:
+                self._timeout_handle.cancel()
+            self._complete_attach()
+            self.gateway.request_flush(self.gateway)
+
+    def _session_wait_expired(self) -> None:
+        if not self.waiting_for_session or self.closed:
+            return
+        self.waiting_for_session = False
+        self.gateway.connection.reject_attach(
+            self.link, "com.microsoft:timeout", "No session is available within the requested timeout."
+        )
+        self._release()
+        self.gateway.request_flush(self.gateway)
+
+    # -- broker callbacks --------------------------------------------------------------
+    def on_available(self) -> None:
+        if self.closed:
+            return
+        if self.waiting_for_session:
+            self._try_session()
+            return
+        self.gateway.schedule_pump(self)
+
+    def pump(self) -> None:
+        if self.closed or self.waiting_for_session:
+            return
+        conn = self.gateway.connection
+        link = self.link
+        peek_lock = self.mode is ReceiveMode.PEEK_LOCK
+        while conn.can_send(link):
+            batch = self.receiver.take(min(link.link_credit, 128, link.session.remote_incoming_window))
+            if not batch:
+                break
+            for delivery in batch:
+                message = delivery.message
+                payload = encode_delivery(
+                    message,
+                    header_delivery_count=delivery.header_delivery_count,
+                    locked_until_ms=delivery.locked_until_ms if peek_lock else None,
+                )
+                if peek_lock:
+                    tag = delivery.lock_token.bytes_le
+                    conn.send_transfer(link, tag, payload, settled=False, context=delivery.lock_token)
+                else:
+                    conn.send_transfer(link, uuid.uuid4().bytes_le, payload, settled=True)
+        if link.drain and link.link_credit > 0 and conn.can_send(link):
+            conn.drain_complete(link)
+
+    # -- AMQP events ----------------------------------------------------------------------
+    def on_credit(self, event: Any) -> None:
+        self.pump()
+        if event.drain and self.link.drain and self.link.link_credit > 0:
+            self.gateway.connection.drain_complete(self.link)
+
+    def on_message(self, event: Any) -> None:  # pragma: no cover - a sending link receives nothing
+        return None
+
+    def on_disposition(self, event: Any) -> None:
+        token = event.context
+        state = event.state
+        echo: Any = state
+        receiver = self.receiver
+        try:
+            if token is None:
+                return
+            if isinstance(state, Accepted):
+                receiver.complete(token)
+            elif isinstance(state, Released):
+                receiver.release(token)
+            elif isinstance(state, Modified):
+                props = state.message_annotations
+                props = {str(k): v for k, v in props.items()} if isinstance(props, dict) else None
+                if state.undeliverable_here:
+                    receiver.defer(token, props)
+                else:
+                    receiver.abandon(token, props)
+            elif isinstance(state, Rejected):
+                reason = description = None
+                props = None
+                err = state.error
+                if err is not None and isinstance(err.info, dict):
+                    info = {str(k): v for k, v in err.info.items()}
+                    reason = info.pop("DeadLetterReason", None)
+                    description = info.pop("DeadLetterErrorDescription", None)
+                    props = info or None
+                receiver.dead_letter(token, _str(reason), _str(description), props)
+                echo = Rejected()
+            else:
+                return
+        except BrokerError as exc:
+            echo = Rejected(error(exc.condition, exc.description or str(exc)))
+        if not event.settled:
+            self.gateway.connection.settle_outgoing(self.link, event.delivery_id, echo)
+        self.gateway.request_flush(self.gateway)
+
+    def on_detach(self) -> None:
+        if self._timeout_handle is not None:
+            self._timeout_handle.cancel()
+        self._release()
+
+    def _release(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.gateway.receivers.discard(self)
+        if self.receiver is not None:
+            self.receiver.close()
+
+
+def _str(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -1,0 +1,223 @@
+"""The ``$management`` request/response operations of an entity, mapped onto the broker.
+
+Requests are AMQP messages with an ``operation`` application property and an amqp-value map body;
+replies carry ``statusCode``/``statusDescription`` (and ``errorCondition`` on failure) and a map
+body. The table of operations is PROTOCOL.md's; names and status codes are Service Bus's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .amqp.message import ParsedMessage, parse_message
+from .amqp.types import Array, Int, Long, Timestamp
+from .broker.errors import BrokerError
+from .broker.model import ReceiveMode
+from .deliveries import encode_delivery, to_incoming
+
+
+@dataclass(slots=True)
+class MgmtReply:
+    status_code: int
+    description: str
+    body: Any = None
+    error_condition: str | None = None
+
+
+class BadRequest(Exception):
+    """The request itself is malformed (missing or mistyped field): 400."""
+
+
+def _field(body: Any, name: str, required: bool = True) -> Any:
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be an AMQP map")
+    if name in body:
+        return body[name]
+    if required:
+        raise BadRequest(f"the request lacks '{name}'")
+    return None
+
+
+def _uuids(values: Any) -> list[uuid.UUID]:
+    out = []
+    for v in values or ():
+        if isinstance(v, uuid.UUID):
+            out.append(v)
+        elif isinstance(v, (bytes, str)):
+            out.append(uuid.UUID(bytes=v) if isinstance(v, bytes) and len(v) == 16 else uuid.UUID(str(v)))
+        else:
+            raise BadRequest(f"invalid lock token {v!r}")
+    return out
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class ManagementHandler:
+    """Executes ``$management`` requests for one broker."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self._ops: dict[str, Callable[[str, Any], MgmtReply]] = {
+            "com.microsoft:renew-lock": self._renew_lock,
+            "com.microsoft:peek-message": self._peek,
+            "com.microsoft:update-disposition": self._update_disposition,
+            "com.microsoft:receive-by-sequence-number": self._receive_by_sequence_number,
+            "com.microsoft:schedule-message": self._schedule,
+            "com.microsoft:cancel-scheduled-message": self._cancel_scheduled,
+            "com.microsoft:get-session-state": self._get_session_state,
+            "com.microsoft:set-session-state": self._set_session_state,
+            "com.microsoft:renew-session-lock": self._renew_session_lock,
+            "com.microsoft:get-message-sessions": self._get_message_sessions,
+            "com.microsoft:add-rule": self._add_rule,
+            "com.microsoft:remove-rule": self._remove_rule,
+            "com.microsoft:enumerate-rules": self._enumerate_rules,
+        }
+
+    def handle(self, entity_path: str, request: ParsedMessage) -> MgmtReply:
+        props = request.application_properties or {}
+        operation = _text(props.get("operation"))
+        op = self._ops.get(operation or "")
+        if op is None:
+            return MgmtReply(400, f"The operation '{operation}' is not supported.", None,
+                             "com.microsoft:not-supported")
+        try:
+            return op(entity_path, request.body_value())
+        except BadRequest as exc:
+            return MgmtReply(400, str(exc), None, "com.microsoft:argument-error")
+        except BrokerError as exc:
+            return MgmtReply(exc.status_code, exc.description or str(exc), None, exc.condition)
+
+    # -- locks and settlement ----------------------------------------------------------
+    def _renew_lock(self, path: str, body: Any) -> MgmtReply:
+        tokens = _uuids(_field(body, "lock-tokens"))
+        expirations = self.broker.renew_lock(path, tokens)
+        return MgmtReply(200, "OK", {"expirations": Array(tuple(Timestamp(e) for e in expirations), "timestamp")})
+
+    def _update_disposition(self, path: str, body: Any) -> MgmtReply:
+        status = _text(_field(body, "disposition-status"))
+        tokens = _uuids(_field(body, "lock-tokens"))
+        props = _field(body, "properties-to-modify", required=False)
+        self.broker.update_disposition(
+            path,
+            tokens,
+            status,
+            dead_letter_reason=_text(_field(body, "deadletter-reason", required=False)),
+            dead_letter_description=_text(_field(body, "deadletter-description", required=False)),
+            properties_to_modify={str(k): v for k, v in props.items()} if isinstance(props, dict) else None,
+            session_id=_text(_field(body, "session-id", required=False)),
+        )
+        return MgmtReply(200, "OK", None)
+
+    # -- browsing and deferred messages -------------------------------------------------
+    def _peek(self, path: str, body: Any) -> MgmtReply:
+        start = int(_field(body, "from-sequence-number"))
+        count = int(_field(body, "message-count"))
+        session_id = _text(_field(body, "session-id", required=False))
+        messages = self.broker.peek(path, start, count, session_id=session_id)
+        if not messages:
+            return MgmtReply(204, "No messages", None)
+        entries = [
+            {"message": encode_delivery(m, header_delivery_count=m.delivery_count, locked_until_ms=None)}
+            for m in messages
+        ]
+        return MgmtReply(200, "OK", {"messages": entries})
+
+    def _receive_by_sequence_number(self, path: str, body: Any) -> MgmtReply:
+        numbers = [int(n) for n in _field(body, "sequence-numbers")]
+        mode_value = _field(body, "receiver-settle-mode", required=False)
+        mode = ReceiveMode.RECEIVE_AND_DELETE if mode_value == 0 else ReceiveMode.PEEK_LOCK
+        session_id = _text(_field(body, "session-id", required=False))
+        results = self.broker.receive_deferred(path, numbers, mode, session_id=session_id)
+        entries = []
+        for message, token in results:
+            payload = encode_delivery(
+                message,
+                header_delivery_count=max(0, message.delivery_count - 1),
+                locked_until_ms=message.locked_until_ms if token is not None else None,
+            )
+            entry: dict = {"message": payload}
+            if token is not None:
+                entry["lock-token"] = token
+            entries.append(entry)
+        return MgmtReply(200, "OK", {"messages": entries})
+
+    # -- scheduling ----------------------------------------------------------------------
+    def _schedule(self, path: str, body: Any) -> MgmtReply:
+        items = _field(body, "messages")
+        incoming = []
+        for item in items or ():
+            raw = _field(item, "message")
+            if not isinstance(raw, bytes):
+                raise BadRequest("each scheduled message needs a binary 'message'")
+            incoming.append(to_incoming(parse_message(raw), len(raw)))
+        numbers = self.broker.schedule(path, incoming)
+        return MgmtReply(200, "OK", {"sequence-numbers": Array(tuple(Long(n) for n in numbers), "long")})
+
+    def _cancel_scheduled(self, path: str, body: Any) -> MgmtReply:
+        numbers = [int(n) for n in _field(body, "sequence-numbers")]
+        self.broker.cancel_scheduled(path, numbers)
+        return MgmtReply(200, "OK", None)
+
+    # -- sessions --------------------------------------------------------------------------
+    def _get_session_state(self, path: str, body: Any) -> MgmtReply:
+        session_id = _text(_field(body, "session-id"))
+        state = self.broker.get_session_state(path, session_id)
+        return MgmtReply(200, "OK", {"session-state": state})
+
+    def _set_session_state(self, path: str, body: Any) -> MgmtReply:
+        session_id = _text(_field(body, "session-id"))
+        state = _field(body, "session-state", required=False)
+        if state is not None and not isinstance(state, bytes):
+            state = str(state).encode()
+        self.broker.set_session_state(path, session_id, state)
+        return MgmtReply(200, "OK", None)
+
+    def _renew_session_lock(self, path: str, body: Any) -> MgmtReply:
+        session_id = _text(_field(body, "session-id"))
+        expiration = self.broker.renew_session_lock(path, session_id)
+        return MgmtReply(200, "OK", {"expiration": Timestamp(expiration)})
+
+    def _get_message_sessions(self, path: str, body: Any) -> MgmtReply:
+        skip = int(_field(body, "skip", required=False) or 0)
+        top = int(_field(body, "top", required=False) or 100)
+        sessions = self.broker.list_sessions(path)
+        page = sessions[skip : skip + top]
+        if not page:
+            return MgmtReply(204, "No sessions", None)
+        return MgmtReply(200, "OK", {"skip": Int(skip), "sessions-ids": Array(tuple(page), "string")})
+
+    # -- rules (subscriptions) ---------------------------------------------------------------
+    def _add_rule(self, path: str, body: Any) -> MgmtReply:
+        if not hasattr(self.broker, "add_rule"):
+            raise BadRequest("rules are not supported by this broker")
+        from .rules_codec import rule_from_description
+
+        name = _text(_field(body, "rule-name"))
+        description = _field(body, "rule-description")
+        self.broker.add_rule(path, name, **rule_from_description(description))
+        return MgmtReply(200, "OK", None)
+
+    def _remove_rule(self, path: str, body: Any) -> MgmtReply:
+        if not hasattr(self.broker, "remove_rule"):
+            raise BadRequest("rules are not supported by this broker")
+        self.broker.remove_rule(path, _text(_field(body, "rule-name")))
+        return MgmtReply(200, "OK", None)
+
+    def _enumerate_rules(self, path: str, body: Any) -> MgmtReply:
+        if not hasattr(self.broker, "list_rules"):
+            raise BadRequest("rules are not supported by this broker")
+        from .rules_codec import rule_to_description
+
+        top = int(_field(body, "top", required=False) or 100)
+        skip = int(_field(body, "skip", required=False) or 0)
+        rules = self.broker.list_rules(path)[skip : skip + top]
+        if not rules:
+            return MgmtReply(204, "No rules", None)
+        return MgmtReply(200, "OK", {"rules": [{"rule-description": rule_to_description(r)} for r in rules]})

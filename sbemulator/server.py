@@ -1,0 +1,180 @@
+"""The asyncio server: sockets in, gateways (one per connection), one broker, one store.
+
+Everything runs on one event loop thread, so the broker needs no locks. Durability uses group
+commit: input from any number of connections is processed, the store commits once, and only then
+are the accepts written back (a flush is always preceded by a commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from .auth import SasValidator
+from .gateway import Gateway
+
+log = logging.getLogger("sbemulator")
+
+BROKER_TICK_MAX_S = 0.25
+
+
+class _AmqpProtocol(asyncio.Protocol):
+    def __init__(self, server: AmqpServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.gateway: Gateway | None = None
+        self._flush_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        loop = self.server.loop
+        self.gateway = Gateway(
+            self.server.broker,
+            self.server.validator,
+            request_flush=lambda _gw: self.request_flush(),
+            call_later=loop.call_later,
+            max_frame_size=self.server.max_frame_size,
+            idle_timeout_ms=self.server.idle_timeout_ms,
+            peer=str(peer),
+        )
+        self.server.connections.add(self)
+        self._arm_timer()
+
+    def data_received(self, data: bytes) -> None:
+        gateway = self.gateway
+        if gateway is None:
+            return
+        gateway.receive_data(data)
+        self.request_flush()
+
+    def request_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.server.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        gateway = self.gateway
+        transport = self.transport
+        if gateway is None or transport is None:
+            return
+        gateway.run_pending()
+        self.server.commit()
+        out = gateway.data_to_send()
+        if out and not transport.is_closing():
+            transport.write(out)
+        if gateway.connection.closed:
+            transport.close()
+
+    def _arm_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        gateway = self.gateway
+        if gateway is None or gateway.connection.closed:
+            return
+        deadline = gateway.connection.next_timer()
+        if deadline is not None:
+            delay = max(0.05, deadline - time.monotonic())
+            self._timer = self.server.loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.gateway is None:
+            return
+        self.gateway.on_timer()
+        self.flush()
+        self._arm_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.server.connections.discard(self)
+        if self.gateway is not None:
+            self.gateway.connection_lost()
+            self.server.commit()
+        self.gateway = None
+        self.transport = None
+
+
+class AmqpServer:
+    """Listens for AMQP connections and runs the broker's timers."""
+
+    def __init__(
+        self,
+        broker: Any,
+        store: Any,
+        validator: SasValidator,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 5672,
+        max_frame_size: int = 1024 * 1024,
+        idle_timeout_ms: int | None = 240_000,
+    ) -> None:
+        self.broker = broker
+        self.store = store
+        self.validator = validator
+        self.host = host
+        self.port = port
+        self.max_frame_size = max_frame_size
+        self.idle_timeout_ms = idle_timeout_ms
+        self.connections: set[_AmqpProtocol] = set()
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._server: asyncio.base_events.Server | None = None
+        self._ticker: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._server = await self.loop.create_server(
+            lambda: _AmqpProtocol(self), self.host, self.port, reuse_address=True, backlog=512
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._ticker = self.loop.create_task(self._tick_forever())
+
+    def commit(self) -> None:
+        self.store.commit()
+
+    async def _tick_forever(self) -> None:
+        while True:
+            deadline = self.broker.next_deadline()
+            now = time.time()
+            delay = BROKER_TICK_MAX_S if deadline is None else min(BROKER_TICK_MAX_S, max(0.0, deadline - now))
+            await asyncio.sleep(delay)
+            try:
+                self.broker.tick()
+                self.commit()
+            except Exception:
+                log.exception("broker timer failed")
+            for protocol in list(self.connections):
+                if protocol.gateway is not None and protocol.gateway._pump_pending:
+                    protocol.request_flush()
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            try:
+                await self._ticker
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._server is not None:
+            self._server.close()
+        for protocol in list(self.connections):
+            gateway = protocol.gateway
+            if gateway is not None and not gateway.connection.closed:
+                gateway.connection.close("amqp:connection:forced", "The emulator is shutting down.")
+                protocol.flush()
+            if protocol.transport is not None:
+                protocol.transport.close()
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+            except (TimeoutError, Exception):
+                pass
+        self.commit()

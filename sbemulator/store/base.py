@@ -1,0 +1,78 @@
+"""The persistence interface the broker writes through.
+
+The broker keeps all live state in memory and treats the store as a durable log: mutations are
+buffered and become durable together at :meth:`Store.commit` (group commit). The server calls
+commit once per batch of network input, before it sends the accepts for that batch, so an
+accepted message is on disk before the sender learns it was accepted.
+
+Lock state is never stored: after a restart every message is unlocked, which is how the locks of a
+dead process are released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from sbemulator.broker.model import BrokerMessage
+
+
+class Store(Protocol):
+    # --- loading at start-up -----------------------------------------------------------------
+    def load_entities(self) -> list[tuple[str, str, str]]:
+        """Runtime-created entities: (key, kind, JSON description)."""
+        ...
+
+    def load_messages(self) -> Iterator[tuple[str, BrokerMessage]]:
+        """Every stored message with the key of the container holding it, in sequence order."""
+        ...
+
+    def load_sequences(self) -> dict[str, int]:
+        """Last assigned sequence number per sequence-owning entity."""
+        ...
+
+    def load_session_states(self) -> Iterator[tuple[str, str, bytes]]:
+        ...
+
+    def load_duplicates(self, now_ms: int) -> Iterator[tuple[str, str, int]]:
+        """(entity, message id, expires ms) of duplicate-detection entries still valid at now_ms."""
+        ...
+
+    # --- buffered mutations -----------------------------------------------------------------
+    def put_message(self, entity: str, msg: BrokerMessage) -> None:
+        """Insert or fully rewrite a message (content or properties changed)."""
+        ...
+
+    def update_message(self, entity: str, msg: BrokerMessage) -> None:
+        """Only state, delivery count and times changed."""
+        ...
+
+    def delete_message(self, entity: str, sequence_number: int) -> None:
+        ...
+
+    def set_sequence(self, entity: str, last_sequence_number: int) -> None:
+        ...
+
+    def set_session_state(self, entity: str, session_id: str, state: bytes | None) -> None:
+        ...
+
+    def add_duplicate(self, entity: str, message_id: str, expires_ms: int) -> None:
+        ...
+
+    def prune_duplicates(self, now_ms: int) -> None:
+        """Forget duplicate-detection entries that expired before now_ms."""
+        ...
+
+    def save_entity(self, key: str, kind: str, description: str) -> None:
+        ...
+
+    def delete_entity(self, key: str) -> None:
+        """Forget a runtime entity and everything stored under it (and under its sub-queues)."""
+        ...
+
+    # --- durability ----------------------------------------------------------------------------
+    def commit(self) -> None:
+        ...
+
+    def close(self) -> None:
+        ...

@@ -1,0 +1,224 @@
+"""SQLite implementation of :class:`~sbemulator.store.base.Store`.
+
+One connection, WAL journal, ``synchronous=NORMAL`` (durable across process crashes; an OS crash
+may lose the last commits, an acceptable trade for an emulator). Mutations are buffered in Python
+and written with ``executemany`` inside one explicit transaction per :meth:`commit`. Buffering by
+message key also coalesces work: a message sent and completed within one batch never touches disk,
+and several delivery-count updates of one message become one UPDATE.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from sbemulator.broker.model import BrokerMessage, MessageState
+
+from .serialize import decode_message, encode_message
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entities(key TEXT PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS messages(
+    entity TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    state INTEGER NOT NULL,
+    delivery_count INTEGER NOT NULL,
+    enqueued_ms INTEGER NOT NULL,
+    expires_ms INTEGER,
+    data BLOB NOT NULL,
+    PRIMARY KEY(entity, seq)
+);
+CREATE TABLE IF NOT EXISTS sequences(entity TEXT PRIMARY KEY, last_seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS session_states(
+    entity TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL, PRIMARY KEY(entity, session_id)
+);
+CREATE TABLE IF NOT EXISTS duplicates(
+    entity TEXT NOT NULL, message_id TEXT NOT NULL, expires_ms INTEGER NOT NULL,
+    PRIMARY KEY(entity, message_id)
+);
+CREATE INDEX IF NOT EXISTS duplicates_expiry ON duplicates(expires_ms);
+"""
+_SCHEMA_VERSION = "1"
+
+_DEL, _META, _PUT = 0, 1, 2
+
+_SQL_PUT = (
+    "INSERT OR REPLACE INTO messages(entity, seq, state, delivery_count, enqueued_ms, expires_ms, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_META = (
+    "UPDATE messages SET state = ?, delivery_count = ?, enqueued_ms = ?, expires_ms = ? "
+    "WHERE entity = ? AND seq = ?"
+)
+_SQL_DEL = "DELETE FROM messages WHERE entity = ? AND seq = ?"
+
+
+class SqliteStore:
+    """``SqliteStore(None)`` keeps everything in memory (tests, ``--in-memory``)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = None if path is None else Path(path)
+        target = ":memory:" if path is None else str(path)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves.
+        self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO meta(key, value) VALUES ('schema', ?)", (_SCHEMA_VERSION,))
+        elif row[0] != _SCHEMA_VERSION:
+            raise RuntimeError(f"{target}: store schema version {row[0]} is not supported (expected "
+                               f"{_SCHEMA_VERSION}); delete the data directory to start afresh")
+        self._messages: dict[tuple[str, int], tuple[int, BrokerMessage | None]] = {}
+        self._sequences: dict[str, int] = {}
+        self._sessions: dict[tuple[str, str], bytes | None] = {}
+        self._duplicates: list[tuple[str, str, int]] = []
+        self._entity_ops: list[tuple[str, tuple]] = []
+        self._closed = False
+
+    # --- loading ---------------------------------------------------------------------------
+    def load_entities(self) -> list[tuple[str, str, str]]:
+        return list(self._db.execute("SELECT key, kind, data FROM entities ORDER BY rowid"))
+
+    def load_messages(self) -> Iterator[tuple[str, BrokerMessage]]:
+        cur = self._db.execute(
+            "SELECT entity, seq, state, delivery_count, enqueued_ms, expires_ms, data FROM messages "
+            "ORDER BY entity, seq"
+        )
+        for entity, seq, state, count, enqueued, expires, data in cur:
+            msg = decode_message(data)
+            msg.sequence_number = seq
+            msg.state = MessageState(state)
+            msg.delivery_count = count
+            msg.enqueued_time_ms = enqueued
+            msg.expires_at_ms = expires
+            yield entity, msg
+
+    def load_sequences(self) -> dict[str, int]:
+        return dict(self._db.execute("SELECT entity, last_seq FROM sequences"))
+
+    def load_session_states(self) -> Iterator[tuple[str, str, bytes]]:
+        yield from self._db.execute("SELECT entity, session_id, state FROM session_states")
+
+    def load_duplicates(self, now_ms: int) -> Iterator[tuple[str, str, int]]:
+        yield from self._db.execute(
+            "SELECT entity, message_id, expires_ms FROM duplicates WHERE expires_ms > ? ORDER BY expires_ms",
+            (now_ms,),
+        )
+
+    # --- buffered mutations ------------------------------------------------------------------
+    def put_message(self, entity: str, msg: BrokerMessage) -> None:
+        self._messages[(entity, msg.sequence_number)] = (_PUT, msg)
+
+    def update_message(self, entity: str, msg: BrokerMessage) -> None:
+        key = (entity, msg.sequence_number)
+        prev = self._messages.get(key)
+        # A pending full write already carries the new values; after a pending delete the row
+        # may be gone, so write it fully.
+        op = _META if prev is None else (_PUT if prev[0] in (_PUT, _DEL) else _META)
+        self._messages[key] = (op, msg)
+
+    def delete_message(self, entity: str, sequence_number: int) -> None:
+        self._messages[(entity, sequence_number)] = (_DEL, None)
+
+    def set_sequence(self, entity: str, last_sequence_number: int) -> None:
+        self._sequences[entity] = last_sequence_number
+
+    def set_session_state(self, entity: str, session_id: str, state: bytes | None) -> None:
+        self._sessions[(entity, session_id)] = state
+
+    def add_duplicate(self, entity: str, message_id: str, expires_ms: int) -> None:
+        self._duplicates.append((entity, message_id, expires_ms))
+
+    def save_entity(self, key: str, kind: str, description: str) -> None:
+        self._entity_ops.append(
+            ("INSERT OR REPLACE INTO entities(key, kind, data) VALUES (?, ?, ?)", (key, kind, description))
+        )
+
+    def delete_entity(self, key: str) -> None:
+        # Flush pending work first so later buffered writes cannot resurrect rows.
+        prefix = key + "/"
+        self._messages = {k: v for k, v in self._messages.items() if k[0] != key and not k[0].startswith(prefix)}
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        self._entity_ops.append(("DELETE FROM entities WHERE key = ? OR key LIKE ? ESCAPE '\\'", (key, like)))
+        for table in ("messages", "sequences", "session_states", "duplicates"):
+            self._entity_ops.append(
+                (f"DELETE FROM {table} WHERE entity = ? OR entity LIKE ? ESCAPE '\\'", (key, like))
+            )
+
+    # --- durability --------------------------------------------------------------------------
+    @property
+    def dirty(self) -> bool:
+        return bool(self._messages or self._sequences or self._sessions or self._duplicates or self._entity_ops)
+
+    def commit(self) -> None:
+        if self._closed or not self.dirty:
+            return
+        puts, metas, dels = [], [], []
+        for (entity, seq), (op, msg) in self._messages.items():
+            if op == _DEL:
+                dels.append((entity, seq))
+            elif op == _PUT:
+                assert msg is not None
+                puts.append((entity, seq, int(msg.state), msg.delivery_count, msg.enqueued_time_ms,
+                             msg.expires_at_ms, encode_message(msg)))
+            else:
+                assert msg is not None
+                metas.append((int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms,
+                              entity, seq))
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            for sql, args in self._entity_ops:
+                db.execute(sql, args)
+            if dels:
+                db.executemany(_SQL_DEL, dels)
+            if puts:
+                db.executemany(_SQL_PUT, puts)
+            if metas:
+                db.executemany(_SQL_META, metas)
+            if self._sequences:
+                db.executemany(
+                    "INSERT INTO sequences(entity, last_seq) VALUES (?, ?) "
+                    "ON CONFLICT(entity) DO UPDATE SET last_seq = excluded.last_seq",
+                    list(self._sequences.items()),
+                )
+            if self._sessions:
+                sets = [(e, s, st) for (e, s), st in self._sessions.items() if st is not None]
+                clears = [(e, s) for (e, s), st in self._sessions.items() if st is None]
+                if clears:
+                    db.executemany("DELETE FROM session_states WHERE entity = ? AND session_id = ?", clears)
+                if sets:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO session_states(entity, session_id, state) VALUES (?, ?, ?)", sets
+                    )
+            if self._duplicates:
+                db.executemany(
+                    "INSERT OR REPLACE INTO duplicates(entity, message_id, expires_ms) VALUES (?, ?, ?)",
+                    self._duplicates,
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self._messages.clear()
+        self._sequences.clear()
+        self._sessions.clear()
+        self._duplicates.clear()
+        self._entity_ops.clear()
+
+    def prune_duplicates(self, now_ms: int) -> None:
+        """Drop expired duplicate-detection rows (called occasionally by the broker)."""
+        self._entity_ops.append(("DELETE FROM duplicates WHERE expires_ms <= ?", (now_ms,)))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.commit()
+        self._closed = True
+        self._db.close()
