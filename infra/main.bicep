@@ -90,6 +90,16 @@ param consumerWorkMsLow int = 0
 @description('Name of the Azure Table the leveling worker writes to.')
 param resultsTableName string = 'results'
 
+@description('Optional object id of a developer (azd passes the signed-in user) allowed to run the CLIs against Azure: publish to the topic and use the session queues. Empty: no grant.')
+param developerPrincipalId string = ''
+
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+param developerPrincipalType string = 'User'
+
 // The topology: queues, topics, subscriptions and SQL filters, in the official emulator's Config.json
 // schema. This is the only place entity properties are defined.
 var topology = loadJsonContent('servicebus.json')
@@ -100,6 +110,10 @@ var priorityTopicName = 'messages'
 var highPrioritySubscriptionName = 'highPriority'
 var lowPrioritySubscriptionName = 'lowPriority'
 var levelingQueueName = 'leveling'
+var sessionQueueNames = [
+  'leader-election'
+  'ordered-writes'
+]
 
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -257,6 +271,24 @@ module serviceBusRoles 'modules/servicebus-roles.bicep' = [for (app, i) in funct
     subscriptionReceivers: app.subscriptionReceivers
   }
 }]
+
+// The session-queue demos (leader election, ordered writes) and the load generator are CLIs; with local
+// auth disabled, a developer who runs them against Azure needs these data roles, nothing more.
+module developerServiceBusRoles 'modules/servicebus-roles.bicep' = if (!empty(developerPrincipalId)) {
+  name: 'sb-roles-developer'
+  scope: rg
+  params: {
+    namespaceName: serviceBus.outputs.name
+    principalId: developerPrincipalId
+    principalType: developerPrincipalType
+    topicSenders: [
+      priorityTopicName
+    ]
+    queueSenders: sessionQueueNames
+    queueReceivers: sessionQueueNames
+    subscriptionReceivers: []
+  }
+}
 
 // Every app needs blob access for AzureWebJobsStorage and its Flex Consumption deployment container;
 // only the leveler writes to the table.

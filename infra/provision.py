@@ -129,7 +129,9 @@ def _namespace_of(topology: Mapping[str, Any]) -> Mapping[str, Any]:
     except (KeyError, TypeError) as exc:
         raise TopologyError("missing UserConfig.Namespaces") from exc
     if not isinstance(namespaces, list) or len(namespaces) != 1:
-        raise TopologyError("UserConfig.Namespaces must hold exactly one namespace (as the emulator requires)")
+        raise TopologyError(
+            "UserConfig.Namespaces must hold exactly one namespace (as the emulator requires)"
+        )
     return namespaces[0]
 
 
@@ -242,11 +244,15 @@ def plan_from_topology(
     return plan
 
 
-def format_plan(plan: Iterable[PlannedOperation], subscription_id: str, resource_group: str, namespace: str) -> str:
+def format_plan(
+    plan: Iterable[PlannedOperation], subscription_id: str, resource_group: str, namespace: str
+) -> str:
     """Human-readable plan: one ``PUT path`` line per operation followed by its JSON body."""
     lines = []
     for op in plan:
-        lines.append(f"PUT {op.arm_path(subscription_id, resource_group, namespace)}?api-version={API_VERSION}")
+        lines.append(
+            f"PUT {op.arm_path(subscription_id, resource_group, namespace)}?api-version={API_VERSION}"
+        )
         lines.append(json.dumps(op.body, indent=2, sort_keys=True))
     return "\n".join(lines)
 
@@ -335,11 +341,15 @@ def _parser() -> argparse.ArgumentParser:
     env = os.environ.get
     parser = argparse.ArgumentParser(
         prog="provision.py",
-        description="Create or update the Service Bus entities of servicebus.json through Azure Resource Manager.",
+        description="Create or update the Service Bus entities of servicebus.json through ARM.",
     )
     parser.add_argument("--topology", default=str(DEFAULT_TOPOLOGY), help="Config.json-style topology file")
-    parser.add_argument("--subscription-id", default=env("AZURE_SUBSCRIPTION_ID"), help="env AZURE_SUBSCRIPTION_ID")
-    parser.add_argument("--resource-group", default=env("AZURE_RESOURCE_GROUP"), help="env AZURE_RESOURCE_GROUP")
+    parser.add_argument(
+        "--subscription-id", default=env("AZURE_SUBSCRIPTION_ID"), help="env AZURE_SUBSCRIPTION_ID"
+    )
+    parser.add_argument(
+        "--resource-group", default=env("AZURE_RESOURCE_GROUP"), help="env AZURE_RESOURCE_GROUP"
+    )
     parser.add_argument(
         "--namespace",
         default=env("SERVICEBUS_NAMESPACE_NAME"),
@@ -347,7 +357,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--location", default=env("AZURE_LOCATION"), help="env AZURE_LOCATION")
     parser.add_argument(
-        "--create-namespace", action="store_true", help="also create or update the namespace itself (needs --location)"
+        "--create-namespace",
+        action="store_true",
+        help="also create or update the namespace itself (needs --location)",
     )
     parser.add_argument("--sku", default="Standard", choices=["Standard", "Premium"], help="namespace SKU")
     parser.add_argument("--dry-run", action="store_true", help="print the planned PUTs and exit")
@@ -358,7 +370,9 @@ def _parser() -> argparse.ArgumentParser:
         default="default",
         help="'default': DefaultAzureCredential; 'none': a static bearer token (--token) for emulators",
     )
-    parser.add_argument("--token", default=env("ARM_BEARER_TOKEN"), help="the static token for --credential none")
+    parser.add_argument(
+        "--token", default=env("ARM_BEARER_TOKEN"), help="the static token for --credential none"
+    )
     return parser
 
 

@@ -215,7 +215,9 @@ class _Parser:
     def check_keys(self, data: Mapping[str, Any], allowed: set[str], path: str) -> None:
         for key in data:
             if key not in allowed:
-                raise self.fail(f"{path}.{key}", f"unknown property {key!r} (allowed: {', '.join(sorted(allowed))})")
+                raise self.fail(
+                    f"{path}.{key}", f"unknown property {key!r} (allowed: {', '.join(sorted(allowed))})"
+                )
 
     def name(self, data: Mapping[str, Any], path: str, *, child: bool) -> str:
         if "Name" not in data:
@@ -224,7 +226,8 @@ class _Parser:
         pattern, limit = (_CHILD_NAME_RE, _MAX_CHILD_NAME) if child else (_ENTITY_NAME_RE, _MAX_ENTITY_NAME)
         if not pattern.match(name) or len(name) > limit:
             rule = (
-                "letters, digits, '.', '-', '_'" + ("" if child else ", '/'")
+                "letters, digits, '.', '-', '_'"
+                + ("" if child else ", '/'")
                 + f", starting and ending with a letter or digit, at most {limit} characters"
             )
             raise self.fail(f"{path}.Name", f"invalid name {name!r} (allowed: {rule})")
@@ -291,8 +294,11 @@ class _Parser:
             sub = self.subscription(raw, sp)
             key = sub.name.lower()
             if key in seen:
-                raise self.fail(f"{sp}.Name", f"duplicate subscription name {sub.name!r} "
-                                f"(also at Subscriptions[{seen[key]}]; names are case-insensitive)")
+                raise self.fail(
+                    f"{sp}.Name",
+                    f"duplicate subscription name {sub.name!r} "
+                    f"(also at Subscriptions[{seen[key]}]; names are case-insensitive)",
+                )
             seen[key] = i
             subs.append(sub)
         return TopicConfig(name=name, subscriptions=tuple(subs), **kwargs)
@@ -306,7 +312,9 @@ class _Parser:
         handlers = {
             "DeadLetteringOnMessageExpiration": ("dead_lettering_on_message_expiration", self.boolean),
             "DeadLetteringOnFilterEvaluationExceptions": (
-                "dead_lettering_on_filter_evaluation_exceptions", self.boolean),
+                "dead_lettering_on_filter_evaluation_exceptions",
+                self.boolean,
+            ),
             "DefaultMessageTimeToLive": ("default_message_ttl", self.duration),
             "LockDuration": ("lock_duration", self.lock_duration),
             "MaxDeliveryCount": ("max_delivery_count", self.max_delivery_count),
@@ -323,7 +331,9 @@ class _Parser:
             rule = self.rule(raw, rp)
             key = rule.name.lower()
             if key in seen:
-                raise self.fail(f"{rp}.Name", f"duplicate rule name {rule.name!r} (also at Rules[{seen[key]}])")
+                raise self.fail(
+                    f"{rp}.Name", f"duplicate rule name {rule.name!r} (also at Rules[{seen[key]}])"
+                )
             seen[key] = i
             rules.append(rule)
         return SubscriptionConfig(name=name, rules=tuple(rules), **kwargs)
@@ -331,10 +341,7 @@ class _Parser:
     def rule(self, data: Any, path: str) -> RuleConfig:
         data = self.obj(data, path)
         self.check_keys(data, {"Name", "Properties"}, path)
-        if data.get("Name") == "$Default":
-            name = "$Default"
-        else:
-            name = self.name(data, path, child=True)
+        name = "$Default" if data.get("Name") == "$Default" else self.name(data, path, child=True)
         pp = f"{path}.Properties"
         if "Properties" not in data:
             raise self.fail(path, "missing required property 'Properties' (the rule's filter)")
@@ -361,8 +368,16 @@ class _Parser:
                 raise self.fail(pp, "FilterType 'Correlation' needs a 'CorrelationFilter'")
             cp = f"{pp}.CorrelationFilter"
             cf = self.obj(props["CorrelationFilter"], cp)
-            system = {"ContentType", "CorrelationId", "Label", "MessageId", "ReplyTo", "ReplyToSessionId",
-                      "SessionId", "To"}
+            system = {
+                "ContentType",
+                "CorrelationId",
+                "Label",
+                "MessageId",
+                "ReplyTo",
+                "ReplyToSessionId",
+                "SessionId",
+                "To",
+            }
             self.check_keys(cf, system | {"Properties"}, cp)
             if not cf:
                 raise self.fail(cp, "a correlation filter needs at least one property")
@@ -372,8 +387,10 @@ class _Parser:
                     user = self.obj(value, f"{cp}.Properties")
                     for uk, uv in user.items():
                         if not isinstance(uv, str | int | float | bool) or uv is None:
-                            raise self.fail(f"{cp}.Properties.{uk}",
-                                            f"expected a string, number or boolean, got {_json_type(uv)}")
+                            raise self.fail(
+                                f"{cp}.Properties.{uk}",
+                                f"expected a string, number or boolean, got {_json_type(uv)}",
+                            )
                     corr["Properties"] = dict(user)
                 else:
                     corr[key] = self.string(value, f"{cp}.{key}")
@@ -387,8 +404,9 @@ class _Parser:
             self.check_keys(act, {"SqlExpression"}, ap)
             if "SqlExpression" in act:
                 action = self.string(act["SqlExpression"], f"{ap}.SqlExpression").strip() or None
-        rule = RuleConfig(name=name, filter_type=ftype, sql_expression=sql, correlation=corr,
-                          action_expression=action)
+        rule = RuleConfig(
+            name=name, filter_type=ftype, sql_expression=sql, correlation=corr, action_expression=action
+        )
         self.check_rule_compiles(rule, pp)
         return rule
 
@@ -399,19 +417,26 @@ class _Parser:
         except ImportError:  # pragma: no cover - the filter engine is part of the package
             return
         try:
-            compile_rule(rule.name, rule.filter_type, rule.sql_expression, rule.correlation,
-                         rule.action_expression)
+            compile_rule(
+                rule.name, rule.filter_type, rule.sql_expression, rule.correlation, rule.action_expression
+            )
         except FilterError as exc:
-            where = "Action.SqlExpression" if rule.action_expression and "action" in str(exc).lower() else (
-                "SqlFilter.SqlExpression" if rule.filter_type == "Sql" else "CorrelationFilter")
+            where = (
+                "Action.SqlExpression"
+                if rule.action_expression and "action" in str(exc).lower()
+                else ("SqlFilter.SqlExpression" if rule.filter_type == "Sql" else "CorrelationFilter")
+            )
             raise self.fail(f"{path}.{where}", f"invalid rule: {exc}") from None
 
-    def props(self, props: Mapping[str, Any], handlers: dict[str, tuple[str, Any]], path: str) -> dict[str, Any]:
+    def props(
+        self, props: Mapping[str, Any], handlers: dict[str, tuple[str, Any]], path: str
+    ) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in props.items():
             if key not in handlers:
-                raise self.fail(f"{path}.{key}",
-                                f"unknown property {key!r} (allowed: {', '.join(sorted(handlers))})")
+                raise self.fail(
+                    f"{path}.{key}", f"unknown property {key!r} (allowed: {', '.join(sorted(handlers))})"
+                )
             attr, conv = handlers[key]
             out[attr] = conv(value, f"{path}.{key}")
         return out
@@ -439,8 +464,11 @@ class _Parser:
         def claim(entity_name: str, where: str) -> None:
             key = entity_name.lower()
             if key in names:
-                raise self.fail(f"{where}.Name", f"duplicate entity name {entity_name!r} (also at {names[key]}; "
-                                "queue and topic names share one case-insensitive namespace)")
+                raise self.fail(
+                    f"{where}.Name",
+                    f"duplicate entity name {entity_name!r} (also at {names[key]}; "
+                    "queue and topic names share one case-insensitive namespace)",
+                )
             names[key] = where
 
         queues = []
@@ -471,16 +499,22 @@ class _Parser:
         # Forwarding targets must exist and must not point at the entity itself.
         for i, q in enumerate(queues):
             self._check_forward(q.forward_to, q.name, names, f"{np_}.Queues[{i}].Properties.ForwardTo")
-            self._check_forward(q.forward_dead_lettered_messages_to, None, names,
-                                f"{np_}.Queues[{i}].Properties.ForwardDeadLetteredMessagesTo")
+            self._check_forward(
+                q.forward_dead_lettered_messages_to,
+                None,
+                names,
+                f"{np_}.Queues[{i}].Properties.ForwardDeadLetteredMessagesTo",
+            )
         for i, t in enumerate(topics):
             for j, s in enumerate(t.subscriptions):
                 sp = f"{np_}.Topics[{i}].Subscriptions[{j}].Properties"
                 self._check_forward(s.forward_to, None, names, f"{sp}.ForwardTo")
-                self._check_forward(s.forward_dead_lettered_messages_to, None, names,
-                                    f"{sp}.ForwardDeadLetteredMessagesTo")
-        return NamespaceConfig(name=name, queues=tuple(queues), topics=tuple(topics), sas_keys=tuple(keys),
-                               logging=logging)
+                self._check_forward(
+                    s.forward_dead_lettered_messages_to, None, names, f"{sp}.ForwardDeadLetteredMessagesTo"
+                )
+        return NamespaceConfig(
+            name=name, queues=tuple(queues), topics=tuple(topics), sas_keys=tuple(keys), logging=logging
+        )
 
     def _check_forward(self, target: str | None, own: str | None, names: dict[str, str], path: str) -> None:
         if target is None:

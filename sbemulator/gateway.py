@@ -177,8 +177,7 @@ class Gateway:
         if self.plain_authenticated:
             return True
         now = self.wall_clock()
-        scope = _auth_scope(path)
-        return any(grant.covers(scope, now) for grant in self.grants)
+        return any(grant.covers(path, now) for grant in self.grants)
 
     # ------------------------------------------------------------------ attach
     def _on_attach(self, link: Link) -> None:

@@ -135,6 +135,12 @@ class LeaderElector:
                 self._wait(self.retry_interval)
                 continue
             try:
+                if getattr(receiver.session, "locked_until_utc", None) is None:
+                    # The SDK can return from open even though the broker refused the session link
+                    # (the refusal surfaces only on the next operation): no lock time, no leadership.
+                    log.debug("session %s: link opened without a lock", self.session_id)
+                    self._wait(self.retry_interval)
+                    continue
                 self.lead(receiver.session, requested_at)
             finally:
                 try:

@@ -53,9 +53,10 @@ class EventLog:
 
 
 def leader_intervals(lines: Iterable[str]) -> list[LeaderInterval]:
-    """Leadership intervals per replica: from ``elected`` to the last ``leader``/``lost``/``stopped`` line.
+    """Leadership intervals per replica: from ``elected`` to its last ``leader`` heartbeat.
 
-    A replica killed with SIGKILL has no ``lost`` line; its interval ends at its last heartbeat.
+    A replica killed with SIGKILL has no ``lost`` line; one paused with SIGSTOP writes ``lost`` late.
+    Either way the interval in which it acted as leader ends at its last heartbeat.
     """
     open_at: dict[str, float] = {}
     last_seen: dict[str, float] = {}
@@ -77,8 +78,9 @@ def leader_intervals(lines: Iterable[str]) -> list[LeaderInterval]:
         elif event == "leader" and replica in open_at:
             last_seen[replica] = mono
         elif event in ("lost", "stopped") and replica in open_at:
-            intervals.append(LeaderInterval(replica, open_at.pop(replica), mono))
-            last_seen.pop(replica, None)
+            # The claim ends with the last heartbeat: a paused process writes 'lost' only when it wakes,
+            # possibly after someone else was elected, but it never claimed leadership in between.
+            intervals.append(LeaderInterval(replica, open_at.pop(replica), last_seen.pop(replica)))
     for replica, start in open_at.items():
         intervals.append(LeaderInterval(replica, start, last_seen.get(replica, start)))
     return sorted(intervals, key=lambda interval: interval.start_mono)

@@ -90,7 +90,7 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
 
   // Flex Consumption takes the runtime from functionAppConfig: FUNCTIONS_WORKER_RUNTIME and
   // FUNCTIONS_EXTENSION_VERSION must not be set here.
-  resource settings 'config' = {{
+  resource settings 'config' = {
     name: 'appsettings'
     properties: appSettings
   }

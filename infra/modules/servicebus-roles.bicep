@@ -1,10 +1,18 @@
-// Service Bus data roles for one identity, each scoped to a single entity (topic, queue or topic
+// Service Bus data roles for one identity (a Function App's or a developer's), each scoped to a single entity (topic, queue or topic
 // subscription) rather than the namespace.
 
 param namespaceName string
 
 @description('Object id of the identity (a Function App\'s system-assigned identity).')
 param principalId string
+
+@allowed([
+  'ServicePrincipal'
+  'User'
+  'Group'
+])
+@description('Managed identities are ServicePrincipal; a developer running the CLIs is User.')
+param principalType string = 'ServicePrincipal'
 
 @description('Topic names the identity may send to.')
 param topicSenders array = []
@@ -59,7 +67,7 @@ resource topicSenderAssignments 'Microsoft.Authorization/roleAssignments@2022-04
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleIds.serviceBusDataSender)
     principalId: principalId
-    principalType: 'ServicePrincipal'
+    principalType: principalType
   }
 }]
 
@@ -69,7 +77,7 @@ resource queueSenderAssignments 'Microsoft.Authorization/roleAssignments@2022-04
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleIds.serviceBusDataSender)
     principalId: principalId
-    principalType: 'ServicePrincipal'
+    principalType: principalType
   }
 }]
 
@@ -79,7 +87,7 @@ resource queueReceiverAssignments 'Microsoft.Authorization/roleAssignments@2022-
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleIds.serviceBusDataReceiver)
     principalId: principalId
-    principalType: 'ServicePrincipal'
+    principalType: principalType
   }
 }]
 
@@ -89,6 +97,6 @@ resource subscriptionReceiverAssignments 'Microsoft.Authorization/roleAssignment
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleIds.serviceBusDataReceiver)
     principalId: principalId
-    principalType: 'ServicePrincipal'
+    principalType: principalType
   }
 }]

@@ -280,6 +280,10 @@ _ELEMENT_NAMES = {
 }
 
 
+_ZERO_WIDTH = frozenset((0x40, 0x41, 0x42, 0x43, 0x44, 0x45))
+_MAX_ZERO_WIDTH_ELEMENTS = 65536
+
+
 def _array(width: struct.Struct) -> Decoder:
     wsize = width.size
     unpack = width.unpack_from
@@ -304,12 +308,17 @@ def _array(width: struct.Struct) -> Decoder:
         name = _ELEMENT_NAMES.get(code)
         if decoder is None or name is None:
             raise DecodeError(f"unknown array element format code 0x{code:02x}")
+        if code in _ZERO_WIDTH and count > _MAX_ZERO_WIDTH_ELEMENTS:
+            # Nothing bounds these by the array's size: refuse rather than loop over a 32-bit count.
+            raise DecodeError(f"array of {count} zero-width elements is too large")
         items = []
         for _ in range(count):
             value, pos = decoder(data, pos)
+            if pos > end:
+                raise DecodeError("array content exceeds its size")
             items.append(Described(descriptor, value) if descriptor is not None else value)
-        if pos > end:
-            raise DecodeError("array content exceeds its size")
+        if pos != end:
+            raise DecodeError("array size does not match its content")
         if descriptor is not None:
             return Array(tuple(items), "described", descriptor), end
         return Array(tuple(items), name), end
@@ -447,8 +456,12 @@ def _e_timestamp(out: bytearray, value: int) -> None:
 
 
 def _e_float(out: bytearray, value: float) -> None:
+    try:
+        packed = _f32.pack(value)
+    except OverflowError:
+        raise EncodeError(f"{value} is out of range for AMQP float") from None
     out.append(0x72)
-    out += _f32.pack(value)
+    out += packed
 
 
 def _e_double(out: bytearray, value: float) -> None:
@@ -578,8 +591,13 @@ def _elem_uuid(out: bytearray, value: uuid.UUID) -> None:
     out += value.bytes
 
 
-def _elem_raw(out: bytearray, value: bytes) -> None:
-    out += value
+def _elem_raw(size: int) -> Callable[[bytearray, Any], None]:
+    def put(out: bytearray, value: bytes) -> None:
+        if len(value) != size:
+            raise EncodeError(f"decimal needs {size} bytes")
+        out += value
+
+    return put
 
 
 def _elem_char(out: bytearray, value: str) -> None:
@@ -610,9 +628,9 @@ _ARRAY_ELEMENTS: dict[str, tuple[int, Callable[[bytearray, Any], None]]] = {
     "float": _elem_fixed(0x72, _f32),
     "double": _elem_fixed(0x82, _f64),
     "timestamp": _elem_fixed(0x83, _i64),
-    "decimal32": (0x74, _elem_raw),
-    "decimal64": (0x84, _elem_raw),
-    "decimal128": (0x94, _elem_raw),
+    "decimal32": (0x74, _elem_raw(4)),
+    "decimal64": (0x84, _elem_raw(8)),
+    "decimal128": (0x94, _elem_raw(16)),
     "char": (0x73, _elem_char),
     "uuid": (0x98, _elem_uuid),
     "binary": (0xB0, _elem_var(None)),
@@ -644,7 +662,7 @@ def _e_array(out: bytearray, value: Array, wide: bool = False) -> None:
         try:
             for item in value.items:
                 put(body, item)
-        except (struct.error, AttributeError, TypeError) as exc:
+        except (struct.error, AttributeError, TypeError, OverflowError, UnicodeEncodeError) as exc:
             raise EncodeError(f"array element does not fit {value.element_type}: {exc}") from None
     count = len(value.items)
     if not wide and len(body) + 1 < 256 and count < 256:

@@ -13,6 +13,7 @@ Server-facing API (see also :class:`~sbemulator.broker.receiver.Receiver`)::
                          next_available_session=False) -> Receiver
     broker.commit()                                        # group commit, before sending accepts
     broker.next_deadline() -> float | None                 # seconds on the clock's scale
+    broker.on_deadline_changed = callback                  # a new earliest timer exists
     broker.tick()                                          # run every timer that is due
     # $management
     broker.peek(path, from_sequence_number, count, session_id=None) -> [BrokerMessage]
@@ -36,9 +37,11 @@ expiry, session-lock loss or receiver close while ``delivery_count >= MaxDeliver
 the dead-letter queue with reason ``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message
 can be received three times. ``release`` (the client's ``released`` outcome) un-counts the delivery.
 
-Sequence numbers are assigned by the entity that is sent to (queue or topic: subscriptions keep the
-topic's number, like Service Bus); dead-lettered messages keep theirs, auto-forwarded ones get a
-new one in the target with ``enqueue_sequence_number`` = the original.
+Sequence numbers are per queue and per subscription (each subscription numbers the copies it
+receives from 1, as Service Bus documents); a topic numbers only the scheduled messages it holds
+until they fan out (the numbers ``schedule`` returns for cancelling). Dead-lettered messages keep
+their number, auto-forwarded ones get a new one in the target with ``enqueue_sequence_number`` =
+the original.
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ REASON_TRANSFER = "MessageTransferFailed"
 
 _LOCK, _TTL, _SCHED, _SESSION = range(4)
 _DUP_PRUNE_INTERVAL_MS = 60_000
+_MIN_COMPACT = 8192
 
 
 class RuleError(BrokerError):
@@ -108,14 +112,17 @@ class RuleError(BrokerError):
 
 
 class Broker:
-    def __init__(self, config: NamespaceConfig, store: Store,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: NamespaceConfig, store: Store, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.store = store
         self.clock = clock
         self._entities: dict[str, Entity] = {}  # every addressable container, by lower-case path
         self._timers: list[tuple[int, int, int, Entity, Any, Any]] = []
         self._timer_seq = itertools.count()
+        self._compact_at = _MIN_COMPACT
+        # Set by the server to wake its timer task when a new timer becomes the earliest one
+        # (called synchronously; it must not call back into the broker).
+        self.on_deadline_changed: Callable[[], None] | None = None
         self._pending: dict[int, Receiver] = {}
         self._depth = 0
         self._flushing = False
@@ -134,23 +141,40 @@ class Broker:
         return ent
 
     def _add_sub_queues(self, ent: Entity) -> None:
-        dlq = Entity(key=f"{ent.key}/{DLQ_SUFFIX.lower()}", path=f"{ent.path}/{DLQ_SUFFIX}", kind=DEAD_LETTER,
-                     lock_duration_ms=ent.lock_duration_ms, max_message_size=ent.max_message_size, parent=ent)
-        tdlq = Entity(key=f"{ent.key}/{TRANSFER_DLQ_SUFFIX.lower()}", path=f"{ent.path}/{TRANSFER_DLQ_SUFFIX}",
-                      kind=TRANSFER_DEAD_LETTER, lock_duration_ms=ent.lock_duration_ms,
-                      max_message_size=ent.max_message_size, parent=ent)
+        dlq = Entity(
+            key=f"{ent.key}/{DLQ_SUFFIX.lower()}",
+            path=f"{ent.path}/{DLQ_SUFFIX}",
+            kind=DEAD_LETTER,
+            lock_duration_ms=ent.lock_duration_ms,
+            max_message_size=ent.max_message_size,
+            parent=ent,
+        )
+        tdlq = Entity(
+            key=f"{ent.key}/{TRANSFER_DLQ_SUFFIX.lower()}",
+            path=f"{ent.path}/{TRANSFER_DLQ_SUFFIX}",
+            kind=TRANSFER_DEAD_LETTER,
+            lock_duration_ms=ent.lock_duration_ms,
+            max_message_size=ent.max_message_size,
+            parent=ent,
+        )
         ent.dlq, ent.transfer_dlq = self._register(dlq), self._register(tdlq)
 
     def _add_queue(self, q: QueueConfig) -> Entity:
         ent = Entity(
-            key=q.name.lower(), path=q.name, kind=QUEUE, lock_duration_ms=_ms(q.lock_duration),
-            max_delivery_count=q.max_delivery_count, ttl_ms=_ms(q.default_message_ttl),
+            key=q.name.lower(),
+            path=q.name,
+            kind=QUEUE,
+            lock_duration_ms=_ms(q.lock_duration),
+            max_delivery_count=q.max_delivery_count,
+            ttl_ms=_ms(q.default_message_ttl),
             dead_lettering_on_expiration=q.dead_lettering_on_message_expiration,
-            requires_session=q.requires_session, forward_to=q.forward_to,
+            requires_session=q.requires_session,
+            forward_to=q.forward_to,
             forward_dead_lettered_to=q.forward_dead_lettered_messages_to,
             max_message_size=q.max_message_size_kb * 1024,
             requires_duplicate_detection=q.requires_duplicate_detection,
-            duplicate_window_ms=_ms(q.duplicate_detection_window), config=q,
+            duplicate_window_ms=_ms(q.duplicate_detection_window),
+            config=q,
         )
         self._register(ent)
         self._add_sub_queues(ent)
@@ -158,10 +182,14 @@ class Broker:
 
     def _add_topic(self, t: TopicConfig) -> Entity:
         ent = Entity(
-            key=t.name.lower(), path=t.name, kind=TOPIC, ttl_ms=_ms(t.default_message_ttl),
+            key=t.name.lower(),
+            path=t.name,
+            kind=TOPIC,
+            ttl_ms=_ms(t.default_message_ttl),
             max_message_size=t.max_message_size_kb * 1024,
             requires_duplicate_detection=t.requires_duplicate_detection,
-            duplicate_window_ms=_ms(t.duplicate_detection_window), config=dataclasses.replace(t, subscriptions=()),
+            duplicate_window_ms=_ms(t.duplicate_detection_window),
+            config=dataclasses.replace(t, subscriptions=()),
         )
         self._register(ent)
         for s in t.subscriptions:
@@ -173,13 +201,20 @@ class Broker:
         if topic.ttl_ms is not None:
             ttl = min(ttl, topic.ttl_ms)
         ent = Entity(
-            key=f"{topic.key}/subscriptions/{s.name.lower()}", path=f"{topic.path}/Subscriptions/{s.name}",
-            kind=SUBSCRIPTION, lock_duration_ms=_ms(s.lock_duration), max_delivery_count=s.max_delivery_count,
-            ttl_ms=ttl, dead_lettering_on_expiration=s.dead_lettering_on_message_expiration,
+            key=f"{topic.key}/subscriptions/{s.name.lower()}",
+            path=f"{topic.path}/Subscriptions/{s.name}",
+            kind=SUBSCRIPTION,
+            lock_duration_ms=_ms(s.lock_duration),
+            max_delivery_count=s.max_delivery_count,
+            ttl_ms=ttl,
+            dead_lettering_on_expiration=s.dead_lettering_on_message_expiration,
             dead_lettering_on_filter_exceptions=s.dead_lettering_on_filter_evaluation_exceptions,
-            requires_session=s.requires_session, forward_to=s.forward_to,
+            requires_session=s.requires_session,
+            forward_to=s.forward_to,
             forward_dead_lettered_to=s.forward_dead_lettered_messages_to,
-            max_message_size=topic.max_message_size, parent=topic, config=s,
+            max_message_size=topic.max_message_size,
+            parent=topic,
+            config=s,
         )
         rules = s.rules or (RuleConfig(name="$Default", filter_type="Sql", sql_expression="1=1"),)
         for rc in rules:
@@ -192,7 +227,9 @@ class Broker:
     @staticmethod
     def _compile(ent: Entity, rc: RuleConfig) -> Any:
         try:
-            return compile_rule(rc.name, rc.filter_type, rc.sql_expression, rc.correlation, rc.action_expression)
+            return compile_rule(
+                rc.name, rc.filter_type, rc.sql_expression, rc.correlation, rc.action_expression
+            )
         except FilterError as exc:
             raise RuleError(f"{ent.path}: rule {rc.name!r}: {exc}") from exc
 
@@ -221,7 +258,9 @@ class Broker:
             if topic is None or topic.kind != TOPIC:
                 raise EntityNotFoundError(f"The messaging entity '{topic_name}' could not be found.")
             if s.name.lower() in topic.subscriptions:
-                raise EntityAlreadyExistsError(f"The subscription '{s.name}' already exists on '{topic.path}'.")
+                raise EntityAlreadyExistsError(
+                    f"The subscription '{s.name}' already exists on '{topic.path}'."
+                )
             ent = self._add_subscription(topic, s)
             self._persist_subscription(ent)
             return ent.ref()
@@ -279,7 +318,27 @@ class Broker:
             self._runtime_keys.add(ent.key)
 
     # --- rules ($management add-rule / remove-rule / enumerate-rules) ------------------------------
-    def add_rule(self, path: str, rule: RuleConfig) -> None:
+    def add_rule(
+        self,
+        path: str,
+        rule: RuleConfig | str,
+        *,
+        filter_type: str = "Sql",
+        sql_expression: str | None = None,
+        correlation: dict[str, Any] | None = None,
+        action_expression: str | None = None,
+    ) -> None:
+        """Add a rule to a subscription: a RuleConfig, or a name plus the RuleConfig fields as keywords.
+        Raises RuleError (argument-error) when it does not compile, EntityAlreadyExistsError on a
+        duplicate name."""
+        if isinstance(rule, str):
+            rule = RuleConfig(
+                name=rule,
+                filter_type=filter_type,
+                sql_expression=sql_expression,
+                correlation=correlation,
+                action_expression=action_expression,
+            )
         with self._op():
             sub = self._entity(path)
             if sub.kind != SUBSCRIPTION:
@@ -319,7 +378,9 @@ class Broker:
             if ent is None:
                 continue
             owner = _sequence_owner(ent)
-            owner.last_sequence = max(owner.last_sequence, msg.sequence_number, msg.enqueue_sequence_number or 0)
+            owner.last_sequence = max(
+                owner.last_sequence, msg.sequence_number, msg.enqueue_sequence_number or 0
+            )
             self._insert(ent, msg)
             if msg.state == MessageState.SCHEDULED:
                 self._timer(msg.scheduled_enqueue_time_ms or 0, _SCHED, ent, msg)
@@ -374,7 +435,20 @@ class Broker:
                 self._pending[rid] = r
 
     def _timer(self, deadline_ms: int, kind: int, ent: Entity, obj: Any, extra: Any = None) -> None:
-        heapq.heappush(self._timers, (deadline_ms, next(self._timer_seq), kind, ent, obj, extra))
+        entry = (deadline_ms, next(self._timer_seq), kind, ent, obj, extra)
+        heapq.heappush(self._timers, entry)
+        if len(self._timers) > self._compact_at:
+            self._compact_timers()
+        if self.on_deadline_changed is not None and self._timers[0] is entry:
+            self.on_deadline_changed()
+
+    def _compact_timers(self) -> None:
+        """Drop stale timers (settled messages, renewed locks): they would pin message bodies in memory
+        until their deadline. Amortised O(1) per timer because the threshold doubles with the live size."""
+        live = [t for t in self._timers if self._timer_valid(t)]
+        heapq.heapify(live)
+        self._timers[:] = live  # in place: tick() holds a reference to the list
+        self._compact_at = max(_MIN_COMPACT, 2 * len(live))
 
     def _entity(self, path: str) -> Entity:
         key = _normalize(path)
@@ -481,27 +555,33 @@ class Broker:
             for seq in sequence_numbers:
                 msg = ent.messages.get(seq)
                 if msg is None or msg.state != MessageState.SCHEDULED:
-                    raise MessageNotFoundError(f"The scheduled message with sequence number {seq} was not found.")
+                    raise MessageNotFoundError(
+                        f"The scheduled message with sequence number {seq} was not found."
+                    )
                 found.append(msg)
             for msg in found:
                 self._remove(ent, msg)
 
-    def _check_send(self, path: str, messages: Iterable[IncomingMessage]) -> tuple[Entity, list[IncomingMessage]]:
+    def _check_send(
+        self, path: str, messages: Iterable[IncomingMessage]
+    ) -> tuple[Entity, list[IncomingMessage]]:
         ent = self._entity(path)
         if ent.kind not in (QUEUE, TOPIC):
-            raise InvalidOperationError(f"Cannot send to '{ent.path}': sending is only allowed to queues and topics.")
+            raise InvalidOperationError(
+                f"Cannot send to '{ent.path}': sending is only allowed to queues and topics."
+            )
         batch = list(messages)
         for m in batch:
             if m.size > ent.max_message_size:
                 raise MessageSizeExceededError(
-                    f"The received message (size {m.size} bytes) exceeds the limit ({ent.max_message_size} bytes) "
-                    f"currently allowed on '{ent.path}'."
+                    f"The received message (size {m.size} bytes) exceeds the limit "
+                    f"({ent.max_message_size} bytes) currently allowed on '{ent.path}'."
                 )
             if ent.requires_session and not m.session_id:
                 raise SessionRequiredError(
-                    "The SessionId was not set on a message, and it cannot be sent to the entity. Entities that "
-                    "have session support enabled can only receive messages that have the SessionId set to a "
-                    "valid value."
+                    "The SessionId was not set on a message, and it cannot be sent to the entity. "
+                    "Entities that have session support enabled can only receive messages that have the "
+                    "SessionId set to a valid value."
                 )
         return ent, batch
 
@@ -574,13 +654,16 @@ class Broker:
             except FilterEvaluationError as exc:
                 if sub.dead_lettering_on_filter_exceptions:
                     copy = msg.copy()
+                    copy.sequence_number = self._next_sequence(sub)
                     self._insert(sub, copy)
                     self._dead_letter(sub, copy, REASON_FILTER_EXCEPTION, str(exc), now)
                 continue
             self._deliver_to_subscription(sub, copy, now)
 
     def _deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None:
-        if sub.requires_session and msg.session_id is None:
+        # Every subscription numbers its own messages (a new subscription starts at 1).
+        msg.sequence_number = self._next_sequence(sub)
+        if sub.requires_session and not msg.session_id:
             self._insert(sub, msg)
             self._dead_letter(sub, msg, REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL, now)
         elif sub.forward_to:
@@ -599,7 +682,7 @@ class Broker:
             problem = f"The forwarding destination '{target_name}' could not be found."
         elif msg.hops >= MAX_FORWARD_HOPS:
             problem = f"The message exceeded the maximum of {MAX_FORWARD_HOPS} auto-forwarding hops."
-        elif target.requires_session and msg.session_id is None:
+        elif target.requires_session and not msg.session_id:
             problem = DESC_SESSION_ID_NULL
         if problem is not None:
             tdlq = source.transfer_dlq
@@ -630,9 +713,10 @@ class Broker:
         if description is not None:
             msg.application_properties["DeadLetterErrorDescription"] = description
 
-    def _dead_letter(self, ent: Entity, msg: BrokerMessage, reason: str | None, description: str | None,
-                     now: int) -> None:
-        """Move a message of ``ent`` to its dead-letter queue (or where ForwardDeadLetteredMessagesTo says)."""
+    def _dead_letter(
+        self, ent: Entity, msg: BrokerMessage, reason: str | None, description: str | None, now: int
+    ) -> None:
+        """Move a message of ``ent`` to its dead-letter queue (or to ForwardDeadLetteredMessagesTo)."""
         if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER):
             # A dead-letter queue has no dead-letter queue: the message simply stays.
             self._unlock(ent, msg)
@@ -667,8 +751,11 @@ class Broker:
             msg.delivery_count = max(0, msg.delivery_count - 1)
         elif msg.delivery_count >= ent.max_delivery_count:
             self._dead_letter(
-                ent, msg, REASON_MAX_DELIVERY,
-                f"Message could not be consumed after {ent.max_delivery_count} delivery attempts.", now,
+                ent,
+                msg,
+                REASON_MAX_DELIVERY,
+                f"Message could not be consumed after {ent.max_delivery_count} delivery attempts.",
+                now,
             )
             return
         if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
@@ -679,8 +766,14 @@ class Broker:
             self._queue(ent, msg)
 
     # ================================================================= receiving
-    def open_receiver(self, path: str, mode: ReceiveMode, on_available: Callable[[], None],
-                      session_id: str | None = None, next_available_session: bool = False) -> Receiver:
+    def open_receiver(
+        self,
+        path: str,
+        mode: ReceiveMode,
+        on_available: Callable[[], None],
+        session_id: str | None = None,
+        next_available_session: bool = False,
+    ) -> Receiver:
         """Attach a receiver. Session entities need ``session_id`` or ``next_available_session``;
         a specific session is locked here (SessionCannotBeLockedError if someone holds it)."""
         with self._op():
@@ -695,17 +788,19 @@ class Broker:
                 )
             if wants_session and not ent.requires_session:
                 raise InvalidOperationError(
-                    f"It is not possible for a session receiver to receive from '{ent.path}': the entity does "
-                    "not require sessions."
+                    f"It is not possible for a session receiver to receive from '{ent.path}': the entity "
+                    "does not require sessions."
                 )
-            r = Receiver(self, ent, mode, on_available, session_id, next_available_session and session_id is None)
+            r = Receiver(
+                self, ent, mode, on_available, session_id, next_available_session and session_id is None
+            )
             if session_id is not None:
                 s = ent.sessions.get(session_id)
                 now = self._now()
                 if s is not None and s.owner is not None and s.locked_until_ms > now:
                     raise SessionCannotBeLockedError(
-                        f"The requested session '{session_id}' cannot be accepted. It may be locked by another "
-                        "receiver."
+                        f"The requested session '{session_id}' cannot be accepted. It may be locked by "
+                        "another receiver."
                     )
                 if s is not None and s.owner is not None:
                     self._lose_session(ent, s, now)
@@ -767,8 +862,9 @@ class Broker:
         return Delivery(msg, token, msg.locked_until_ms, msg.delivery_count - 1)
 
     # ================================================================= settlement
-    def _locked_message(self, ent: Entity, token: uuid.UUID, receiver: Receiver | None,
-                        session_id: str | None, now: int) -> BrokerMessage:
+    def _locked_message(
+        self, ent: Entity, token: uuid.UUID, receiver: Receiver | None, session_id: str | None, now: int
+    ) -> BrokerMessage:
         msg = ent.locks.get(token)
         if msg is None:
             if receiver is not None and receiver.session_lost:
@@ -778,8 +874,8 @@ class Broker:
                 if s is None or s.owner is None or s.locked_until_ms <= now:
                     raise SessionLockLostError(f"The session lock for session '{session_id}' was lost.")
             raise MessageLockLostError(
-                "The lock supplied is invalid. Either the lock expired, or the message has already been removed "
-                "from the queue."
+                "The lock supplied is invalid. Either the lock expired, or the message has already been "
+                "removed from the queue."
             )
         if ent.requires_session and msg.session_id is not None and msg.lock_owner is not None:
             s = ent.sessions.get(msg.session_id)
@@ -792,9 +888,18 @@ class Broker:
             raise MessageLockLostError("The lock supplied has expired.")
         return msg
 
-    def _settle(self, ent: Entity, token: uuid.UUID, status: str, *, receiver: Receiver | None = None,
-                reason: str | None = None, description: str | None = None,
-                properties_to_modify: dict[str, Any] | None = None, session_id: str | None = None) -> None:
+    def _settle(
+        self,
+        ent: Entity,
+        token: uuid.UUID,
+        status: str,
+        *,
+        receiver: Receiver | None = None,
+        reason: str | None = None,
+        description: str | None = None,
+        properties_to_modify: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> None:
         with self._op():
             now = self._now()
             msg = self._locked_message(ent, token, receiver, session_id, now)
@@ -819,16 +924,29 @@ class Broker:
             else:
                 raise ArgumentError(f"Unknown disposition status {status!r}.")
 
-    def update_disposition(self, path: str, lock_tokens: Iterable[uuid.UUID], status: str,
-                           dead_letter_reason: str | None = None, dead_letter_description: str | None = None,
-                           properties_to_modify: dict[str, Any] | None = None,
-                           session_id: str | None = None) -> None:
+    def update_disposition(
+        self,
+        path: str,
+        lock_tokens: Iterable[uuid.UUID],
+        status: str,
+        dead_letter_reason: str | None = None,
+        dead_letter_description: str | None = None,
+        properties_to_modify: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> None:
         """$management update-disposition: completed, abandoned, defered (sic) or suspended."""
         with self._op():
             ent = self._entity(path)
             for token in lock_tokens:
-                self._settle(ent, token, status, reason=dead_letter_reason, description=dead_letter_description,
-                             properties_to_modify=properties_to_modify, session_id=session_id)
+                self._settle(
+                    ent,
+                    token,
+                    status,
+                    reason=dead_letter_reason,
+                    description=dead_letter_description,
+                    properties_to_modify=properties_to_modify,
+                    session_id=session_id,
+                )
 
     def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]:
         with self._op():
@@ -845,8 +963,9 @@ class Broker:
                 out.append(msg.locked_until_ms)
             return out
 
-    def receive_deferred(self, path: str, sequence_numbers: Iterable[int], mode: ReceiveMode,
-                         session_id: str | None = None) -> list[Delivery]:
+    def receive_deferred(
+        self, path: str, sequence_numbers: Iterable[int], mode: ReceiveMode, session_id: str | None = None
+    ) -> list[Delivery]:
         """$management receive-by-sequence-number for deferred messages (all or nothing)."""
         with self._op():
             ent = self._entity(path)
@@ -854,10 +973,16 @@ class Broker:
             found = []
             for seq in sequence_numbers:
                 msg = ent.messages.get(seq)
-                if (msg is None or msg.state != MessageState.DEFERRED or msg.locked
-                        or (session_id is not None and msg.session_id != session_id)):
-                    raise MessageNotFoundError(f"Failed to lock one or more specified messages: the deferred "
-                                               f"message with sequence number {seq} was not found.")
+                if (
+                    msg is None
+                    or msg.state != MessageState.DEFERRED
+                    or msg.locked
+                    or (session_id is not None and msg.session_id != session_id)
+                ):
+                    raise MessageNotFoundError(
+                        f"Failed to lock one or more specified messages: the deferred "
+                        f"message with sequence number {seq} was not found."
+                    )
                 found.append(msg)
             out = []
             for msg in found:
@@ -869,8 +994,9 @@ class Broker:
                     out.append(Delivery(msg, None, None, msg.delivery_count - 1))
             return out
 
-    def peek(self, path: str, from_sequence_number: int, count: int,
-             session_id: str | None = None) -> list[BrokerMessage]:
+    def peek(
+        self, path: str, from_sequence_number: int, count: int, session_id: str | None = None
+    ) -> list[BrokerMessage]:
         """Messages in every state from a sequence number on; no lock, no delivery-count change."""
         ent = self._entity(path)
         if count <= 0:
@@ -878,12 +1004,34 @@ class Broker:
         if session_id is None:
             seqs = heapq.nsmallest(count, (s for s in ent.messages if s >= from_sequence_number))
         else:
-            seqs = heapq.nsmallest(count, (s for s, m in ent.messages.items()
-                                           if s >= from_sequence_number and m.session_id == session_id))
+            seqs = heapq.nsmallest(
+                count,
+                (
+                    s
+                    for s, m in ent.messages.items()
+                    if s >= from_sequence_number and m.session_id == session_id
+                ),
+            )
         return [ent.messages[s] for s in seqs]
 
     def message_count(self, path: str) -> int:
         return len(self._entity(path).messages)
+
+    def counts(self, path: str) -> dict[str, int]:
+        """Message counts by kind, as the management API reports them (CountDetails)."""
+        ent = self._entity(path)
+        out = {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0, "transfer_dead_letter": 0}
+        for m in ent.messages.values():
+            out[("active", "deferred", "scheduled")[m.state]] += 1
+        if ent.dlq is not None:
+            out["dead_letter"] = len(ent.dlq.messages)
+        if ent.transfer_dlq is not None:
+            out["transfer_dead_letter"] = len(ent.transfer_dlq.messages)
+        return out
+
+    def describe(self, path: str) -> Any:
+        """The QueueConfig / TopicConfig / SubscriptionConfig an entity was built from (rules current)."""
+        return self._entity(path).config
 
     # ================================================================= receivers closing
     def _close_receiver(self, r: Receiver) -> None:
@@ -972,7 +1120,9 @@ class Broker:
             raise InvalidOperationError(f"'{ent.path}' does not require sessions.")
         s = ent.sessions.get(session_id)
         if s is None or s.owner is None:
-            raise SessionLockLostError(f"The session lock for session '{session_id}' was lost or is not held.")
+            raise SessionLockLostError(
+                f"The session lock for session '{session_id}' was lost or is not held."
+            )
         if s.locked_until_ms <= now:
             self._lose_session(ent, s, now)
             raise SessionLockLostError(f"The session lock for session '{session_id}' has expired.")
@@ -1007,7 +1157,7 @@ class Broker:
         """Sessions that have messages or state (get-message-sessions)."""
         ent = self._entity(path)
         ids = [s.id for s in ent.sessions.values() if s.count > 0 or s.state is not None]
-        return ids[skip:skip + top]
+        return ids[skip : skip + top]
 
     # ================================================================= timers
     def _timer_valid(self, entry: tuple[int, int, int, Entity, Any, Any]) -> bool:
@@ -1054,7 +1204,7 @@ class Broker:
 
 
 def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
+    return round(seconds * 1000)
 
 
 def _normalize(path: str) -> str:
@@ -1066,8 +1216,8 @@ def _normalize(path: str) -> str:
 
 
 def _sequence_owner(ent: Entity) -> Entity:
-    """The queue/topic whose counter assigned this container's sequence numbers."""
-    while ent.parent is not None:
+    """The queue/topic/subscription whose counter assigned this container's sequence numbers."""
+    while ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER) and ent.parent is not None:
         ent = ent.parent
     return ent
 

@@ -52,7 +52,7 @@ class MessageNotFoundError(BrokerError):
 
 
 class InvalidOperationError(BrokerError):
-    """Maps to .NET's InvalidOperationException (``amqp:not-allowed``; the Python SDK raises ServiceBusError)."""
+    """.NET's InvalidOperationException (``amqp:not-allowed``; the Python SDK raises ServiceBusError)."""
 
     condition = "amqp:not-allowed"
     status_code = 400

@@ -23,8 +23,15 @@ class Receiver:
     receiver is lost, so that the next :meth:`take` raises :class:`SessionLockLostError`.
     """
 
-    def __init__(self, broker: Broker, entity: Entity, mode: ReceiveMode, on_available: Callable[[], None],
-                 session_id: str | None, next_available_session: bool) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        entity: Entity,
+        mode: ReceiveMode,
+        on_available: Callable[[], None],
+        session_id: str | None,
+        next_available_session: bool,
+    ) -> None:
         self._broker = broker
         self.entity = entity
         self.mode = mode
@@ -68,17 +75,31 @@ class Receiver:
         self._broker._settle(self.entity, lock_token, "completed", receiver=self)
 
     def abandon(self, lock_token: uuid.UUID, properties_to_modify: dict[str, Any] | None = None) -> None:
-        self._broker._settle(self.entity, lock_token, "abandoned", receiver=self,
-                             properties_to_modify=properties_to_modify)
+        self._broker._settle(
+            self.entity, lock_token, "abandoned", receiver=self, properties_to_modify=properties_to_modify
+        )
 
     def defer(self, lock_token: uuid.UUID, properties_to_modify: dict[str, Any] | None = None) -> None:
-        self._broker._settle(self.entity, lock_token, "defered", receiver=self,
-                             properties_to_modify=properties_to_modify)
+        self._broker._settle(
+            self.entity, lock_token, "defered", receiver=self, properties_to_modify=properties_to_modify
+        )
 
-    def dead_letter(self, lock_token: uuid.UUID, reason: str | None = None, description: str | None = None,
-                    properties_to_modify: dict[str, Any] | None = None) -> None:
-        self._broker._settle(self.entity, lock_token, "suspended", receiver=self, reason=reason,
-                             description=description, properties_to_modify=properties_to_modify)
+    def dead_letter(
+        self,
+        lock_token: uuid.UUID,
+        reason: str | None = None,
+        description: str | None = None,
+        properties_to_modify: dict[str, Any] | None = None,
+    ) -> None:
+        self._broker._settle(
+            self.entity,
+            lock_token,
+            "suspended",
+            receiver=self,
+            reason=reason,
+            description=description,
+            properties_to_modify=properties_to_modify,
+        )
 
     def release(self, lock_token: uuid.UUID) -> None:
         """The client gave the message back unprocessed: available again, delivery not counted."""

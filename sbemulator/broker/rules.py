@@ -27,9 +27,14 @@ except ImportError:  # pragma: no cover - replaced once the filters package land
         """A rule that fails on a particular message."""
 
     _SYSTEM = {
-        "ContentType": "content_type", "CorrelationId": "correlation_id", "Label": "subject",
-        "MessageId": "message_id", "ReplyTo": "reply_to", "ReplyToSessionId": "reply_to_session_id",
-        "SessionId": "session_id", "To": "to",
+        "ContentType": "content_type",
+        "CorrelationId": "correlation_id",
+        "Label": "subject",
+        "MessageId": "message_id",
+        "ReplyTo": "reply_to",
+        "ReplyToSessionId": "reply_to_session_id",
+        "SessionId": "session_id",
+        "To": "to",
     }
 
     class _FallbackRule:
@@ -45,8 +50,13 @@ except ImportError:  # pragma: no cover - replaced once the filters package land
         def apply_action(self, message: Any) -> None:
             return None
 
-    def compile_rule(name: str, filter_type: str, sql_expression: str | None, correlation: dict | None,
-                     action_expression: str | None) -> Any:  # type: ignore[no-redef]
+    def compile_rule(
+        name: str,
+        filter_type: str,
+        sql_expression: str | None,
+        correlation: dict | None,
+        action_expression: str | None,
+    ) -> Any:  # type: ignore[no-redef]
         if filter_type == "Sql":
             text = " ".join((sql_expression or "").upper().split())
             if text in ("1=1", "1 = 1", "TRUE"):

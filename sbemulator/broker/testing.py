@@ -27,14 +27,22 @@ def msg(body: bytes = b"x", **kw: Any) -> IncomingMessage:
 
 def config(queues: list[dict] | None = None, topics: list[dict] | None = None) -> Any:
     return parse_config(
-        {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": queues or [], "Topics": topics or []}],
-                        "Logging": {"Type": "Console"}}},
+        {
+            "UserConfig": {
+                "Namespaces": [{"Name": "ns", "Queues": queues or [], "Topics": topics or []}],
+                "Logging": {"Type": "Console"},
+            }
+        },
         "test",
     )
 
 
-def make_broker(queues: list[dict] | None = None, topics: list[dict] | None = None,
-                clock: FakeClock | None = None, store: SqliteStore | None = None) -> tuple[Broker, FakeClock]:
+def make_broker(
+    queues: list[dict] | None = None,
+    topics: list[dict] | None = None,
+    clock: FakeClock | None = None,
+    store: SqliteStore | None = None,
+) -> tuple[Broker, FakeClock]:
     clock = clock or FakeClock()
     return Broker(config(queues, topics), store or SqliteStore(None), clock=clock), clock
 

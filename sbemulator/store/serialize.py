@@ -25,7 +25,7 @@ def encode_properties(props: dict[str, Any]) -> bytes:
         return b""
     try:
         return _CODEC + codec.encode(props)
-    except Exception:  # noqa: BLE001 - anything the codec rejects is kept via pickle
+    except Exception:
         return _PICKLE + pickle.dumps(props, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -44,37 +44,89 @@ def encode_message(msg: BrokerMessage) -> bytes:
     """Everything except the mutable columns (state, delivery count, times, sequence number)."""
     head = json.dumps(
         [
-            msg.message_id, msg.correlation_id, msg.session_id, msg.subject, msg.to, msg.reply_to,
-            msg.reply_to_session_id, msg.content_type, msg.partition_key, msg.time_to_live_ms,
-            msg.scheduled_enqueue_time_ms, msg.size, msg.enqueue_sequence_number, msg.dead_letter_source,
-            msg.dead_letter_reason, msg.dead_letter_description, msg.hops, msg.properties_changed,
+            msg.message_id,
+            msg.correlation_id,
+            msg.session_id,
+            msg.subject,
+            msg.to,
+            msg.reply_to,
+            msg.reply_to_session_id,
+            msg.content_type,
+            msg.partition_key,
+            msg.time_to_live_ms,
+            msg.scheduled_enqueue_time_ms,
+            msg.size,
+            msg.enqueue_sequence_number,
+            msg.dead_letter_source,
+            msg.dead_letter_reason,
+            msg.dead_letter_description,
+            msg.hops,
+            msg.properties_changed,
         ],
         separators=(",", ":"),
     ).encode()
     props = encode_properties(msg.application_properties)
     return b"".join(
-        (_LENGTHS.pack(len(head), len(msg.properties_raw), len(props)), head, msg.properties_raw, props,
-         msg.body_raw)
+        (
+            _LENGTHS.pack(len(head), len(msg.properties_raw), len(props)),
+            head,
+            msg.properties_raw,
+            props,
+            msg.body_raw,
+        )
     )
 
 
 def decode_message(data: bytes) -> BrokerMessage:
     lh, lp, la = _LENGTHS.unpack_from(data, 0)
     off = _LENGTHS.size
-    head = json.loads(data[off:off + lh])
+    head = json.loads(data[off : off + lh])
     off += lh
-    properties_raw = bytes(data[off:off + lp])
+    properties_raw = bytes(data[off : off + lp])
     off += lp
-    app = decode_properties(bytes(data[off:off + la]))
+    app = decode_properties(bytes(data[off : off + la]))
     off += la
     body = bytes(data[off:])
-    (message_id, correlation_id, session_id, subject, to, reply_to, reply_to_session_id, content_type,
-     partition_key, ttl, scheduled, size, enqueue_seq, dl_source, dl_reason, dl_desc, hops, changed) = head
+    (
+        message_id,
+        correlation_id,
+        session_id,
+        subject,
+        to,
+        reply_to,
+        reply_to_session_id,
+        content_type,
+        partition_key,
+        ttl,
+        scheduled,
+        size,
+        enqueue_seq,
+        dl_source,
+        dl_reason,
+        dl_desc,
+        hops,
+        changed,
+    ) = head
     return BrokerMessage(
-        properties_raw=properties_raw, application_properties=app, body_raw=body, message_id=message_id,
-        correlation_id=correlation_id, session_id=session_id, subject=subject, to=to, reply_to=reply_to,
-        reply_to_session_id=reply_to_session_id, content_type=content_type, partition_key=partition_key,
-        time_to_live_ms=ttl, scheduled_enqueue_time_ms=scheduled, size=size, enqueue_sequence_number=enqueue_seq,
-        dead_letter_source=dl_source, dead_letter_reason=dl_reason, dead_letter_description=dl_desc, hops=hops,
+        properties_raw=properties_raw,
+        application_properties=app,
+        body_raw=body,
+        message_id=message_id,
+        correlation_id=correlation_id,
+        session_id=session_id,
+        subject=subject,
+        to=to,
+        reply_to=reply_to,
+        reply_to_session_id=reply_to_session_id,
+        content_type=content_type,
+        partition_key=partition_key,
+        time_to_live_ms=ttl,
+        scheduled_enqueue_time_ms=scheduled,
+        size=size,
+        enqueue_sequence_number=enqueue_seq,
+        dead_letter_source=dl_source,
+        dead_letter_reason=dl_reason,
+        dead_letter_description=dl_desc,
+        hops=hops,
         properties_changed=changed,
     )

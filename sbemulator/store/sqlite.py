@@ -72,8 +72,10 @@ class SqliteStore:
         if row is None:
             self._db.execute("INSERT INTO meta(key, value) VALUES ('schema', ?)", (_SCHEMA_VERSION,))
         elif row[0] != _SCHEMA_VERSION:
-            raise RuntimeError(f"{target}: store schema version {row[0]} is not supported (expected "
-                               f"{_SCHEMA_VERSION}); delete the data directory to start afresh")
+            raise RuntimeError(
+                f"{target}: store schema version {row[0]} is not supported (expected "
+                f"{_SCHEMA_VERSION}); delete the data directory to start afresh"
+            )
         self._messages: dict[tuple[str, int], tuple[int, BrokerMessage | None]] = {}
         self._sequences: dict[str, int] = {}
         self._sessions: dict[tuple[str, str], bytes | None] = {}
@@ -143,7 +145,9 @@ class SqliteStore:
     def delete_entity(self, key: str) -> None:
         # Flush pending work first so later buffered writes cannot resurrect rows.
         prefix = key + "/"
-        self._messages = {k: v for k, v in self._messages.items() if k[0] != key and not k[0].startswith(prefix)}
+        self._messages = {
+            k: v for k, v in self._messages.items() if k[0] != key and not k[0].startswith(prefix)
+        }
         like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         self._entity_ops.append(("DELETE FROM entities WHERE key = ? OR key LIKE ? ESCAPE '\\'", (key, like)))
         for table in ("messages", "sequences", "session_states", "duplicates"):
@@ -154,7 +158,9 @@ class SqliteStore:
     # --- durability --------------------------------------------------------------------------
     @property
     def dirty(self) -> bool:
-        return bool(self._messages or self._sequences or self._sessions or self._duplicates or self._entity_ops)
+        return bool(
+            self._messages or self._sequences or self._sessions or self._duplicates or self._entity_ops
+        )
 
     def commit(self) -> None:
         if self._closed or not self.dirty:
@@ -165,12 +171,22 @@ class SqliteStore:
                 dels.append((entity, seq))
             elif op == _PUT:
                 assert msg is not None
-                puts.append((entity, seq, int(msg.state), msg.delivery_count, msg.enqueued_time_ms,
-                             msg.expires_at_ms, encode_message(msg)))
+                puts.append(
+                    (
+                        entity,
+                        seq,
+                        int(msg.state),
+                        msg.delivery_count,
+                        msg.enqueued_time_ms,
+                        msg.expires_at_ms,
+                        encode_message(msg),
+                    )
+                )
             else:
                 assert msg is not None
-                metas.append((int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms,
-                              entity, seq))
+                metas.append(
+                    (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms, entity, seq)
+                )
         db = self._db
         db.execute("BEGIN")
         try:
@@ -195,7 +211,8 @@ class SqliteStore:
                     db.executemany("DELETE FROM session_states WHERE entity = ? AND session_id = ?", clears)
                 if sets:
                     db.executemany(
-                        "INSERT OR REPLACE INTO session_states(entity, session_id, state) VALUES (?, ?, ?)", sets
+                        "INSERT OR REPLACE INTO session_states(entity, session_id, state) VALUES (?, ?, ?)",
+                        sets,
                     )
             if self._duplicates:
                 db.executemany(

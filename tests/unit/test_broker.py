@@ -174,7 +174,10 @@ def test_peek_sees_all_states_without_side_effects():
     r.defer(d.lock_token)
     peeked = b.peek("q", 0, 10)
     assert [(m.body_raw, m.state) for m in peeked] == [
-        (b"active", MessageState.ACTIVE), (b"defer", MessageState.DEFERRED), (b"later", MessageState.SCHEDULED)]
+        (b"active", MessageState.ACTIVE),
+        (b"defer", MessageState.DEFERRED),
+        (b"later", MessageState.SCHEDULED),
+    ]
     assert [m.sequence_number for m in b.peek("q", 2, 1)] == [2]
     assert b.peek("q", 4, 10) == []
 
@@ -206,7 +209,11 @@ def test_update_disposition_dead_letter_with_reason_and_properties():
     b.update_disposition("q", [d.lock_token], "suspended", "Bad", "it was bad", {"k": 1})
     (m,) = b.peek("q/$DeadLetterQueue", 0, 5)
     assert (m.dead_letter_reason, m.dead_letter_description) == ("Bad", "it was bad")
-    assert m.application_properties == {"k": 1, "DeadLetterReason": "Bad", "DeadLetterErrorDescription": "it was bad"}
+    assert m.application_properties == {
+        "k": 1,
+        "DeadLetterReason": "Bad",
+        "DeadLetterErrorDescription": "it was bad",
+    }
     with pytest.raises(MessageLockLostError):
         b.update_disposition("q", [d.lock_token], "completed")
 
@@ -215,7 +222,9 @@ def test_schedule_and_cancel():
     b, clock = make_broker([Q])
     rec = receiver(b, "q")
     at = int((clock.now + 10) * 1000)
-    s1, s2 = b.schedule("q", [msg(b"a", scheduled_enqueue_time_ms=at), msg(b"b", scheduled_enqueue_time_ms=at)])
+    s1, s2 = b.schedule(
+        "q", [msg(b"a", scheduled_enqueue_time_ms=at), msg(b"b", scheduled_enqueue_time_ms=at)]
+    )
     assert (s1, s2) == (1, 2)
     b.cancel_scheduled("q", [s2])
     with pytest.raises(MessageNotFoundError):
@@ -242,10 +251,15 @@ def test_send_with_scheduled_time_via_annotation():
 
 
 def test_ttl_expiry_drops_or_dead_letters():
-    b, clock = make_broker([
-        {"Name": "drop", "Properties": {"DefaultMessageTimeToLive": "PT1M"}},
-        {"Name": "keep", "Properties": {"DefaultMessageTimeToLive": "PT1M", "DeadLetteringOnMessageExpiration": True}},
-    ])
+    b, clock = make_broker(
+        [
+            {"Name": "drop", "Properties": {"DefaultMessageTimeToLive": "PT1M"}},
+            {
+                "Name": "keep",
+                "Properties": {"DefaultMessageTimeToLive": "PT1M", "DeadLetteringOnMessageExpiration": True},
+            },
+        ]
+    )
     for q in ("drop", "keep"):
         b.send(q, [msg(b"short", time_to_live_ms=5_000), msg(b"default")])
     clock.advance(5)
@@ -281,9 +295,20 @@ def test_expired_message_is_not_delivered_even_before_tick():
 
 
 def test_duplicate_detection_within_window():
-    b, clock = make_broker([{"Name": "q", "Properties": {"RequiresDuplicateDetection": True,
-                                                         "DuplicateDetectionHistoryTimeWindow": "PT20S"}}])
-    b.send("q", [msg(b"1", message_id="m1"), msg(b"dup-in-batch", message_id="m1"), msg(b"2", message_id="m2")])
+    b, clock = make_broker(
+        [
+            {
+                "Name": "q",
+                "Properties": {
+                    "RequiresDuplicateDetection": True,
+                    "DuplicateDetectionHistoryTimeWindow": "PT20S",
+                },
+            }
+        ]
+    )
+    b.send(
+        "q", [msg(b"1", message_id="m1"), msg(b"dup-in-batch", message_id="m1"), msg(b"2", message_id="m2")]
+    )
     clock.advance(10)
     b.send("q", [msg(b"dup", message_id="m1")])
     clock.advance(11)
@@ -310,8 +335,10 @@ def test_size_limit_rejects_whole_batch():
 
 
 def test_send_rules():
-    b, _ = make_broker([Q, {"Name": "sq", "Properties": {"RequiresSession": True}}],
-                       [{"Name": "t", "Subscriptions": [{"Name": "s"}]}])
+    b, _ = make_broker(
+        [Q, {"Name": "sq", "Properties": {"RequiresSession": True}}],
+        [{"Name": "t", "Subscriptions": [{"Name": "s"}]}],
+    )
     for path in ("q/$DeadLetterQueue", "t/Subscriptions/s"):
         with pytest.raises(InvalidOperationError):
             b.send(path, [msg()])
@@ -357,17 +384,21 @@ def test_on_available_may_take_reentrantly():
 
 
 def test_forward_to_queue_and_dead_letter_forwarding():
-    b, _ = make_broker([
-        {"Name": "src", "Properties": {"ForwardTo": "dst"}},
-        {"Name": "dst", "Properties": {"MaxDeliveryCount": 1, "ForwardDeadLetteredMessagesTo": "poison"}},
-        {"Name": "poison"},
-    ])
+    b, _ = make_broker(
+        [
+            {"Name": "src", "Properties": {"ForwardTo": "dst"}},
+            {"Name": "dst", "Properties": {"MaxDeliveryCount": 1, "ForwardDeadLetteredMessagesTo": "poison"}},
+            {"Name": "poison"},
+        ]
+    )
     b.send("dst", [msg(b"pre")])
     b.send("src", [msg(b"fwd")])
     assert b.peek("src", 0, 10) == []
     got = b.peek("dst", 0, 10)
     assert [(m.body_raw, m.sequence_number, m.enqueue_sequence_number) for m in got] == [
-        (b"pre", 1, None), (b"fwd", 2, 1)]
+        (b"pre", 1, None),
+        (b"fwd", 2, 1),
+    ]
     r = receiver(b, "dst")
     d = r.take(1)[0]
     r.dead_letter(d.lock_token, "why", "because")
@@ -377,7 +408,9 @@ def test_forward_to_queue_and_dead_letter_forwarding():
 
 
 def test_forward_hop_limit_goes_to_transfer_dead_letter_queue():
-    queues = [{"Name": f"h{i}", "Properties": {"ForwardTo": f"h{i + 1}"}} for i in range(5)] + [{"Name": "h5"}]
+    queues = [{"Name": f"h{i}", "Properties": {"ForwardTo": f"h{i + 1}"}} for i in range(5)] + [
+        {"Name": "h5"}
+    ]
     b, _ = make_broker(queues)
     b.send("h1", [msg(b"x")])  # h1->h2->h3->h4->h5 is four hops
     assert len(b.peek("h5", 0, 10)) == 1
@@ -415,3 +448,40 @@ def test_runtime_entities_and_rules():
     b.delete_entity("rq")
     with pytest.raises(EntityNotFoundError):
         b.resolve("rq")
+
+
+def test_counts_by_state():
+    b, clock = make_broker([Q])
+    b.send("q", [msg(), msg(), msg()])
+    b.schedule("q", [msg(scheduled_enqueue_time_ms=int((clock.now + 60) * 1000))])
+    r = receiver(b, "q")
+    d1, d2 = r.take(2)
+    r.defer(d1.lock_token)
+    r.dead_letter(d2.lock_token)
+    assert b.counts("q") == {"active": 1, "deferred": 1, "scheduled": 1, "dead_letter": 1,
+                             "transfer_dead_letter": 0}
+    assert b.describe("q").max_delivery_count == 3
+
+
+def test_settled_messages_do_not_pile_up_in_timers():
+    b, _ = make_broker([Q])
+    r = receiver(b, "q")
+    for _ in range(200):
+        b.send("q", [msg() for _ in range(100)])
+        for d in r.take(100):
+            r.complete(d.lock_token)
+    # 20,000 messages each left a TTL and a lock timer; compaction keeps only live ones
+    assert len(b._timers) < 17_000
+    assert b.next_deadline() is None
+
+
+def test_on_deadline_changed_fires_for_a_new_earliest_timer():
+    b, clock = make_broker([Q])
+    calls = []
+    b.on_deadline_changed = lambda: calls.append(b.next_deadline())
+    b.send("q", [msg()])  # TTL timer in an hour
+    assert calls == [pytest.approx(clock.now + 3600)]
+    receiver(b, "q").take(1)  # lock timer in 30 s is earlier
+    assert calls[-1] == pytest.approx(clock.now + 30)
+    b.send("q", [msg()])  # a later TTL timer: no call
+    assert len(calls) == 2

@@ -145,7 +145,7 @@ def test_list_sessions_and_peek_by_session():
 
 
 def test_settle_via_management_checks_session():
-    b, clock = make_broker([SQ])
+    b, _clock = make_broker([SQ])
     send_groups(b, ("a", "a1"))
     r = receiver(b, "sq", session_id="a")
     d = r.take(1)[0]
@@ -163,13 +163,21 @@ def test_session_receive_and_delete_and_deferred_in_session():
     d = r.take(1)[0]
     r.defer(d.lock_token)
     assert bodies(r.take(5)) == [b"a2"]
-    (got,) = b.receive_deferred("sq", [d.message.sequence_number], ReceiveMode.RECEIVE_AND_DELETE, session_id="a")
+    (got,) = b.receive_deferred(
+        "sq", [d.message.sequence_number], ReceiveMode.RECEIVE_AND_DELETE, session_id="a"
+    )
     assert got.message.body_raw == b"a1" and got.lock_token is None
 
 
 def test_session_max_delivery_count_on_repeated_lock_loss():
-    b, clock = make_broker([{"Name": "sq", "Properties": {"RequiresSession": True, "LockDuration": "PT5S",
-                                                          "MaxDeliveryCount": 2}}])
+    b, clock = make_broker(
+        [
+            {
+                "Name": "sq",
+                "Properties": {"RequiresSession": True, "LockDuration": "PT5S", "MaxDeliveryCount": 2},
+            }
+        ]
+    )
     send_groups(b, ("a", "a1"))
     for _ in range(2):
         r = receiver(b, "sq", session_id="a")

@@ -21,20 +21,32 @@ PRIORITY_TOPIC = {
         {"Name": "lowPriority", "Rules": [sql("low", "Priority = 'Low'")]},
         {"Name": "all"},
         {"Name": "none", "Rules": [sql("never", "1=0")]},
-        {"Name": "corr", "Rules": [{"Name": "c", "Properties": {
-            "FilterType": "Correlation",
-            "CorrelationFilter": {"Label": "invoice", "Properties": {"Priority": "High"}}}}]},
+        {
+            "Name": "corr",
+            "Rules": [
+                {
+                    "Name": "c",
+                    "Properties": {
+                        "FilterType": "Correlation",
+                        "CorrelationFilter": {"Label": "invoice", "Properties": {"Priority": "High"}},
+                    },
+                }
+            ],
+        },
     ],
 }
 
 
 def test_fan_out_by_rules():
     b, _ = make_broker(topics=[PRIORITY_TOPIC])
-    b.send("messages", [
-        msg(b"h", application_properties={"Priority": "High"}, subject="invoice"),
-        msg(b"l", application_properties={"Priority": "Low"}),
-        msg(b"n"),
-    ])
+    b.send(
+        "messages",
+        [
+            msg(b"h", application_properties={"Priority": "High"}, subject="invoice"),
+            msg(b"l", application_properties={"Priority": "Low"}),
+            msg(b"n"),
+        ],
+    )
 
     def content(sub: str) -> list[bytes]:
         return [m.body_raw for m in b.peek(f"messages/Subscriptions/{sub}", 0, 10)]
@@ -44,9 +56,12 @@ def test_fan_out_by_rules():
     assert content("all") == [b"h", b"l", b"n"]
     assert content("none") == []
     assert content("corr") == [b"h"]
-    # subscriptions share the topic's sequence numbers
+    # every subscription numbers its own copies
     assert [m.sequence_number for m in b.peek("messages/Subscriptions/all", 0, 10)] == [1, 2, 3]
-    assert b.peek("messages/Subscriptions/lowPriority", 0, 10)[0].sequence_number == 2
+    assert b.peek("messages/Subscriptions/lowPriority", 0, 10)[0].sequence_number == 1
+    b.send("messages", [msg(b"l2", application_properties={"Priority": "Low"})])
+    assert [m.sequence_number for m in b.peek("messages/Subscriptions/lowPriority", 0, 10)] == [1, 2]
+    assert [m.sequence_number for m in b.peek("messages/Subscriptions/all", 0, 10)] == [1, 2, 3, 4]
 
 
 def test_message_matching_no_subscription_is_dropped_successfully():
@@ -56,10 +71,20 @@ def test_message_matching_no_subscription_is_dropped_successfully():
 
 
 def test_each_subscription_gets_its_own_copy_and_actions():
-    b, _ = make_broker(topics=[{"Name": "t", "Subscriptions": [
-        {"Name": "a", "Rules": [sql("r", "1=1", "SET tagged = 'a'; SET sys.Label = 'relabelled'")]},
-        {"Name": "b"},
-    ]}])
+    b, _ = make_broker(
+        topics=[
+            {
+                "Name": "t",
+                "Subscriptions": [
+                    {
+                        "Name": "a",
+                        "Rules": [sql("r", "1=1", "SET tagged = 'a'; SET sys.Label = 'relabelled'")],
+                    },
+                    {"Name": "b"},
+                ],
+            }
+        ]
+    )
     b.send("t", [msg(application_properties={"x": 1}, subject="orig")])
     (ma,) = b.peek("t/Subscriptions/a", 0, 1)
     (mb,) = b.peek("t/Subscriptions/b", 0, 1)
@@ -74,8 +99,16 @@ def test_each_subscription_gets_its_own_copy_and_actions():
 
 
 def test_subscription_lock_and_max_delivery_and_dlq():
-    b, clock = make_broker(topics=[{"Name": "t", "Subscriptions": [
-        {"Name": "s", "Properties": {"MaxDeliveryCount": 2, "LockDuration": "PT10S"}}]}])
+    b, clock = make_broker(
+        topics=[
+            {
+                "Name": "t",
+                "Subscriptions": [
+                    {"Name": "s", "Properties": {"MaxDeliveryCount": 2, "LockDuration": "PT10S"}}
+                ],
+            }
+        ]
+    )
     b.send("t", [msg(b"p")])
     r = receiver(b, "t/Subscriptions/s")
     r.abandon(r.take(1)[0].lock_token)
@@ -89,14 +122,31 @@ def test_subscription_lock_and_max_delivery_and_dlq():
 
 
 def test_subscription_ttl_is_min_of_topic_subscription_and_message():
-    b, clock = make_broker(topics=[{"Name": "t", "Properties": {"DefaultMessageTimeToLive": "PT1M"}, "Subscriptions": [
-        {"Name": "short", "Properties": {"DefaultMessageTimeToLive": "PT10S", "DeadLetteringOnMessageExpiration": True}},
-        {"Name": "long", "Properties": {"DefaultMessageTimeToLive": "PT1H"}}]}])
+    b, clock = make_broker(
+        topics=[
+            {
+                "Name": "t",
+                "Properties": {"DefaultMessageTimeToLive": "PT1M"},
+                "Subscriptions": [
+                    {
+                        "Name": "short",
+                        "Properties": {
+                            "DefaultMessageTimeToLive": "PT10S",
+                            "DeadLetteringOnMessageExpiration": True,
+                        },
+                    },
+                    {"Name": "long", "Properties": {"DefaultMessageTimeToLive": "PT1H"}},
+                ],
+            }
+        ]
+    )
     b.send("t", [msg()])
     clock.advance(10)
     b.tick()
     assert b.peek("t/Subscriptions/short", 0, 5) == []
-    assert b.peek("t/Subscriptions/short/$DeadLetterQueue", 0, 5)[0].dead_letter_reason == "TTLExpiredException"
+    assert (
+        b.peek("t/Subscriptions/short/$DeadLetterQueue", 0, 5)[0].dead_letter_reason == "TTLExpiredException"
+    )
     assert len(b.peek("t/Subscriptions/long", 0, 5)) == 1
     clock.advance(50)
     b.tick()
@@ -115,8 +165,17 @@ def test_subscription_forward_to_queue():
 
 
 def test_session_subscription_dead_letters_messages_without_session_id():
-    b, _ = make_broker(topics=[{"Name": "t", "Subscriptions": [
-        {"Name": "sess", "Properties": {"RequiresSession": True}}, {"Name": "plain"}]}])
+    b, _ = make_broker(
+        topics=[
+            {
+                "Name": "t",
+                "Subscriptions": [
+                    {"Name": "sess", "Properties": {"RequiresSession": True}},
+                    {"Name": "plain"},
+                ],
+            }
+        ]
+    )
     b.send("t", [msg(b"nosession"), msg(b"withsession", session_id="g1")])
     (dl,) = b.peek("t/Subscriptions/sess/$DeadLetterQueue", 0, 5)
     assert dl.body_raw == b"nosession" and dl.dead_letter_reason == "Session id is null."
@@ -125,11 +184,21 @@ def test_session_subscription_dead_letters_messages_without_session_id():
 
 
 def test_filter_evaluation_error_dead_letters_when_enabled():
-    b, _ = make_broker(topics=[{"Name": "t", "Subscriptions": [
-        {"Name": "bad", "Rules": [sql("r", "x / 0 = 1")]},
-        {"Name": "quiet", "Properties": {"DeadLetteringOnFilterEvaluationExceptions": False},
-         "Rules": [sql("r", "x / 0 = 1")]},
-    ]}])
+    b, _ = make_broker(
+        topics=[
+            {
+                "Name": "t",
+                "Subscriptions": [
+                    {"Name": "bad", "Rules": [sql("r", "x / 0 = 1")]},
+                    {
+                        "Name": "quiet",
+                        "Properties": {"DeadLetteringOnFilterEvaluationExceptions": False},
+                        "Rules": [sql("r", "x / 0 = 1")],
+                    },
+                ],
+            }
+        ]
+    )
     b.send("t", [msg(application_properties={"x": 1})])
     (dl,) = b.peek("t/Subscriptions/bad/$DeadLetterQueue", 0, 5)
     assert dl.dead_letter_reason == "FilterEvaluationException"
@@ -139,22 +208,49 @@ def test_filter_evaluation_error_dead_letters_when_enabled():
 
 def test_scheduled_message_on_topic_fans_out_when_due():
     b, clock = make_broker(topics=[{"Name": "t", "Subscriptions": [{"Name": "a"}, {"Name": "b"}]}])
-    (seq,) = b.schedule("t", [msg(scheduled_enqueue_time_ms=int((clock.now + 30) * 1000))])
-    assert b.peek("t/Subscriptions/a", 0, 5) == []
+    b.send("t", [msg(b"now")])
+    (seq,) = b.schedule("t", [msg(b"later", scheduled_enqueue_time_ms=int((clock.now + 30) * 1000))])
+    assert seq == 2  # numbered by the topic (its counter also saw "now"), which holds it until due
+    assert [m.body_raw for m in b.peek("t/Subscriptions/a", 0, 5)] == [b"now"]
     clock.advance(30)
     b.tick()
-    assert [m.sequence_number for m in b.peek("t/Subscriptions/a", 0, 5)] == [seq]
-    assert [m.sequence_number for m in b.peek("t/Subscriptions/b", 0, 5)] == [seq]
+    for sub in ("a", "b"):
+        assert [(m.body_raw, m.sequence_number) for m in b.peek(f"t/Subscriptions/{sub}", 0, 5)] == [
+            (b"now", 1), (b"later", 2)]
     (seq2,) = b.schedule("t", [msg(scheduled_enqueue_time_ms=int((clock.now + 30) * 1000))])
     b.cancel_scheduled("t", [seq2])
     clock.advance(30)
     b.tick()
-    assert len(b.peek("t/Subscriptions/a", 0, 5)) == 1
+    assert len(b.peek("t/Subscriptions/a", 0, 5)) == 2
 
 
 def test_topic_duplicate_detection():
-    b, _ = make_broker(topics=[{"Name": "t", "Properties": {"RequiresDuplicateDetection": True},
-                                "Subscriptions": [{"Name": "s"}]}])
+    b, _ = make_broker(
+        topics=[
+            {
+                "Name": "t",
+                "Properties": {"RequiresDuplicateDetection": True},
+                "Subscriptions": [{"Name": "s"}],
+            }
+        ]
+    )
     b.send("t", [msg(message_id="a")])
     b.send("t", [msg(message_id="a")])
     assert len(b.peek("t/Subscriptions/s", 0, 5)) == 1
+
+
+def test_add_rule_by_keywords_and_bad_rule():
+    import pytest
+
+    from sbemulator.broker import EntityAlreadyExistsError, RuleError
+
+    b, _ = make_broker(topics=[{"Name": "t", "Subscriptions": [{"Name": "s", "Rules": [sql("never", "1=0")]}]}])
+    b.add_rule("t/Subscriptions/s", "vip", filter_type="Correlation", correlation={"Properties": {"vip": True}})
+    with pytest.raises(RuleError) as err:
+        b.add_rule("t/Subscriptions/s", "broken", sql_expression="a = = 1")
+    assert err.value.condition == "com.microsoft:argument-error"
+    with pytest.raises(EntityAlreadyExistsError):
+        b.add_rule("t/Subscriptions/s", "VIP", sql_expression="1=1")
+    b.send("t", [msg(b"v", application_properties={"vip": True}), msg(b"n")])
+    assert [m.body_raw for m in b.peek("t/Subscriptions/s", 0, 5)] == [b"v"]
+    assert [r.name for r in b.list_rules("t/Subscriptions/s")] == ["never", "vip"]

@@ -18,40 +18,78 @@ from sbemulator.config import (
 
 OFFICIAL_SAMPLE = {
     "UserConfig": {
-        "Namespaces": [{
-            "Name": "sbemulatorns",
-            "Queues": [{
-                "Name": "queue.1",
-                "Properties": {
-                    "DeadLetteringOnMessageExpiration": False, "DefaultMessageTimeToLive": "PT1H",
-                    "DuplicateDetectionHistoryTimeWindow": "PT20S", "ForwardDeadLetteredMessagesTo": "",
-                    "ForwardTo": "", "LockDuration": "PT1M", "MaxDeliveryCount": 3,
-                    "RequiresDuplicateDetection": False, "RequiresSession": False,
-                },
-            }],
-            "Topics": [{
-                "Name": "topic.1",
-                "Properties": {"DefaultMessageTimeToLive": "PT1H", "DuplicateDetectionHistoryTimeWindow": "PT20S",
-                               "RequiresDuplicateDetection": False},
-                "Subscriptions": [{
-                    "Name": "subscription.1",
-                    "Properties": {"DeadLetteringOnMessageExpiration": False, "DefaultMessageTimeToLive": "PT1H",
-                                   "LockDuration": "PT1M", "MaxDeliveryCount": 3, "ForwardDeadLetteredMessagesTo": "",
-                                   "ForwardTo": "", "RequiresSession": False},
-                    "Rules": [
-                        {"Name": "app-prop-filter-1", "Properties": {
-                            "FilterType": "Correlation",
-                            "CorrelationFilter": {"ContentType": "application/text", "CorrelationId": "id1",
-                                                  "Label": "subject1", "MessageId": "msgid1", "ReplyTo": "someQueue",
-                                                  "ReplyToSessionId": "sessionId", "SessionId": "session1",
-                                                  "To": "xyz", "Properties": {"prop1": "value1"}}}},
-                        {"Name": "sql-filter-1", "Properties": {
-                            "FilterType": "Sql", "SqlFilter": {"SqlExpression": "sys.MessageId = '123456'"},
-                            "Action": {"SqlExpression": "SET sys.To = 'Entity'"}}},
-                    ],
-                }],
-            }],
-        }],
+        "Namespaces": [
+            {
+                "Name": "sbemulatorns",
+                "Queues": [
+                    {
+                        "Name": "queue.1",
+                        "Properties": {
+                            "DeadLetteringOnMessageExpiration": False,
+                            "DefaultMessageTimeToLive": "PT1H",
+                            "DuplicateDetectionHistoryTimeWindow": "PT20S",
+                            "ForwardDeadLetteredMessagesTo": "",
+                            "ForwardTo": "",
+                            "LockDuration": "PT1M",
+                            "MaxDeliveryCount": 3,
+                            "RequiresDuplicateDetection": False,
+                            "RequiresSession": False,
+                        },
+                    }
+                ],
+                "Topics": [
+                    {
+                        "Name": "topic.1",
+                        "Properties": {
+                            "DefaultMessageTimeToLive": "PT1H",
+                            "DuplicateDetectionHistoryTimeWindow": "PT20S",
+                            "RequiresDuplicateDetection": False,
+                        },
+                        "Subscriptions": [
+                            {
+                                "Name": "subscription.1",
+                                "Properties": {
+                                    "DeadLetteringOnMessageExpiration": False,
+                                    "DefaultMessageTimeToLive": "PT1H",
+                                    "LockDuration": "PT1M",
+                                    "MaxDeliveryCount": 3,
+                                    "ForwardDeadLetteredMessagesTo": "",
+                                    "ForwardTo": "",
+                                    "RequiresSession": False,
+                                },
+                                "Rules": [
+                                    {
+                                        "Name": "app-prop-filter-1",
+                                        "Properties": {
+                                            "FilterType": "Correlation",
+                                            "CorrelationFilter": {
+                                                "ContentType": "application/text",
+                                                "CorrelationId": "id1",
+                                                "Label": "subject1",
+                                                "MessageId": "msgid1",
+                                                "ReplyTo": "someQueue",
+                                                "ReplyToSessionId": "sessionId",
+                                                "SessionId": "session1",
+                                                "To": "xyz",
+                                                "Properties": {"prop1": "value1"},
+                                            },
+                                        },
+                                    },
+                                    {
+                                        "Name": "sql-filter-1",
+                                        "Properties": {
+                                            "FilterType": "Sql",
+                                            "SqlFilter": {"SqlExpression": "sys.MessageId = '123456'"},
+                                            "Action": {"SqlExpression": "SET sys.To = 'Entity'"},
+                                        },
+                                    },
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
         "Logging": {"Type": "File"},
     }
 }
@@ -71,39 +109,79 @@ def test_official_sample_parses():
     ns = parse(OFFICIAL_SAMPLE)
     assert ns.name == "sbemulatorns"
     (q,) = ns.queues
-    assert q == QueueConfig(name="queue.1", lock_duration=60.0, max_delivery_count=3, default_message_ttl=3600.0,
-                            duplicate_detection_window=20.0)
+    assert q == QueueConfig(
+        name="queue.1",
+        lock_duration=60.0,
+        max_delivery_count=3,
+        default_message_ttl=3600.0,
+        duplicate_detection_window=20.0,
+    )
     (t,) = ns.topics
     (s,) = t.subscriptions
     corr, sql = s.rules
     assert corr.filter_type == "Correlation" and corr.correlation["Label"] == "subject1"
     assert corr.correlation["Properties"] == {"prop1": "value1"}
-    assert sql.sql_expression == "sys.MessageId = '123456'" and sql.action_expression == "SET sys.To = 'Entity'"
+    assert (
+        sql.sql_expression == "sys.MessageId = '123456'" and sql.action_expression == "SET sys.To = 'Entity'"
+    )
     assert ns.logging == {"Type": "File"}
 
 
 def test_defaults_follow_the_official_emulator():
-    ns = parse({"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "q"}],
-                                               "Topics": [{"Name": "t", "Subscriptions": [{"Name": "s"}]}]}]}})
+    ns = parse(
+        {
+            "UserConfig": {
+                "Namespaces": [
+                    {
+                        "Name": "ns",
+                        "Queues": [{"Name": "q"}],
+                        "Topics": [{"Name": "t", "Subscriptions": [{"Name": "s"}]}],
+                    }
+                ]
+            }
+        }
+    )
     q = ns.queues[0]
     assert (q.lock_duration, q.max_delivery_count, q.default_message_ttl, q.duplicate_detection_window) == (
-        60.0, 3, 3600.0, 20.0)
+        60.0,
+        3,
+        3600.0,
+        20.0,
+    )
     assert q.max_message_size_kb == 256 and q.forward_to is None and not q.requires_session
     s = ns.topics[0].subscriptions[0]
     assert s.rules == () and s.dead_lettering_on_filter_evaluation_exceptions is True
 
 
 def test_extensions_sas_keys_and_message_size():
-    ns = parse(mutated(lambda n: (n.__setitem__("SasKeys", [{"KeyName": "k", "Key": "secret"}]),
-                                  n["Queues"][0]["Properties"].__setitem__("MaxMessageSizeInKilobytes", 1024))))
+    ns = parse(
+        mutated(
+            lambda n: (
+                n.__setitem__("SasKeys", [{"KeyName": "k", "Key": "secret"}]),
+                n["Queues"][0]["Properties"].__setitem__("MaxMessageSizeInKilobytes", 1024),
+            )
+        )
+    )
     assert ns.sas_keys[0].key_name == "k" and ns.sas_keys[0].key == "secret"
     assert ns.queues[0].max_message_size_kb == 1024
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("PT1H", 3600), ("P14D", 14 * 86400), ("PT20S", 20), ("PT1M30S", 90), ("PT0.5S", 0.5), ("P1DT2H", 93600),
-    ("P1W", 7 * 86400), ("00:01:00", 60), ("1.00:00:00", 86400), ("00:00:00.250", 0.25), ("pt5m", 300),
-])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("PT1H", 3600),
+        ("P14D", 14 * 86400),
+        ("PT20S", 20),
+        ("PT1M30S", 90),
+        ("PT0.5S", 0.5),
+        ("P1DT2H", 93600),
+        ("P1W", 7 * 86400),
+        ("00:01:00", 60),
+        ("1.00:00:00", 86400),
+        ("00:00:00.250", 0.25),
+        ("pt5m", 300),
+    ],
+)
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
 
@@ -118,41 +196,86 @@ def q_prop(key, value):
     return lambda n: n["Queues"][0]["Properties"].__setitem__(key, value)
 
 
-@pytest.mark.parametrize(("change", "path", "words"), [
-    (q_prop("LockDuration", "PT10M"), "Queues[0].Properties.LockDuration", "5 minutes"),
-    (q_prop("LockDuration", "soon"), "Queues[0].Properties.LockDuration", "invalid duration"),
-    (q_prop("DefaultMessageTimeToLive", 5), "Queues[0].Properties.DefaultMessageTimeToLive", "expected a string"),
-    (q_prop("MaxDeliveryCount", 0), "Queues[0].Properties.MaxDeliveryCount", "at least 1"),
-    (q_prop("MaxDeliveryCount", "3"), "Queues[0].Properties.MaxDeliveryCount", "expected an integer"),
-    (q_prop("RequiresSession", "yes"), "Queues[0].Properties.RequiresSession", "true or false"),
-    (q_prop("LockDurationz", "PT1M"), "Queues[0].Properties.LockDurationz", "unknown property"),
-    (q_prop("ForwardTo", "missing"), "Queues[0].Properties.ForwardTo", "not a queue or topic"),
-    (q_prop("ForwardTo", "QUEUE.1"), "Queues[0].Properties.ForwardTo", "itself"),
-    (lambda n: n["Queues"].append({"Name": "Queue.1"}), "Queues[1].Name", "duplicate entity name"),
-    (lambda n: n["Topics"].append({"Name": "QUEUE.1", "Subscriptions": []}), "Topics[1].Name", "duplicate"),
-    (lambda n: n["Queues"].append({"Name": "-bad"}), "Queues[1].Name", "invalid name"),
-    (lambda n: n["Queues"].append({"Name": "x" * 261}), "Queues[1].Name", "invalid name"),
-    (lambda n: n["Queues"].append({"Nmae": "q"}), "Queues[1].Nmae", "unknown property"),
-    (lambda n: n["Topics"][0]["Subscriptions"].append({"Name": "a/b"}), "Subscriptions[1].Name", "invalid name"),
-    (lambda n: n["Topics"][0]["Subscriptions"].append({"Name": "Subscription.1"}), "Subscriptions[1].Name",
-     "duplicate subscription"),
-    (lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append({"Name": "r", "Properties": {"FilterType": "Sql"}}),
-     "Subscriptions[0].Rules[2].Properties", "SqlFilter"),
-    (lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append({"Name": "r"}), "Rules[2]", "filter"),
-    (lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append(
-        {"Name": "r", "Properties": {"FilterType": "Correlation"}}), "Rules[2].Properties", "CorrelationFilter"),
-    (lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append(
-        {"Name": "r", "Properties": {"FilterType": "Regex"}}), "Rules[2].Properties.FilterType", "'Sql'"),
-    (lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append(
-        {"Name": "r", "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "a = = 1"}}}),
-     "Rules[2].Properties.SqlFilter.SqlExpression", "invalid rule"),
-    (lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"][0]["Properties"]["CorrelationFilter"].__setitem__(
-        "Lable", "x"), "CorrelationFilter.Lable", "unknown property"),
-    (lambda n: n["Topics"][0]["Subscriptions"][0]["Properties"].__setitem__("LockDuration", "PT6M"),
-     "Subscriptions[0].Properties.LockDuration", "5 minutes"),
-    (lambda n: n.__setitem__("Queues", {}), "Namespaces[0].Queues", "expected an array"),
-    (lambda n: n.__setitem__("SasKeys", [{"KeyName": "k"}]), "SasKeys[0]", "'Key'"),
-])
+@pytest.mark.parametrize(
+    ("change", "path", "words"),
+    [
+        (q_prop("LockDuration", "PT10M"), "Queues[0].Properties.LockDuration", "5 minutes"),
+        (q_prop("LockDuration", "soon"), "Queues[0].Properties.LockDuration", "invalid duration"),
+        (
+            q_prop("DefaultMessageTimeToLive", 5),
+            "Queues[0].Properties.DefaultMessageTimeToLive",
+            "expected a string",
+        ),
+        (q_prop("MaxDeliveryCount", 0), "Queues[0].Properties.MaxDeliveryCount", "at least 1"),
+        (q_prop("MaxDeliveryCount", "3"), "Queues[0].Properties.MaxDeliveryCount", "expected an integer"),
+        (q_prop("RequiresSession", "yes"), "Queues[0].Properties.RequiresSession", "true or false"),
+        (q_prop("LockDurationz", "PT1M"), "Queues[0].Properties.LockDurationz", "unknown property"),
+        (q_prop("ForwardTo", "missing"), "Queues[0].Properties.ForwardTo", "not a queue or topic"),
+        (q_prop("ForwardTo", "QUEUE.1"), "Queues[0].Properties.ForwardTo", "itself"),
+        (lambda n: n["Queues"].append({"Name": "Queue.1"}), "Queues[1].Name", "duplicate entity name"),
+        (
+            lambda n: n["Topics"].append({"Name": "QUEUE.1", "Subscriptions": []}),
+            "Topics[1].Name",
+            "duplicate",
+        ),
+        (lambda n: n["Queues"].append({"Name": "-bad"}), "Queues[1].Name", "invalid name"),
+        (lambda n: n["Queues"].append({"Name": "x" * 261}), "Queues[1].Name", "invalid name"),
+        (lambda n: n["Queues"].append({"Nmae": "q"}), "Queues[1].Nmae", "unknown property"),
+        (
+            lambda n: n["Topics"][0]["Subscriptions"].append({"Name": "a/b"}),
+            "Subscriptions[1].Name",
+            "invalid name",
+        ),
+        (
+            lambda n: n["Topics"][0]["Subscriptions"].append({"Name": "Subscription.1"}),
+            "Subscriptions[1].Name",
+            "duplicate subscription",
+        ),
+        (
+            lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append(
+                {"Name": "r", "Properties": {"FilterType": "Sql"}}
+            ),
+            "Subscriptions[0].Rules[2].Properties",
+            "SqlFilter",
+        ),
+        (lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append({"Name": "r"}), "Rules[2]", "filter"),
+        (
+            lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append(
+                {"Name": "r", "Properties": {"FilterType": "Correlation"}}
+            ),
+            "Rules[2].Properties",
+            "CorrelationFilter",
+        ),
+        (
+            lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append(
+                {"Name": "r", "Properties": {"FilterType": "Regex"}}
+            ),
+            "Rules[2].Properties.FilterType",
+            "'Sql'",
+        ),
+        (
+            lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"].append(
+                {"Name": "r", "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "a = = 1"}}}
+            ),
+            "Rules[2].Properties.SqlFilter.SqlExpression",
+            "invalid rule",
+        ),
+        (
+            lambda n: n["Topics"][0]["Subscriptions"][0]["Rules"][0]["Properties"][
+                "CorrelationFilter"
+            ].__setitem__("Lable", "x"),
+            "CorrelationFilter.Lable",
+            "unknown property",
+        ),
+        (
+            lambda n: n["Topics"][0]["Subscriptions"][0]["Properties"].__setitem__("LockDuration", "PT6M"),
+            "Subscriptions[0].Properties.LockDuration",
+            "5 minutes",
+        ),
+        (lambda n: n.__setitem__("Queues", {}), "Namespaces[0].Queues", "expected an array"),
+        (lambda n: n.__setitem__("SasKeys", [{"KeyName": "k"}]), "SasKeys[0]", "'Key'"),
+    ],
+)
 def test_errors_name_file_path_and_problem(change, path, words):
     with pytest.raises(ConfigError) as err:
         parse(mutated(change), "infra/servicebus.json")
@@ -164,7 +287,9 @@ def test_errors_name_file_path_and_problem(change, path, words):
 
 def test_structural_errors():
     for data, words in [
-        ({}, "UserConfig"), ([], "expected an object"), ({"UserConfig": {"Namespaces": []}}, "exactly one"),
+        ({}, "UserConfig"),
+        ([], "expected an object"),
+        ({"UserConfig": {"Namespaces": []}}, "exactly one"),
         ({"UserConfig": {"Namespaces": [{"Name": "a"}, {"Name": "b"}]}}, "exactly one"),
         ({"UserConfig": {"Namespaces": [{"Queues": []}]}}, "'Name'"),
     ]:
@@ -177,7 +302,7 @@ def test_load_config_file_errors(tmp_path):
     good.write_text(json.dumps(OFFICIAL_SAMPLE), encoding="utf-8")
     assert load_config(good).queues[0].name == "queue.1"
     bad = tmp_path / "bad.json"
-    bad.write_text("{\n  \"UserConfig\": ,\n}", encoding="utf-8")
+    bad.write_text('{\n  "UserConfig": ,\n}', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"bad\.json: invalid JSON at line 2"):
         load_config(bad)
     with pytest.raises(ConfigError, match="cannot read"):

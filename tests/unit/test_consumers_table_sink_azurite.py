@@ -12,7 +12,7 @@ from consumers.table_sink import TableSink
 from shared.clients import table_service_client
 from shared.contract import ContractMessage
 from shared.settings import TableSettings
-from tests.fixtures.azurite import Azurite, azurite  # noqa: F401  (fixture)
+from tests.fixtures.azurite import Azurite  # the `azurite` fixture is registered by tests/conftest.py
 
 
 def _message(message_id: str, tenant: str = "tenant-1", value: int = 1) -> ContractMessage:
@@ -23,7 +23,7 @@ def _message(message_id: str, tenant: str = "tenant-1", value: int = 1) -> Contr
 
 
 @pytest.fixture
-def service(azurite: Azurite) -> TableServiceClient:  # noqa: F811
+def service(azurite: Azurite) -> TableServiceClient:
     settings = TableSettings(table_name="unused", connection_string=azurite.connection_string)
     with table_service_client(settings) as client:
         yield client

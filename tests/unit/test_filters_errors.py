@@ -120,9 +120,11 @@ def test_documented_length_limit() -> None:
 
 
 def test_deep_nesting_is_a_filter_error_not_a_crash() -> None:
-    compile_sql_filter("(" * 100 + "a = 1" + ")" * 100)
+    compile_sql_filter("(" * 60 + "a = 1" + ")" * 60)
+    compile_sql_filter("a = " + "+".join(["b"] * 95))
     for text in ("(" * 300 + "a = 1" + ")" * 300, "NOT " * 200 + "a = 1", "a = " + "-" * 500 + "1",
-                 "a = " + "- " * 300 + "b"):
+                 "a = " + "- " * 300 + "b", "a = " + "+".join(["b"] * 300), "a = " + "*".join(["2"] * 300),
+                 "a IN (" + "+".join(["b"] * 300) + ")"):
         with pytest.raises(FilterError, match="nested"):
             compile_sql_filter(text)
 
@@ -130,7 +132,7 @@ def test_deep_nesting_is_a_filter_error_not_a_crash() -> None:
 def test_long_and_chain_compiles_and_evaluates() -> None:
     from types import SimpleNamespace
 
-    text = "AND".join(["a=1"] * 170)
+    text = " OR ".join(["a=2"] * 100) + " OR a=1"
     assert len(text) <= 1024
     assert compile_sql_filter(text)(SimpleNamespace(application_properties={"a": 1}))
 

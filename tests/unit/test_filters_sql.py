@@ -168,6 +168,12 @@ CASES: list[tuple[str, bool | None]] = [
     ("Priority = 'Low' AND missing = 1", F),
     ("Priority = 'High' OR missing = 1", T),
     ("missing = 1 OR missing = 2", U),
+    ("missing = 1 OR Priority = 'Low' OR quantity = 10", T),
+    ("missing = 1 OR Priority = 'Low' OR quantity = 11", U),
+    ("Priority = 'Low' OR color = 'blue' OR quantity = 11", F),
+    ("Priority = 'High' AND quantity = 10 AND missing = 1", U),
+    ("Priority = 'High' AND missing = 1 AND quantity = 11", F),
+    ("Priority = 'High' AND quantity = 10 AND color = 'red'", T),
     ("NOT (missing = 1 AND Priority = 'Low')", T),
     ("NOT (missing = 1 OR Priority = 'Low')", U),
     ("NOT (missing = 1 OR Priority = 'High')", F),
@@ -341,6 +347,16 @@ def test_compiled_filter_is_reusable_across_messages() -> None:
     assert [match(Msg(application_properties={"quantity": q})) for q in (1, 6, None, "7", 5.5)] == [
         False, True, False, False, True,
     ]
+
+
+def test_broker_message_fields_take_precedence() -> None:
+    """The broker's message carries expires_at_ms / enqueue_sequence_number; use them when present."""
+    m = full_message()
+    m.expires_at_ms = 1_700_000_000_000 + 5_000  # type: ignore[attr-defined]
+    m.enqueue_sequence_number = 7  # type: ignore[attr-defined]
+    assert compile_sql_filter("sys.ExpiresAtUtc - sys.EnqueuedTimeUtc < sys.TimeToLive")(m)
+    assert compile_sql_filter("sys.EnqueuedSequenceNumber = 7")(m)
+    assert compile_sql_filter("sys.EnqueuedSequenceNumber = 42")(full_message())
 
 
 def test_parameters_are_substituted_at_compile_time() -> None:

@@ -2,7 +2,8 @@
 the least-privilege design.
 
 No Bicep compiler can be installed here (every route downloads a binary), so the files are parsed with
-pycep-parser, a Lark grammar for Bicep. Its output is a dict per file (``parameters``, ``variables``,
+two independent grammars: tree-sitter-bicep (syntax only) and pycep-parser, a Lark grammar for Bicep
+whose output the structural checks walk. Its output is a dict per file (``parameters``, ``variables``,
 ``resources``, ``modules``, ``outputs``). Two quirks shape the helpers below: identifiers and string
 literals both come out as plain strings (``'x'`` and ``x`` look alike), and its precedence for ``.?``,
 ``??`` and ``?:`` is not Bicep's, so the tests only walk plain member access (``a.b[i].c``) and look at
@@ -139,6 +140,34 @@ def test_every_bicep_file_parses(path: Path) -> None:
     assert doc["resources"] or doc["modules"], f"{path.name} declares nothing"
 
 
+def _tree_sitter_errors(source: bytes) -> list[str]:
+    from tree_sitter_language_pack import get_parser  # pinned: newer versions fetch grammars at run time
+
+    tree = get_parser("bicep").parse(source)
+    found: list[str] = []
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR" or node.is_missing:
+            row, col = node.start_point
+            found.append(f"{row + 1}:{col + 1} {node.type} {node.text[:40]!r}")
+        stack.extend(node.children)
+    return found
+
+
+@pytest.mark.parametrize("path", BICEP_FILES, ids=lambda p: p.relative_to(INFRA).as_posix())
+def test_every_bicep_file_parses_with_tree_sitter(path: Path) -> None:
+    """A second, independent grammar (tree-sitter-bicep): pycep and it disagree on some constructs."""
+    assert _tree_sitter_errors(path.read_bytes()) == []
+
+
+def test_tree_sitter_rejects_broken_bicep() -> None:
+    assert _tree_sitter_errors(
+        b"resource x 'Microsoft.Storage/storageAccounts@2023-05-01' = {\n  name: 'a'\n"
+    )
+    assert _tree_sitter_errors(b"param x int =\n")
+
+
 def test_the_parser_rejects_broken_bicep(tmp_path: Path) -> None:
     # Guards the test above: pycep must not accept anything at all.
     broken = tmp_path / "broken.bicep"
@@ -210,6 +239,8 @@ def test_main_entity_names_exist_in_topology() -> None:
             assert queue in queues, (app["role"], queue)
         for entry in app["subscriptionReceivers"]:
             assert entry["subscription"] in topics[entry["topic"]], (app["role"], entry)
+    for queue in resolve(main, "sessionQueueNames"):
+        assert queue in queues, queue
 
 
 def _referenced_config_keys(properties: dict[str, Any]) -> dict[str, set[str]]:
@@ -217,7 +248,8 @@ def _referenced_config_keys(properties: dict[str, Any]) -> dict[str, set[str]]:
     known = set(provision._QUEUE_PROPERTIES) | set(provision._SUBSCRIPTION_PROPERTIES)
     known |= set(provision._TOPIC_PROPERTIES)
     return {
-        arm: {key for key in known if re.search(rf"\b{key}\b", json.dumps(expr))} for arm, expr in properties.items()
+        arm: {key for key in known if re.search(rf"\b{key}\b", json.dumps(expr))}
+        for arm, expr in properties.items()
     }
 
 
@@ -347,7 +379,7 @@ def test_function_app_is_flex_consumption_python_311() -> None:
 
 def test_app_settings_cover_what_the_code_reads() -> None:
     settings = app_settings()
-    assert REQUIRED_APP_SETTINGS <= set(settings)
+    assert set(settings) >= REQUIRED_APP_SETTINGS
     assert dotted(settings["APP_ROLES"]) == "app.role"
     calls = settings["AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls"]
     assert dotted(calls["function"]["parameters"]["value_to_convert"]) == "app.maxConcurrentCalls"
@@ -381,7 +413,9 @@ def test_every_setting_read_by_shared_settings_is_set() -> None:
 
 def _assignments(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {
-        name: res for name, res in doc["resources"].items() if res["type"] == "Microsoft.Authorization/roleAssignments"
+        name: res
+        for name, res in doc["resources"].items()
+        if res["type"] == "Microsoft.Authorization/roleAssignments"
     }
 
 
@@ -405,7 +439,10 @@ def test_role_guids_are_the_built_in_ones(module: str) -> None:
         config = body(assignment)
         assert _role_key(assignment) in role_ids, name
         assert config["properties"]["principalId"] == "principalId"
-        assert config["properties"]["principalType"] == "ServicePrincipal"
+        principal_type = config["properties"]["principalType"]
+        if principal_type == "principalType":  # a parameter: managed identities unless told otherwise
+            principal_type = doc["parameters"]["principalType"]["default"]
+        assert principal_type == "ServicePrincipal"
         # Deterministic, unique per (scope, identity, role).
         assert config["name"]["function"]["type"] == "guid"
         assert "principalId" in json.dumps(config["name"])
@@ -416,8 +453,16 @@ def test_service_bus_roles_are_scoped_to_single_entities() -> None:
     doc = module_doc("servicebus-roles.bicep")
     expected = {
         # assignment: (role, scope resource type, the parameter its loop runs over)
-        "topicSenderAssignments": ("serviceBusDataSender", "Microsoft.ServiceBus/namespaces/topics", "topicSenders"),
-        "queueSenderAssignments": ("serviceBusDataSender", "Microsoft.ServiceBus/namespaces/queues", "queueSenders"),
+        "topicSenderAssignments": (
+            "serviceBusDataSender",
+            "Microsoft.ServiceBus/namespaces/topics",
+            "topicSenders",
+        ),
+        "queueSenderAssignments": (
+            "serviceBusDataSender",
+            "Microsoft.ServiceBus/namespaces/queues",
+            "queueSenders",
+        ),
         "queueReceiverAssignments": (
             "serviceBusDataReceiver",
             "Microsoft.ServiceBus/namespaces/queues",
@@ -487,6 +532,22 @@ def test_role_modules_receive_each_apps_identity_and_lists() -> None:
         assert modules[name]["config"]["loop_type"]["detail"]["array_name"] == "functionApps"
 
 
+def test_developer_gets_only_the_cli_entities() -> None:
+    """Optional grant for a developer running the CLIs: topic send and the two session queues."""
+    main = parse(MAIN)
+    module = main["modules"]["developerServiceBusRoles"]
+    assert module["detail"]["path"] == "modules/servicebus-roles.bicep"
+    assert "developerPrincipalId" in json.dumps(module["config"]["condition"])
+    assert resolve(main, "developerPrincipalId") == ""
+    params = resolve(main, body(module)["params"])
+    assert params["principalId"] == "" and params["principalType"] == "User"
+    assert params["topicSenders"] == ["messages"]
+    assert params["queueSenders"] == params["queueReceivers"] == ["leader-election", "ordered-writes"]
+    assert params["subscriptionReceivers"] == []
+    parameters = json.loads((INFRA / "main.parameters.json").read_text())["parameters"]
+    assert parameters["developerPrincipalId"] == {"value": "${AZURE_PRINCIPAL_ID}"}
+
+
 def test_storage_roles() -> None:
     doc = module_doc("storage-roles.bicep")
     assignments = _assignments(doc)
@@ -530,7 +591,9 @@ def test_parameters_file_matches_main() -> None:
 
 def _literal_assignment(path: Path, name: str) -> Any:
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
             return ast.literal_eval(node.value)
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
             return ast.literal_eval(node.value)

@@ -34,7 +34,9 @@ def topology() -> dict:
 
 
 def _minimal(**namespace: object) -> dict:
-    return {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", **namespace}], "Logging": {"Type": "File"}}}
+    return {
+        "UserConfig": {"Namespaces": [{"Name": "sbemulatorns", **namespace}], "Logging": {"Type": "File"}}
+    }
 
 
 # --- the pure plan ------------------------------------------------------------------------------
@@ -80,8 +82,12 @@ def test_plan_maps_config_properties_to_arm_names(topology: dict) -> None:
 def test_plan_rules_are_sql_filters(topology: dict) -> None:
     rules = {op.names[1]: op.body for op in plan_from_topology(topology) if op.kind == "rule"}
     assert rules == {
-        "highPriority": {"properties": {"filterType": "SqlFilter", "sqlFilter": {"sqlExpression": "Priority = 'High'"}}},
-        "lowPriority": {"properties": {"filterType": "SqlFilter", "sqlFilter": {"sqlExpression": "Priority = 'Low'"}}},
+        "highPriority": {
+            "properties": {"filterType": "SqlFilter", "sqlFilter": {"sqlExpression": "Priority = 'High'"}}
+        },
+        "lowPriority": {
+            "properties": {"filterType": "SqlFilter", "sqlFilter": {"sqlExpression": "Priority = 'Low'"}}
+        },
         "unroutedPriority": {
             "properties": {
                 "filterType": "SqlFilter",
@@ -183,7 +189,7 @@ def test_bad_topologies_are_rejected(topology: dict, message: str) -> None:
 def test_load_topology_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "broken.json"
     bad.write_text("{not json")
-    with pytest.raises(TopologyError, match="broken.json"):
+    with pytest.raises(TopologyError, match=r"broken\.json"):
         load_topology(bad)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from collections.abc import Callable
 
 import pytest
@@ -32,7 +33,8 @@ class FakeSession:
         self.fail_from = fail_from
         self.on_renew = on_renew
         self.renewals: list[float] = []
-        self.locked_until_utc = None
+        # set once the broker has granted the lock; far enough ahead not to shorten lock_duration
+        self.locked_until_utc = datetime.now(UTC) + timedelta(hours=1)
 
     def renew_lock(self, timeout: float | None = None) -> None:
         if self.on_renew:
@@ -208,6 +210,26 @@ def test_run_retries_until_the_session_is_free_then_leads_and_releases_on_stop()
     assert client.receivers[0].closed  # the session lock is released for the next leader
 
 
+def test_a_receiver_opened_without_a_session_lock_is_not_leadership() -> None:
+    clock = FakeClock()
+    rec = Recorder(clock)
+    session = FakeSession(clock)
+    session.locked_until_utc = None  # what the SDK shows when the broker refused the session
+    client = FakeClient(clock, busy=0, session=session)
+    elector = _elector(clock, rec, client=client, retry_interval=1.0)
+    clock_sleep = clock.sleep
+
+    def sleep(seconds: float) -> None:
+        clock_sleep(seconds)
+        if len(client.attempts) >= 3:
+            elector.stop()
+
+    elector._sleep = sleep
+    elector.run()
+    assert rec.events == [] and len(client.attempts) == 3
+    assert all(r.closed for r in client.receivers)
+
+
 def test_intervals_from_logs_including_a_killed_leader() -> None:
     lines = [
         '{"replica": "a", "event": "started", "mono": 1.0}',
@@ -219,6 +241,9 @@ def test_intervals_from_logs_including_a_killed_leader() -> None:
         '{"replica": "b", "event": "elected", "mono": 40.0}',
         '{"replica": "b", "event": "leader", "mono": 41.0}',
         '{"replica": "b", "event": "lost", "mono": 42.0}',
+        '{"replica": "c", "event": "elected", "mono": 43.0}',
+        '{"replica": "c", "event": "stopped", "mono": 44.0}',
     ]
     intervals = leader_intervals(lines)
-    assert [(i.replica, i.start_mono, i.end_mono) for i in intervals] == [("a", 2.0, 3.0), ("b", 40.0, 42.0)]
+    assert [(i.replica, i.start_mono, i.end_mono) for i in intervals] == [
+        ("a", 2.0, 3.0), ("b", 40.0, 41.0), ("c", 43.0, 43.0)]

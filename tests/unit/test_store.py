@@ -24,31 +24,63 @@ def open_broker(path, clock):
 
 
 def test_message_blob_roundtrip_keeps_amqp_types():
-    m = BrokerMessage.from_incoming(msg(
-        b"\x00body", properties_raw=b"\x00\x53\x73props", message_id="id", session_id="s", subject="label",
-        time_to_live_ms=1000, application_properties={"u": UInt(7), "sym": Symbol("x"), "ts": Timestamp(5),
-                                                      "id": uuid.uuid4(), "b": b"\x01", "f": 1.5, "n": None}))
+    m = BrokerMessage.from_incoming(
+        msg(
+            b"\x00body",
+            properties_raw=b"\x00\x53\x73props",
+            message_id="id",
+            session_id="s",
+            subject="label",
+            time_to_live_ms=1000,
+            application_properties={
+                "u": UInt(7),
+                "sym": Symbol("x"),
+                "ts": Timestamp(5),
+                "id": uuid.uuid4(),
+                "b": b"\x01",
+                "f": 1.5,
+                "n": None,
+            },
+        )
+    )
     m.dead_letter_reason, m.hops, m.properties_changed = "r", 2, True
     back = decode_message(encode_message(m))
     assert back.application_properties == m.application_properties
     assert type(back.application_properties["u"]) is UInt
     assert type(back.application_properties["sym"]) is Symbol
     assert (back.body_raw, back.properties_raw, back.message_id, back.session_id, back.subject) == (
-        m.body_raw, m.properties_raw, "id", "s", "label")
-    assert (back.time_to_live_ms, back.dead_letter_reason, back.hops, back.properties_changed) == (1000, "r", 2, True)
+        m.body_raw,
+        m.properties_raw,
+        "id",
+        "s",
+        "label",
+    )
+    assert (back.time_to_live_ms, back.dead_letter_reason, back.hops, back.properties_changed) == (
+        1000,
+        "r",
+        2,
+        True,
+    )
 
 
 def test_restart_keeps_everything_but_locks(tmp_path):
     db = tmp_path / "data" / "sb.db"
     clock = FakeClock()
     b = open_broker(db, clock)
-    b.send("q", [msg(b"locked", message_id="1"), msg(b"deferred", message_id="2"), msg(b"dead", message_id="3"),
-                 msg(b"plain", message_id="4")])
+    b.send(
+        "q",
+        [
+            msg(b"locked", message_id="1"),
+            msg(b"deferred", message_id="2"),
+            msg(b"dead", message_id="3"),
+            msg(b"plain", message_id="4"),
+        ],
+    )
     b.schedule("q", [msg(b"scheduled", scheduled_enqueue_time_ms=int((clock.now + 60) * 1000))])
     b.send("t", [msg(b"topic")])
     b.send("sq", [msg(b"s1", session_id="g")])
     r = receiver(b, "q")
-    locked, deferred, dead = r.take(3)
+    _locked, deferred, dead = r.take(3)
     r.defer(deferred.lock_token)
     r.dead_letter(dead.lock_token, "why", "desc")
     sr = receiver(b, "sq", session_id="g")
@@ -61,8 +93,11 @@ def test_restart_keeps_everything_but_locks(tmp_path):
     b2 = open_broker(db, clock)
     peeked = b2.peek("q", 0, 10)
     assert [(m.body_raw, m.state) for m in peeked] == [
-        (b"locked", MessageState.ACTIVE), (b"deferred", MessageState.DEFERRED), (b"plain", MessageState.ACTIVE),
-        (b"scheduled", MessageState.SCHEDULED)]
+        (b"locked", MessageState.ACTIVE),
+        (b"deferred", MessageState.DEFERRED),
+        (b"plain", MessageState.ACTIVE),
+        (b"scheduled", MessageState.SCHEDULED),
+    ]
     assert [m.sequence_number for m in peeked] == [1, 2, 4, 5]
     assert peeked[0].delivery_count == 1  # the delivery before the crash counted
     assert all(m.lock_token is None for m in peeked)
@@ -130,8 +165,16 @@ def test_runtime_entities_persist(tmp_path):
     clock = FakeClock()
     b = open_broker(db, clock)
     b.create_queue(QueueConfig(name="Runtime", max_delivery_count=7))
-    b.create_topic(TopicConfig(name="rt", subscriptions=(
-        SubscriptionConfig(name="only", rules=(RuleConfig(name="r", filter_type="Sql", sql_expression="a = 1"),)),)))
+    b.create_topic(
+        TopicConfig(
+            name="rt",
+            subscriptions=(
+                SubscriptionConfig(
+                    name="only", rules=(RuleConfig(name="r", filter_type="Sql", sql_expression="a = 1"),)
+                ),
+            ),
+        )
+    )
     b.send("runtime", [msg(b"kept")])
     b.close()
     b = open_broker(db, clock)

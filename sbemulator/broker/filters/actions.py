@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import ast, sysprops, values
+from . import nodes as ast
+from . import sysprops, values
 from .errors import FilterEvaluationError
 from .evaluator import MISSING, Compiler, find_user_key
 

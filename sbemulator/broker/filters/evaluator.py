@@ -18,8 +18,10 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import ast, sysprops, values
+from . import nodes as ast
+from . import sysprops, values
 from .errors import FilterError, FilterEvaluationError
+from .like import check_escape, check_pattern, like_matcher
 
 ValueFn = Callable[[Any], Any]
 PredFn = Callable[[Any], "bool | None"]
@@ -200,8 +202,25 @@ class Compiler:
 
         return not_
 
+    def _chain(self, node: ast.Node) -> list[PredFn]:
+        """The operands of a chain of the same AND/OR, left to right, compiled (without recursion)."""
+        kind = type(node)
+        operands: list[ast.Node] = []
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if type(n) is kind:
+                stack.append(n.right)  # type: ignore[attr-defined]
+                stack.append(n.left)  # type: ignore[attr-defined]
+            else:
+                operands.append(n)
+        return [self.predicate(o) for o in operands]
+
     def pred_And(self, node: ast.And) -> PredFn:
-        left, right = self.predicate(node.left), self.predicate(node.right)
+        fns = self._chain(node)
+        if len(fns) > 2:
+            return _and_all(tuple(fns))
+        left, right = fns
 
         def and_(m: Any) -> bool | None:
             a = left(m)
@@ -217,7 +236,10 @@ class Compiler:
         return and_
 
     def pred_Or(self, node: ast.Or) -> PredFn:
-        left, right = self.predicate(node.left), self.predicate(node.right)
+        fns = self._chain(node)
+        if len(fns) > 2:
+            return _or_all(tuple(fns))
+        left, right = fns
 
         def or_(m: Any) -> bool | None:
             a = left(m)
@@ -374,8 +396,8 @@ class Compiler:
             if pattern_node.value is None or (escape_node is not None and escape_node.value is None):
                 return self._always_unknown(operand)
             try:
-                escape = _check_escape(escape_node.value if escape_node is not None else None)
-                matcher = like_matcher(_check_pattern(pattern_node.value), escape)
+                escape = check_escape(escape_node.value if escape_node is not None else None)
+                matcher = like_matcher(check_pattern(pattern_node.value), escape)
             except FilterEvaluationError as e:
                 raise self.fail(node.pattern if "pattern" in str(e) else (node.escape or node), str(e))
 
@@ -403,10 +425,38 @@ class Compiler:
                 return None
             if not isinstance(v, str):
                 return negated
-            matcher = like_matcher(_check_pattern(p), _check_escape(e))
+            matcher = like_matcher(check_pattern(p), check_escape(e))
             return matcher(v) is not negated
 
         return like_dynamic
+
+
+def _and_all(fns: tuple[PredFn, ...]) -> PredFn:
+    def and_all(m: Any) -> bool | None:
+        unknown = False
+        for f in fns:
+            v = f(m)
+            if v is False:
+                return False
+            if v is None:
+                unknown = True
+        return None if unknown else True
+
+    return and_all
+
+
+def _or_all(fns: tuple[PredFn, ...]) -> PredFn:
+    def or_all(m: Any) -> bool | None:
+        unknown = False
+        for f in fns:
+            v = f(m)
+            if v is True:
+                return True
+            if v is None:
+                unknown = True
+        return None if unknown else False
+
+    return or_all
 
 
 _RAW_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
@@ -416,90 +466,6 @@ _MIRROR = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 def _hashable(v: Any) -> Any:
     return bytes(v) if isinstance(v, bytearray) else v
-
-
-def _check_pattern(p: Any) -> str:
-    if not isinstance(p, str):
-        raise FilterEvaluationError("the LIKE pattern must be a string")
-    return p
-
-
-def _check_escape(e: Any) -> str | None:
-    if e is None:
-        return None
-    if not isinstance(e, str) or len(e) != 1:
-        raise FilterEvaluationError("the ESCAPE character must be a string of length 1")
-    return e
-
-
-_like_cache: dict[tuple[str, str | None], Callable[[str], bool]] = {}
-
-
-def like_matcher(pattern: str, escape: str | None) -> Callable[[str], bool]:
-    """A function telling whether a string matches a LIKE pattern (``%`` any run, ``_`` one char).
-
-    Matching is case-sensitive (ordinal), like string equality. Patterns that are a literal with
-    ``%`` only at the ends become startswith/endswith/in tests instead of regular expressions.
-    """
-    key = (pattern, escape)
-    cached = _like_cache.get(key)
-    if cached is not None:
-        return cached
-    tokens: list[tuple[str, str]] = []  # ("lit", text) | ("any", "") | ("one", "")
-    i = 0
-    n = len(pattern)
-    while i < n:
-        c = pattern[i]
-        if escape is not None and c == escape:
-            if i + 1 >= n:
-                raise FilterEvaluationError("the LIKE pattern ends with the escape character")
-            tokens.append(("lit", pattern[i + 1]))
-            i += 2
-            continue
-        if c == "%":
-            tokens.append(("any", ""))
-        elif c == "_":
-            tokens.append(("one", ""))
-        else:
-            tokens.append(("lit", c))
-        i += 1
-    # Merge literal runs.
-    merged: list[tuple[str, str]] = []
-    for kind, text in tokens:
-        if kind == "lit" and merged and merged[-1][0] == "lit":
-            merged[-1] = ("lit", merged[-1][1] + text)
-        elif kind == "any" and merged and merged[-1][0] == "any":
-            continue
-        else:
-            merged.append((kind, text))
-    shape = tuple(k for k, _ in merged)
-    lits = [t for k, t in merged if k == "lit"]
-    matcher: Callable[[str], bool]
-    if shape == ():
-        matcher = lambda s: s == ""  # noqa: E731
-    elif shape == ("lit",):
-        lit = lits[0]
-        matcher = lambda s: s == lit  # noqa: E731
-    elif shape == ("any",):
-        matcher = lambda s: True  # noqa: E731
-    elif shape == ("lit", "any"):
-        lit = lits[0]
-        matcher = lambda s: s.startswith(lit)  # noqa: E731
-    elif shape == ("any", "lit"):
-        lit = lits[0]
-        matcher = lambda s: s.endswith(lit)  # noqa: E731
-    elif shape == ("any", "lit", "any"):
-        lit = lits[0]
-        matcher = lambda s: lit in s  # noqa: E731
-    else:
-        regex = "".join(
-            re.escape(t) if k == "lit" else (".*" if k == "any" else ".") for k, t in merged
-        )
-        fullmatch = re.compile(regex, re.DOTALL).fullmatch
-        matcher = lambda s: fullmatch(s) is not None  # noqa: E731
-    if len(_like_cache) < 1024:
-        _like_cache[key] = matcher
-    return matcher
 
 
 def compile_predicate(node: ast.Node, text: str, parameters: Mapping[str, Any] | None = None) -> PredFn:

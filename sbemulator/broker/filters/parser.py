@@ -7,7 +7,8 @@ letter case. Errors carry the offending token's position and what would have bee
 
 from __future__ import annotations
 
-from . import ast, sysprops
+from . import nodes as ast
+from . import sysprops
 from .errors import FilterError
 from .lexer import EOF, ID, NUM, OP, PARAM, QID, STR, Token, tokenize
 
@@ -18,8 +19,11 @@ _EXPRESSION_START = ("constant", "property", "function", "'('", "unary + or -")
 # Service Bus limits (quotas page / SqlRuleFilter and SqlRuleAction docs).
 MAX_EXPRESSION_LENGTH = 1024
 MAX_ACTION_STATEMENTS = 32
-# Nesting of parentheses, NOT and unary operators; keeps Python recursion bounded.
-MAX_NESTING = 128
+# Nesting of parentheses, NOT and unary operators while parsing, and depth of the parsed tree
+# (a chain of ANDs or of ORs counts as one level: it is compiled to a loop). Both keep the
+# recursion of the parser, the compiler and the compiled closures far below Python's limit.
+MAX_NESTING = 64
+MAX_TREE_DEPTH = 100
 
 
 class Parser:
@@ -306,9 +310,42 @@ def _join(items: tuple[str, ...]) -> str:
     return ", ".join(items[:-1]) + " or " + items[-1]
 
 
+def _children(node: ast.Node) -> list[ast.Node]:
+    if isinstance(node, ast.Not | ast.Unary | ast.IsNull):
+        return [node.operand]
+    if isinstance(node, ast.And | ast.Or | ast.Compare | ast.Binary):
+        return [node.left, node.right]
+    if isinstance(node, ast.In):
+        return [node.operand, *node.items]
+    if isinstance(node, ast.Like):
+        return [node.operand, node.pattern] + ([node.escape] if node.escape is not None else [])
+    if isinstance(node, ast.Func):
+        return list(node.args)
+    if isinstance(node, ast.SetAction):
+        return [node.value]
+    return []
+
+
+def check_depth(node: ast.Node, text: str, what: str) -> None:
+    stack = [(node, 1)]
+    while stack:
+        n, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            raise FilterError(f"the expression is nested more than {MAX_TREE_DEPTH} levels deep", n.pos,
+                              text[n.pos:n.pos + 20].split(" ")[0], (), what)
+        for child in _children(n):
+            same_chain = isinstance(n, ast.And | ast.Or) and type(child) is type(n)
+            stack.append((child, depth if same_chain else depth + 1))
+
+
 def parse_filter(text: str) -> ast.Node:
-    return Parser(text, "SQL filter").parse_filter()
+    node = Parser(text, "SQL filter").parse_filter()
+    check_depth(node, text, "SQL filter")
+    return node
 
 
 def parse_action(text: str) -> list[ast.Node]:
-    return Parser(text, "SQL action").parse_actions()
+    statements = Parser(text, "SQL action").parse_actions()
+    for st in statements:
+        check_depth(st, text, "SQL action")
+    return statements

@@ -45,6 +45,9 @@ def _time_attr(name: str) -> Callable[[Any], Any]:
 
 
 def _expires_at(message: Any) -> datetime | None:
+    explicit = getattr(message, "expires_at_ms", None)
+    if explicit is not None:
+        return _ms_to_datetime(explicit)
     enqueued = getattr(message, "enqueued_time_ms", None)
     ttl = getattr(message, "time_to_live_ms", None)
     if enqueued is None or ttl is None:
@@ -54,6 +57,11 @@ def _expires_at(message: Any) -> datetime | None:
 
 def _ttl(message: Any) -> timedelta | None:
     return _ms_to_timedelta(getattr(message, "time_to_live_ms", None))
+
+
+def _enqueued_sequence_number(message: Any) -> int | None:
+    value = getattr(message, "enqueue_sequence_number", None)
+    return value if value is not None else getattr(message, "sequence_number", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +89,7 @@ _ALL = [
     _str_prop("SessionId", "session_id"),
     _str_prop("PartitionKey", "partition_key"),
     SysProp("SequenceNumber", None, _attr("sequence_number"), "int", False),
-    SysProp("EnqueuedSequenceNumber", None, _attr("sequence_number"), "int", False),
+    SysProp("EnqueuedSequenceNumber", None, _enqueued_sequence_number, "int", False),
     SysProp("DeliveryCount", None, _attr("delivery_count"), "int", False),
     SysProp("Size", None, _attr("size"), "int", False),
     SysProp("EnqueuedTimeUtc", None, _time_attr("enqueued_time_ms"), "datetime", False),
@@ -89,6 +97,8 @@ _ALL = [
     SysProp("ScheduledEnqueueTimeUtc", "scheduled_enqueue_time_ms", _time_attr("scheduled_enqueue_time_ms"),
             "datetime", True),
     SysProp("TimeToLive", "time_to_live_ms", _ttl, "timedelta", True),
+    SysProp("LockedUntilUtc", None, _time_attr("locked_until_ms"), "datetime", False),
+    SysProp("DeadLetterSource", None, _attr("dead_letter_source"), "str", False),
 ]
 
 SYSTEM_PROPERTIES: dict[str, SysProp] = {p.name.lower(): p for p in _ALL}
