@@ -138,9 +138,11 @@ class Gateway:
     def _handle(self, event: Any) -> None:
         kind = type(event)
         if kind is ev.MessageReceived:
-            event.link.context.on_message(event)
+            if event.link.context is not None:
+                event.link.context.on_message(event)
         elif kind is ev.DeliveryStateChanged:
-            event.link.context.on_disposition(event)
+            if event.link.context is not None:
+                event.link.context.on_disposition(event)
         elif kind is ev.LinkCreditChanged:
             ctx = event.link.context
             if ctx is not None:

@@ -174,7 +174,7 @@ def _d_char(data: bytes, off: int) -> tuple[Any, int]:
         raise DecodeError("truncated char")
     try:
         return Char(chr(_u32.unpack_from(data, off)[0])), end
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise DecodeError(f"invalid char: {exc}") from None
 
 
@@ -346,7 +346,7 @@ def decode(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Any, 
         return _decode_at(data, offset)
     except DecodeError:
         raise
-    except (struct.error, IndexError, RecursionError) as exc:
+    except (struct.error, IndexError, RecursionError, OverflowError) as exc:
         raise DecodeError(f"malformed encoding: {exc}") from None
 
 

@@ -564,9 +564,24 @@ class Connection:
             ),
         )
 
-    def reject_attach(self, link: Link, condition: str, description: str, **attach_kwargs: Any) -> None:
-        """Refuse a link the way brokers do: attach (with the termini) then detach with the error."""
-        self.accept_attach(link, **attach_kwargs)
+    def reject_attach(self, link: Link, condition: str, description: str, *, keep_termini: bool = False,
+                      **attach_kwargs: Any) -> None:
+        """Refuse a link as spec 2.6.3 says: an attach with a null terminus on our side, then a detach
+        carrying the error (``keep_termini`` answers with both termini, for links that were open)."""
+        if keep_termini:
+            self.accept_attach(link, **attach_kwargs)
+        else:
+            link.attached = True
+            self._send(
+                link.session.channel,
+                Attach(
+                    link.name, UInt(link.handle), ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
+                    codec_ubyte(link.snd_settle_mode), codec_ubyte(link.rcv_settle_mode),
+                    None if link.is_sender else link.source,
+                    link.target if link.is_sender else None,
+                    None, None, UInt(0) if link.is_sender else None,
+                ),
+            )
         self.detach(link, condition, description)
 
     def detach(self, link: Link, condition: str | None = None, description: str | None = None,
@@ -747,6 +762,8 @@ class Connection:
     def _on_transfer(self, channel: int, transfer: Any, payload: bytes) -> None:
         session = self._session(channel)
         link = session.links_by_remote.get(transfer.handle)
+        if link is not None and link.detach_sent and not link.is_sender:
+            return  # in flight when we detached: the peer learns from our detach (spec 2.6.5)
         if link is None or link.is_sender:
             self._end_session_with_error(
                 session, UNATTACHED_HANDLE, f"transfer on unattached handle {transfer.handle}"

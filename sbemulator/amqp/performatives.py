@@ -35,10 +35,15 @@ class Composite:
         if kwargs:
             raise TypeError(f"unknown fields for {type(self).__name__}: {sorted(kwargs)}")
 
+    # Some clients index into certain lists (the SDK reads error[2] without a length check), so
+    # those types keep every field on the wire instead of trimming trailing nulls.
+    KEEP_ALL_FIELDS: ClassVar[bool] = False
+
     def to_described(self) -> Described:
         values = [getattr(self, name) for name in self.FIELDS]
-        while values and values[-1] is None:
-            values.pop()
+        if not self.KEEP_ALL_FIELDS:
+            while values and values[-1] is None:
+                values.pop()
         return Described(ULong(self.CODE), values)
 
     @classmethod
@@ -126,6 +131,7 @@ Detach = _composite("Detach", 0x16, "amqp:detach:list", "handle closed error", {
 End = _composite("End", 0x17, "amqp:end:list", "error")
 Close = _composite("Close", 0x18, "amqp:close:list", "error")
 Error = _composite("Error", 0x1D, "amqp:error:list", "condition description info")
+Error.KEEP_ALL_FIELDS = True
 
 # SASL (spec 5.3)
 SaslMechanisms = _composite("SaslMechanisms", 0x40, "amqp:sasl-mechanisms:list", "sasl_server_mechanisms")

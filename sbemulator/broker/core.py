@@ -46,50 +46,53 @@ the original.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
-import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from sbemulator.config import NamespaceConfig, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
+from sbemulator.config import NamespaceConfig
 
 from .entity import (
     DEAD_LETTER,
-    DLQ_SUFFIX,
     NO_LIMIT,
     QUEUE,
-    SUBSCRIPTION,
+    TIMER_LOCK,
+    TIMER_SCHEDULED,
+    TIMER_SESSION,
+    TIMER_TTL,
     TOPIC,
     TRANSFER_DEAD_LETTER,
-    TRANSFER_DLQ_SUFFIX,
     Entity,
     EntityRef,
     Session,
 )
 from .errors import (
     ArgumentError,
-    BrokerError,
-    EntityAlreadyExistsError,
     EntityNotFoundError,
     InvalidOperationError,
     MessageLockLostError,
     MessageNotFoundError,
     MessageSizeExceededError,
+    RuleError,
     SessionCannotBeLockedError,
     SessionLockLostError,
     SessionRequiredError,
 )
 from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, ReceiveMode
 from .receiver import Receiver
-from .rules import FilterError, FilterEvaluationError, compile_rule
+from .rules import FilterEvaluationError
+from .sessions import SessionsMixin
+from .topology import TopologyMixin
 
 if TYPE_CHECKING:
     from sbemulator.store.base import Store
+
+log = logging.getLogger(__name__)
 
 MAX_FORWARD_HOPS = 4
 REASON_MAX_DELIVERY = "MaxDeliveryCountExceeded"
@@ -99,19 +102,12 @@ DESC_SESSION_ID_NULL = "Session enabled entity doesn't allow a message whose ses
 REASON_FILTER_EXCEPTION = "FilterEvaluationException"
 REASON_TRANSFER = "MessageTransferFailed"
 
-_LOCK, _TTL, _SCHED, _SESSION = range(4)
+_LOCK, _TTL, _SCHED, _SESSION = TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION
 _DUP_PRUNE_INTERVAL_MS = 60_000
 _MIN_COMPACT = 8192
 
 
-class RuleError(BrokerError):
-    """A subscription rule that does not compile."""
-
-    condition = "com.microsoft:argument-error"
-    status_code = 400
-
-
-class Broker:
+class Broker(TopologyMixin, SessionsMixin):
     def __init__(self, config: NamespaceConfig, store: Store, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.store = store
@@ -135,237 +131,6 @@ class Broker:
         self._load_runtime_entities()
         self._load_state()
 
-    # ================================================================= entity construction
-    def _register(self, ent: Entity) -> Entity:
-        self._entities[ent.key] = ent
-        return ent
-
-    def _add_sub_queues(self, ent: Entity) -> None:
-        dlq = Entity(
-            key=f"{ent.key}/{DLQ_SUFFIX.lower()}",
-            path=f"{ent.path}/{DLQ_SUFFIX}",
-            kind=DEAD_LETTER,
-            lock_duration_ms=ent.lock_duration_ms,
-            max_message_size=ent.max_message_size,
-            parent=ent,
-        )
-        tdlq = Entity(
-            key=f"{ent.key}/{TRANSFER_DLQ_SUFFIX.lower()}",
-            path=f"{ent.path}/{TRANSFER_DLQ_SUFFIX}",
-            kind=TRANSFER_DEAD_LETTER,
-            lock_duration_ms=ent.lock_duration_ms,
-            max_message_size=ent.max_message_size,
-            parent=ent,
-        )
-        ent.dlq, ent.transfer_dlq = self._register(dlq), self._register(tdlq)
-
-    def _add_queue(self, q: QueueConfig) -> Entity:
-        ent = Entity(
-            key=q.name.lower(),
-            path=q.name,
-            kind=QUEUE,
-            lock_duration_ms=_ms(q.lock_duration),
-            max_delivery_count=q.max_delivery_count,
-            ttl_ms=_ms(q.default_message_ttl),
-            dead_lettering_on_expiration=q.dead_lettering_on_message_expiration,
-            requires_session=q.requires_session,
-            forward_to=q.forward_to,
-            forward_dead_lettered_to=q.forward_dead_lettered_messages_to,
-            max_message_size=q.max_message_size_kb * 1024,
-            requires_duplicate_detection=q.requires_duplicate_detection,
-            duplicate_window_ms=_ms(q.duplicate_detection_window),
-            config=q,
-        )
-        self._register(ent)
-        self._add_sub_queues(ent)
-        return ent
-
-    def _add_topic(self, t: TopicConfig) -> Entity:
-        ent = Entity(
-            key=t.name.lower(),
-            path=t.name,
-            kind=TOPIC,
-            ttl_ms=_ms(t.default_message_ttl),
-            max_message_size=t.max_message_size_kb * 1024,
-            requires_duplicate_detection=t.requires_duplicate_detection,
-            duplicate_window_ms=_ms(t.duplicate_detection_window),
-            config=dataclasses.replace(t, subscriptions=()),
-        )
-        self._register(ent)
-        for s in t.subscriptions:
-            self._add_subscription(ent, s)
-        return ent
-
-    def _add_subscription(self, topic: Entity, s: SubscriptionConfig) -> Entity:
-        ttl = _ms(s.default_message_ttl)
-        if topic.ttl_ms is not None:
-            ttl = min(ttl, topic.ttl_ms)
-        ent = Entity(
-            key=f"{topic.key}/subscriptions/{s.name.lower()}",
-            path=f"{topic.path}/Subscriptions/{s.name}",
-            kind=SUBSCRIPTION,
-            lock_duration_ms=_ms(s.lock_duration),
-            max_delivery_count=s.max_delivery_count,
-            ttl_ms=ttl,
-            dead_lettering_on_expiration=s.dead_lettering_on_message_expiration,
-            dead_lettering_on_filter_exceptions=s.dead_lettering_on_filter_evaluation_exceptions,
-            requires_session=s.requires_session,
-            forward_to=s.forward_to,
-            forward_dead_lettered_to=s.forward_dead_lettered_messages_to,
-            max_message_size=topic.max_message_size,
-            parent=topic,
-            config=s,
-        )
-        rules = s.rules or (RuleConfig(name="$Default", filter_type="Sql", sql_expression="1=1"),)
-        for rc in rules:
-            ent.rules.append((rc, self._compile(ent, rc)))
-        topic.subscriptions[s.name.lower()] = ent
-        self._register(ent)
-        self._add_sub_queues(ent)
-        return ent
-
-    @staticmethod
-    def _compile(ent: Entity, rc: RuleConfig) -> Any:
-        try:
-            return compile_rule(
-                rc.name, rc.filter_type, rc.sql_expression, rc.correlation, rc.action_expression
-            )
-        except FilterError as exc:
-            raise RuleError(f"{ent.path}: rule {rc.name!r}: {exc}") from exc
-
-    # --- runtime entity management (persisted) ---------------------------------------------------
-    def create_queue(self, q: QueueConfig) -> EntityRef:
-        with self._op():
-            self._check_new_name(q.name)
-            ent = self._add_queue(q)
-            self._runtime_keys.add(ent.key)
-            self.store.save_entity(ent.key, QUEUE, json.dumps(dataclasses.asdict(q)))
-            return ent.ref()
-
-    def create_topic(self, t: TopicConfig) -> EntityRef:
-        with self._op():
-            self._check_new_name(t.name)
-            ent = self._add_topic(dataclasses.replace(t, subscriptions=()))
-            self._runtime_keys.add(ent.key)
-            self.store.save_entity(ent.key, TOPIC, json.dumps(dataclasses.asdict(ent.config)))
-            for s in t.subscriptions:
-                self.create_subscription(t.name, s)
-            return ent.ref()
-
-    def create_subscription(self, topic_name: str, s: SubscriptionConfig) -> EntityRef:
-        with self._op():
-            topic = self._entities.get(topic_name.lower())
-            if topic is None or topic.kind != TOPIC:
-                raise EntityNotFoundError(f"The messaging entity '{topic_name}' could not be found.")
-            if s.name.lower() in topic.subscriptions:
-                raise EntityAlreadyExistsError(
-                    f"The subscription '{s.name}' already exists on '{topic.path}'."
-                )
-            ent = self._add_subscription(topic, s)
-            self._persist_subscription(ent)
-            return ent.ref()
-
-    def _persist_subscription(self, ent: Entity) -> None:
-        self._runtime_keys.add(ent.key)
-        data = dataclasses.asdict(ent.config)
-        data["topic"] = ent.parent.path if ent.parent else ""
-        self.store.save_entity(ent.key, SUBSCRIPTION, json.dumps(data))
-
-    def delete_entity(self, path: str) -> None:
-        with self._op():
-            ent = self._entity(path)
-            if ent.kind not in (QUEUE, TOPIC, SUBSCRIPTION):
-                raise InvalidOperationError(f"'{ent.path}' cannot be deleted.")
-            doomed = [ent, *ent.subscriptions.values()]
-            for e in doomed:
-                for r in list(e.receivers.values()) + [
-                    r for sub in (e.dlq, e.transfer_dlq) if sub for r in sub.receivers.values()
-                ]:
-                    self._close_receiver(r)
-            prefix = ent.key + "/"
-            for key in [k for k in self._entities if k == ent.key or k.startswith(prefix)]:
-                del self._entities[key]
-            if ent.kind == SUBSCRIPTION and ent.parent is not None:
-                ent.parent.subscriptions.pop(ent.key.rsplit("/", 1)[1], None)
-            self._runtime_keys.discard(ent.key)
-            self.store.delete_entity(ent.key)
-
-    def _check_new_name(self, name: str) -> None:
-        if name.lower() in self._entities:
-            raise EntityAlreadyExistsError(f"The messaging entity '{name}' already exists.")
-
-    def _load_runtime_entities(self) -> None:
-        subs: list[dict[str, Any]] = []
-        for key, kind, data in self.store.load_entities():
-            desc = json.loads(data)
-            if kind == SUBSCRIPTION:
-                subs.append(desc)
-                continue
-            if key in self._entities:  # the config file wins
-                continue
-            if kind == QUEUE:
-                self._add_queue(QueueConfig(**desc))
-            elif kind == TOPIC:
-                desc.pop("subscriptions", None)
-                self._add_topic(TopicConfig(**desc))
-            self._runtime_keys.add(key)
-        for desc in subs:
-            topic = self._entities.get(str(desc.pop("topic", "")).lower())
-            if topic is None or topic.kind != TOPIC or desc["name"].lower() in topic.subscriptions:
-                continue
-            desc["rules"] = tuple(RuleConfig(**r) for r in desc.get("rules", ()))
-            ent = self._add_subscription(topic, SubscriptionConfig(**desc))
-            self._runtime_keys.add(ent.key)
-
-    # --- rules ($management add-rule / remove-rule / enumerate-rules) ------------------------------
-    def add_rule(
-        self,
-        path: str,
-        rule: RuleConfig | str,
-        *,
-        filter_type: str = "Sql",
-        sql_expression: str | None = None,
-        correlation: dict[str, Any] | None = None,
-        action_expression: str | None = None,
-    ) -> None:
-        """Add a rule to a subscription: a RuleConfig, or a name plus the RuleConfig fields as keywords.
-        Raises RuleError (argument-error) when it does not compile, EntityAlreadyExistsError on a
-        duplicate name."""
-        if isinstance(rule, str):
-            rule = RuleConfig(
-                name=rule,
-                filter_type=filter_type,
-                sql_expression=sql_expression,
-                correlation=correlation,
-                action_expression=action_expression,
-            )
-        with self._op():
-            sub = self._entity(path)
-            if sub.kind != SUBSCRIPTION:
-                raise InvalidOperationError("Rules exist only on subscriptions.")
-            if any(rc.name.lower() == rule.name.lower() for rc, _ in sub.rules):
-                raise EntityAlreadyExistsError(f"The rule '{rule.name}' already exists.")
-            sub.rules.append((rule, self._compile(sub, rule)))
-            self._save_rules(sub)
-
-    def remove_rule(self, path: str, name: str) -> None:
-        with self._op():
-            sub = self._entity(path)
-            keep = [(rc, r) for rc, r in sub.rules if rc.name.lower() != name.lower()]
-            if len(keep) == len(sub.rules):
-                raise MessageNotFoundError(f"The rule '{name}' could not be found.")
-            sub.rules = keep
-            self._save_rules(sub)
-
-    def list_rules(self, path: str) -> list[RuleConfig]:
-        sub = self._entity(path)
-        return [rc for rc, _ in sub.rules]
-
-    def _save_rules(self, sub: Entity) -> None:
-        sub.config = dataclasses.replace(sub.config, rules=tuple(rc for rc, _ in sub.rules))
-        if sub.key in self._runtime_keys:
-            self._persist_subscription(sub)
-
     # ================================================================= restart
     def _load_state(self) -> None:
         now = self._now()
@@ -378,9 +143,7 @@ class Broker:
             if ent is None:
                 continue
             owner = _sequence_owner(ent)
-            owner.last_sequence = max(
-                owner.last_sequence, msg.sequence_number, msg.enqueue_sequence_number or 0
-            )
+            owner.last_sequence = max(owner.last_sequence, msg.sequence_number)
             self._insert(ent, msg)
             if msg.state == MessageState.SCHEDULED:
                 self._timer(msg.scheduled_enqueue_time_ms or 0, _SCHED, ent, msg)
@@ -420,7 +183,10 @@ class Broker:
                 rid = next(iter(self._pending))
                 r = self._pending.pop(rid)
                 if not r.closed:
-                    r.on_available()
+                    try:
+                        r.on_available()
+                    except Exception:  # one failing link must not starve the others
+                        log.exception("on_available callback of %r failed", r)
         finally:
             self._flushing = False
 
@@ -1059,106 +825,6 @@ class Broker:
             self._lock_ended(ent, msg, now)
         r.locks.clear()
 
-    # ================================================================= sessions
-    def _lock_session(self, ent: Entity, s: Session, r: Receiver, now: int) -> None:
-        s.owner = r
-        s.generation += 1
-        s.locked_until_ms = now + ent.lock_duration_ms
-        r.session = s
-        self._timer(s.locked_until_ms, _SESSION, ent, s, s.generation)
-
-    def _lose_session(self, ent: Entity, s: Session, now: int) -> None:
-        r = s.owner
-        s.owner = None
-        s.generation += 1
-        s.locked_until_ms = 0
-        if r is not None:
-            r.session_lost = True
-            self._return_locks(ent, r, now)
-            if not r.closed:
-                self._pending[id(r)] = r
-        ent.forget_session_if_idle(s)
-        if s.heap:
-            self._notify(ent, s)
-
-    def _try_acquire_session(self, r: Receiver) -> str | None:
-        with self._op():
-            if r.session is not None:
-                return r.session.id
-            if r.closed or not r.next_available_session:
-                return None
-            ent = r.entity
-            now = self._now()
-            best: Session | None = None
-            best_seq = 0
-            for s in ent.sessions.values():
-                if s.owner is not None and s.locked_until_ms > now:
-                    continue
-                seq = self._first_available(ent, s)
-                if seq is not None and (best is None or seq < best_seq):
-                    best, best_seq = s, seq
-            if best is None:
-                return None
-            if best.owner is not None:
-                self._lose_session(ent, best, now)
-            self._lock_session(ent, best, r, now)
-            self._notify_one(ent, r)
-            return best.id
-
-    @staticmethod
-    def _first_available(ent: Entity, s: Session) -> int | None:
-        heap = s.heap
-        while heap:
-            msg = ent.messages.get(heap[0])
-            if msg is not None and msg.queued:
-                return heap[0]
-            heapq.heappop(heap)
-        return None
-
-    def _held_session(self, ent: Entity, session_id: str, now: int) -> Session:
-        if not ent.requires_session:
-            raise InvalidOperationError(f"'{ent.path}' does not require sessions.")
-        s = ent.sessions.get(session_id)
-        if s is None or s.owner is None:
-            raise SessionLockLostError(
-                f"The session lock for session '{session_id}' was lost or is not held."
-            )
-        if s.locked_until_ms <= now:
-            self._lose_session(ent, s, now)
-            raise SessionLockLostError(f"The session lock for session '{session_id}' has expired.")
-        return s
-
-    def renew_session_lock(self, path: str, session_id: str) -> int:
-        with self._op():
-            ent = self._entity(path)
-            now = self._now()
-            s = self._held_session(ent, session_id, now)
-            s.locked_until_ms = now + ent.lock_duration_ms
-            self._timer(s.locked_until_ms, _SESSION, ent, s, s.generation)
-            for token in s.owner.locks if s.owner else ():
-                m = ent.locks.get(token)
-                if m is not None:
-                    m.locked_until_ms = s.locked_until_ms
-            return s.locked_until_ms
-
-    def get_session_state(self, path: str, session_id: str) -> bytes | None:
-        with self._op():
-            ent = self._entity(path)
-            return self._held_session(ent, session_id, self._now()).state
-
-    def set_session_state(self, path: str, session_id: str, state: bytes | None) -> None:
-        with self._op():
-            ent = self._entity(path)
-            s = self._held_session(ent, session_id, self._now())
-            s.state = bytes(state) if state is not None else None
-            self.store.set_session_state(ent.key, session_id, s.state)
-
-    def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1) -> list[str]:
-        """Sessions that have messages or state (get-message-sessions)."""
-        ent = self._entity(path)
-        ids = [s.id for s in ent.sessions.values() if s.count > 0 or s.state is not None]
-        return ids[skip : skip + top]
-
     # ================================================================= timers
     def _timer_valid(self, entry: tuple[int, int, int, Entity, Any, Any]) -> bool:
         deadline, _, kind, ent, obj, extra = entry
@@ -1201,10 +867,6 @@ class Broker:
                     self._activate(ent, obj, now, stored=True)
                 elif kind == _SESSION:
                     self._lose_session(ent, obj, now)
-
-
-def _ms(seconds: float) -> int:
-    return round(seconds * 1000)
 
 
 def _normalize(path: str) -> str:

@@ -29,6 +29,9 @@ DLQ_SUFFIX = "$DeadLetterQueue"
 TRANSFER_DLQ_SUFFIX = "$Transfer/$DeadLetterQueue"
 NO_LIMIT = 1 << 62
 
+# Kinds of broker timers (lock expiry, TTL expiry, scheduled activation, session-lock expiry).
+TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION = range(4)
+
 
 @dataclass(frozen=True)
 class EntityRef:

@@ -70,3 +70,10 @@ class ArgumentError(BrokerError):
 class EntityAlreadyExistsError(BrokerError):
     condition = "com.microsoft:entity-already-exists"
     status_code = 409
+
+
+class RuleError(BrokerError):
+    """A subscription rule that does not compile."""
+
+    condition = "com.microsoft:argument-error"
+    status_code = 400

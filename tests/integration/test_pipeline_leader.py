@@ -23,6 +23,8 @@ try:
 except ImportError:  # pragma: no cover
     pytest.skip("sbemulator.Emulator cannot be imported", allow_module_level=True)
 
+import itertools
+
 from shared.leader_cli import LeaderInterval, leader_intervals
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +77,7 @@ def _stop_all(procs: dict[str, subprocess.Popen]) -> None:
 
 def _assert_no_overlap(intervals: list[LeaderInterval]) -> None:
     ordered = sorted(intervals, key=lambda i: i.start_mono)
-    for before, after in zip(ordered, ordered[1:], strict=False):
+    for before, after in itertools.pairwise(ordered):
         assert before.end_mono < after.start_mono, (before, after)
 
 
@@ -113,4 +115,4 @@ def test_a_paused_leader_is_fenced_before_its_lock_expires(connection_string: st
     assert successor.start_mono - paused_at > LOCK_DURATION * 2 / 3 - 1
     final = _intervals(log)
     _assert_no_overlap(final)
-    assert [i for i in final if i.replica == first.replica][0].end_mono < paused_at
+    assert next(i for i in final if i.replica == first.replica).end_mono < paused_at

@@ -186,18 +186,17 @@ def test_renew_lock_extends_the_lock(sb_connection_string):
 
 def test_ttl_expiry_dead_letters_when_configured(sb_connection_string):
     with _client(sb_connection_string) as client:
-        with client.get_queue_sender("expiring") as sender:
-            sender.send_messages(ServiceBusMessage("default ttl 2s"))
-            sender.send_messages(ServiceBusMessage("own ttl 1h", time_to_live=dt.timedelta(hours=1)))
-        time.sleep(3)
+        with client.get_queue_sender("expiring") as sender:  # DefaultMessageTimeToLive = 2 s
+            sender.send_messages(ServiceBusMessage("default ttl"))
+            # a longer message TTL does not extend the entity's: the smaller one wins
+            sender.send_messages(ServiceBusMessage("asks for 1h", time_to_live=dt.timedelta(hours=1)))
+            sender.send_messages(ServiceBusMessage("asks for 1s", time_to_live=dt.timedelta(seconds=1)))
+        time.sleep(2.5)
         with client.get_queue_receiver("expiring") as receiver:
-            (alive,) = _receive_all(receiver, 1)
-            # the entity's 2 s default is smaller than the message's 1 h: the smaller wins
-            assert str(alive) == "own ttl 1h"
-            receiver.abandon_message(alive)
+            assert receiver.receive_messages(max_message_count=3, max_wait_time=1) == []
         with client.get_queue_receiver("expiring", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
-            dead = _receive_all(dlq, 2, wait=3)
-            assert sorted(str(m) for m in dead) == ["default ttl 2s", "own ttl 1h"]
+            dead = _receive_all(dlq, 3, wait=3)
+            assert sorted(str(m) for m in dead) == ["asks for 1h", "asks for 1s", "default ttl"]
             assert {m.dead_letter_reason for m in dead} == {"TTLExpiredException"}
 
 
@@ -249,22 +248,22 @@ def test_peek_does_not_lock_or_count_deliveries(sb_connection_string):
 
 
 def test_scheduled_messages_appear_at_their_time_and_can_be_cancelled(sb_connection_string):
-    at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)
     with _client(sb_connection_string) as client:
-        with client.get_queue_sender("orders") as sender:
+        with client.get_queue_receiver("orders") as receiver, client.get_queue_sender("orders") as sender:
+            at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
             keep, cancel = sender.schedule_messages([ServiceBusMessage("keep"), ServiceBusMessage("cancel")], at)
             sender.cancel_scheduled_messages(cancel)
             sender.send_messages(ServiceBusMessage("by property", scheduled_enqueue_time_utc=at))
-        with client.get_queue_receiver("orders") as receiver:
-            peeked = receiver.peek_messages(max_message_count=10)
+            peeked = receiver.peek_messages(max_message_count=10, sequence_number=1)
             assert keep in [p.sequence_number for p in peeked]
             assert cancel not in [p.sequence_number for p in peeked]
+            assert all(p.scheduled_enqueue_time_utc is not None for p in peeked)
             assert receiver.receive_messages(max_message_count=1, max_wait_time=0.5) == []
-            messages = _receive_all(receiver, 2, wait=6)
+            messages = _receive_all(receiver, 2, wait=8)
             assert sorted(str(m) for m in messages) == ["by property", "keep"]
-            assert dt.datetime.now(dt.UTC) >= at
             for m in messages:
-                assert m.scheduled_enqueue_time_utc is not None
+                # enqueued when it became active, never before its scheduled time (ms precision)
+                assert m.enqueued_time_utc >= at - dt.timedelta(milliseconds=1)
                 receiver.complete_message(m)
 
 

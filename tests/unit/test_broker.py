@@ -458,8 +458,13 @@ def test_counts_by_state():
     d1, d2 = r.take(2)
     r.defer(d1.lock_token)
     r.dead_letter(d2.lock_token)
-    assert b.counts("q") == {"active": 1, "deferred": 1, "scheduled": 1, "dead_letter": 1,
-                             "transfer_dead_letter": 0}
+    assert b.counts("q") == {
+        "active": 1,
+        "deferred": 1,
+        "scheduled": 1,
+        "dead_letter": 1,
+        "transfer_dead_letter": 0,
+    }
     assert b.describe("q").max_delivery_count == 3
 
 
@@ -485,3 +490,15 @@ def test_on_deadline_changed_fires_for_a_new_earliest_timer():
     assert calls[-1] == pytest.approx(clock.now + 30)
     b.send("q", [msg()])  # a later TTL timer: no call
     assert len(calls) == 2
+
+
+def test_a_failing_on_available_callback_does_not_starve_other_receivers():
+    b, _ = make_broker([Q])
+
+    def boom():
+        raise RuntimeError("link gone")
+
+    b.open_receiver("q", ReceiveMode.PEEK_LOCK, boom)
+    ok = receiver(b, "q")
+    b.send("q", [msg()])  # does not raise
+    assert ok.on_available.calls == 1

@@ -216,7 +216,9 @@ def test_scheduled_message_on_topic_fans_out_when_due():
     b.tick()
     for sub in ("a", "b"):
         assert [(m.body_raw, m.sequence_number) for m in b.peek(f"t/Subscriptions/{sub}", 0, 5)] == [
-            (b"now", 1), (b"later", 2)]
+            (b"now", 1),
+            (b"later", 2),
+        ]
     (seq2,) = b.schedule("t", [msg(scheduled_enqueue_time_ms=int((clock.now + 30) * 1000))])
     b.cancel_scheduled("t", [seq2])
     clock.advance(30)
@@ -244,8 +246,12 @@ def test_add_rule_by_keywords_and_bad_rule():
 
     from sbemulator.broker import EntityAlreadyExistsError, RuleError
 
-    b, _ = make_broker(topics=[{"Name": "t", "Subscriptions": [{"Name": "s", "Rules": [sql("never", "1=0")]}]}])
-    b.add_rule("t/Subscriptions/s", "vip", filter_type="Correlation", correlation={"Properties": {"vip": True}})
+    b, _ = make_broker(
+        topics=[{"Name": "t", "Subscriptions": [{"Name": "s", "Rules": [sql("never", "1=0")]}]}]
+    )
+    b.add_rule(
+        "t/Subscriptions/s", "vip", filter_type="Correlation", correlation={"Properties": {"vip": True}}
+    )
     with pytest.raises(RuleError) as err:
         b.add_rule("t/Subscriptions/s", "broken", sql_expression="a = = 1")
     assert err.value.condition == "com.microsoft:argument-error"

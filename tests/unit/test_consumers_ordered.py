@@ -85,7 +85,8 @@ def test_poison_in_a_session_is_dead_lettered_and_the_rest_continue() -> None:
     bodies = _bodies("t1", [1, 2])
     bad = json.loads(bodies[1])
     bad["payload"]["sequence"] = "two"
-    receiver = FakeSessionReceiver(FakeSession("t1"), [bodies[0], json.dumps(bad).encode(), *_bodies("t1", [3])])
+    mixed = [bodies[0], json.dumps(bad).encode(), *_bodies("t1", [3])]
+    receiver = FakeSessionReceiver(FakeSession("t1"), mixed)
     process_session(receiver, ledger.apply)
     assert ledger.applied["t1"] == [1, 3]
     assert receiver.dead_lettered[0][1] == "InvalidField"

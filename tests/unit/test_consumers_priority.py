@@ -24,15 +24,18 @@ def test_processing_keeps_identity_adds_result_and_records_latency() -> None:
                                 sleep=slept.append, now=lambda: done)
     assert slept == [0.04]
     out = parse_message(processed.body)
-    assert (out.message_id, out.tenant_id, out.priority, out.created_at) == ("m-1", "tenant-1", "High", CREATED)
-    assert out.result == {"consumer": "consumer_high", "processed_at": done.isoformat(timespec="microseconds"),
+    identity = (out.message_id, out.tenant_id, out.priority, out.created_at)
+    assert identity == ("m-1", "tenant-1", "High", CREATED)
+    assert out.result == {"consumer": "consumer_high",
+                          "processed_at": done.isoformat(timespec="microseconds"),
                           "work_ms": 40, "latency_ms": 250.0}
     stats = recorder.stats()["High"]
     assert stats.count == 1 and stats.max_ms == pytest.approx(250.0)
 
 
 def test_poison_is_forwarded_unchanged_for_the_leveler_to_dead_letter() -> None:
-    processed = process_message(b'{"broken": ', consumer="consumer_low", sleep=lambda s: pytest.fail("worked"))
+    processed = process_message(b'{"broken": ', consumer="consumer_low",
+                                sleep=lambda s: pytest.fail("worked"))
     assert processed.message is None
     assert processed.body == '{"broken": '
 

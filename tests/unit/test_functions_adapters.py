@@ -66,7 +66,8 @@ class StandInClient:
 def functions(monkeypatch: pytest.MonkeyPatch) -> dict:
     runtime.reset()
     monkeypatch.setattr(runtime, "app_settings",
-                        lambda: AppSettings(sender_batch_size=3, consumer_work_ms_high=0, consumer_work_ms_low=0))
+                        lambda: AppSettings(sender_batch_size=3, consumer_work_ms_high=0,
+                                            consumer_work_ms_low=0))
     app = function_app.create_app(["sender", "consumer-high", "consumer-low", "leveler"])
     yield {fn.get_function_name(): fn.get_user_function() for fn in app.get_functions()}
     runtime.reset()
@@ -109,7 +110,8 @@ def test_leveler_settles_through_the_message_actions(functions: dict, monkeypatc
         def deadletter(self, m: object, deadletter_reason=None, deadletter_error_description=None) -> None:
             calls.append(("deadletter", deadletter_reason))
 
-    good = ContractMessage("m-1", "t", "Low", datetime(2026, 1, 1, tzinfo=UTC), {}, {"ok": 1}).to_json().encode()
+    good = ContractMessage("m-1", "t", "Low", datetime(2026, 1, 1, tzinfo=UTC), {}, {"ok": 1})
+    good = good.to_json().encode()
     functions["leveler"](message=ServiceBusReceivedMessage(Message(data=[good]), receiver=None),
                          message_actions=Actions())
     functions["leveler"](message=ServiceBusReceivedMessage(Message(data=[b"{"]), receiver=None),

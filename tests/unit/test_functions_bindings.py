@@ -109,3 +109,12 @@ def test_unknown_role_is_rejected_by_name(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_module_level_app_is_what_the_host_indexes() -> None:
     assert isinstance(function_app.app, func.FunctionApp)
+
+
+def test_settle_calls_match_the_real_message_actions_signatures() -> None:
+    """consumers.leveling.settle calls these by keyword; a rename in the preview package must fail here."""
+    actions = servicebus.ServiceBusMessageActions
+    assert list(inspect.signature(actions.complete).parameters) == ["self", "message"]
+    assert "message" in inspect.signature(actions.abandon).parameters
+    deadletter = inspect.signature(actions.deadletter).parameters
+    assert {"message", "deadletter_reason", "deadletter_error_description"} <= set(deadletter)

@@ -20,7 +20,8 @@ def _valid(**overrides: object) -> dict:
 
 
 def test_round_trip() -> None:
-    message = ContractMessage("m", "t", "Low", datetime(2026, 1, 1, 12, tzinfo=UTC), {"a": [1, 2]}, {"r": "x"})
+    created = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    message = ContractMessage("m", "t", "Low", created, {"a": [1, 2]}, {"r": "x"})
     assert parse_message(message.to_json()) == message
     assert parse_message(message.to_json().encode()) == message
 
@@ -56,7 +57,8 @@ def test_poison_names_what_is_wrong(body: bytes | str, reason: str, fragment: st
 
 
 def test_allowed_priorities_can_be_widened_for_the_unrouted_path() -> None:
-    parsed = parse_message(json.dumps(_valid(priority="Medium")), allowed_priorities=("High", "Low", "Medium"))
+    body = json.dumps(_valid(priority="Medium"))
+    parsed = parse_message(body, allowed_priorities=("High", "Low", "Medium"))
     assert parsed.priority == "Medium"
 
 
@@ -71,7 +73,9 @@ def test_naive_timestamps_cannot_be_serialised() -> None:
     st.datetimes(timezones=st.just(timezone(timedelta(hours=5)))),
     st.dictionaries(st.text(), st.integers() | st.text() | st.none(), max_size=5),
 )
-def test_any_valid_message_round_trips(mid: str, tenant: str, priority: str, created: datetime, payload: dict) -> None:
+def test_any_valid_message_round_trips(
+    mid: str, tenant: str, priority: str, created: datetime, payload: dict
+) -> None:
     message = ContractMessage(mid, tenant, priority, created, payload)
     parsed = parse_message(message.to_json())
     assert parsed.to_dict() == message.to_dict()

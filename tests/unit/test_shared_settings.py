@@ -4,16 +4,18 @@ import pytest
 
 from shared.settings import ROLES, SettingsError, load_app, load_service_bus, load_table, parse_roles
 
+FQNS = "ns.servicebus.windows.net"
+
 
 def test_service_bus_prefers_the_connection_string() -> None:
     settings = load_service_bus({"ServiceBusConnection": "Endpoint=sb://x/;SharedAccessKeyName=a;SharedAccessKey=b",
-                                 "ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net"})
+                                 "ServiceBusConnection__fullyQualifiedNamespace": FQNS})
     assert settings.connection_string and not settings.uses_identity
 
 
 def test_service_bus_identity_based() -> None:
-    settings = load_service_bus({"ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net"})
-    assert settings.uses_identity and settings.fully_qualified_namespace == "ns.servicebus.windows.net"
+    settings = load_service_bus({"ServiceBusConnection__fullyQualifiedNamespace": FQNS})
+    assert settings.uses_identity and settings.fully_qualified_namespace == FQNS
 
 
 def test_missing_service_bus_names_both_settings() -> None:

@@ -30,7 +30,8 @@ def test_queues_exist_with_the_session_setting_the_code_expects(namespace: dict)
 def test_topic_and_subscriptions_route_on_the_priority_property(namespace: dict) -> None:
     (topic,) = [t for t in namespace["Topics"] if t["Name"] == topology.TOPIC]
     subs = {s["Name"]: s for s in topic["Subscriptions"]}
-    assert set(subs) == {topology.SUBSCRIPTION_HIGH, topology.SUBSCRIPTION_LOW, topology.SUBSCRIPTION_UNROUTED}
+    expected = {topology.SUBSCRIPTION_HIGH, topology.SUBSCRIPTION_LOW, topology.SUBSCRIPTION_UNROUTED}
+    assert set(subs) == expected
     for priority, name in topology.SUBSCRIPTION_FOR_PRIORITY.items():
         expressions = [r["Properties"]["SqlFilter"]["SqlExpression"] for r in subs[name]["Rules"]]
         assert expressions == [f"{topology.PRIORITY_PROPERTY} = '{priority}'"]

@@ -1,0 +1,45 @@
+// Scenario: the rule manager on a subscription ($management add-rule / enumerate-rules /
+// remove-rule), and what the rules do to delivery. argv: <topic> <subscription>
+import { run, describe, receiveAtLeast } from "./lib.mjs";
+
+const [topic = "events", subscription = "all"] = process.argv.slice(2);
+
+await run(async (client) => {
+  const out = {};
+  const rules = client.createRuleManager(topic, subscription);
+  const names = async () => (await rules.listRules()).map((r) => r.name).sort();
+  out.initial = (await rules.listRules()).map((r) => ({ name: r.name, filter: r.filter }));
+
+  await rules.createRule("only-red", { sqlExpression: "color = 'red'" });
+  await rules.createRule("tagged", { sqlExpression: "1=1" }, { sqlExpression: "SET tagged = 'yes'" });
+  await rules.createRule("by-correlation", { correlationId: "corr-1", applicationProperties: { kind: "x" } });
+  out.afterCreate = (await rules.listRules()).map((r) => ({ name: r.name, filter: r.filter, action: r.action }));
+
+  // With $Default gone only the new rules decide what the subscription gets.
+  await rules.deleteRule("$Default");
+  await rules.deleteRule("tagged");
+  out.afterDelete = await names();
+
+  const sender = client.createSender(topic);
+  await sender.sendMessages([
+    { body: "red", messageId: "red", applicationProperties: { color: "red" } },
+    { body: "blue", messageId: "blue", applicationProperties: { color: "blue" } },
+    { body: "corr", messageId: "corr", correlationId: "corr-1", applicationProperties: { kind: "x" } },
+  ]);
+  await sender.close();
+  const receiver = client.createReceiver(topic, subscription);
+  const got = await receiveAtLeast(receiver, 2, 5000);
+  for (const message of got) await receiver.completeMessage(message);
+  out.delivered = got.map(describe);
+  out.extra = (await receiver.receiveMessages(1, { maxWaitTimeInMs: 500 })).map(describe);
+  await receiver.close();
+
+  // Removing a rule that does not exist is an error the caller can see.
+  try {
+    await rules.deleteRule("no-such-rule");
+    out.deleteMissing = null;
+  } catch (err) {
+    out.deleteMissing = { name: err?.name ?? null, code: err?.code ?? null };
+  }
+  return out;
+});
