@@ -217,6 +217,8 @@ class Connection:
         self.remote_properties: dict | None = None
         self.sessions_by_remote: dict[int, Session] = {}
         self.sessions_by_channel: dict[int, Session] = {}
+        # Sessions we ended with an error (remote channel -> our channel): DISCARDING until the peer's end.
+        self._discarding: dict[int, int] = {}
         self.closed = False
         self.close_sent = False
         self.sasl_username: str | None = None
@@ -235,6 +237,10 @@ class Connection:
             self._process_input()
         except ProtocolError as exc:
             self._fail(exc.condition, exc.description)
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+            # A field of the wrong type (a string handle, a list as delivery-id...): the frame decoded
+            # but does not make sense; refuse it like undecodable input instead of failing the caller.
+            self._fail(DECODE_ERROR, f"malformed frame: {exc}")
         events, self._events = self._events, []
         return events
 
@@ -367,6 +373,11 @@ class Connection:
         handler = self._HANDLERS.get(type(body))
         if handler is None:
             raise ProtocolError(DECODE_ERROR, f"unknown or misplaced performative {body!r:.200}")
+        if channel in self._discarding and type(body) is not Close:
+            # Spec 2.5.5 DISCARDING: drop the peer's frames on that channel until its end arrives.
+            if type(body) is End:
+                del self._discarding[channel]
+            return
         if type(body) is Transfer:
             self._on_transfer(channel, body, frame[offset:])
         else:
@@ -464,7 +475,8 @@ class Connection:
         if channel in self.sessions_by_remote or channel > self.channel_max:
             raise ProtocolError(FRAMING_ERROR, f"channel {channel} already in use or above channel-max")
         local = 0
-        while local in self.sessions_by_channel:
+        reserved = self._discarding.values()
+        while local in self.sessions_by_channel or local in reserved:
             local += 1
         session = Session(self, channel, local, begin)
         self.sessions_by_remote[channel] = session
@@ -511,6 +523,7 @@ class Connection:
         if not session.end_sent:
             self._send(session.channel, End(error(condition, description)))
             session.end_sent = True
+            self._discarding[session.remote_channel] = session.channel
 
     # ------------------------------------------------------------------ links
     def _on_attach(self, channel: int, attach: Any) -> None:
@@ -520,7 +533,8 @@ class Connection:
         if attach.handle in session.links_by_remote:
             raise SessionError(session, HANDLE_IN_USE, f"handle {attach.handle} is already attached")
         if attach.handle > session.handle_max:
-            raise SessionError(session, "amqp:connection:framing-error", "handle above handle-max")
+            # Spec 2.7.2: a handle outside the announced range closes the connection.
+            raise ProtocolError(FRAMING_ERROR, f"handle {attach.handle} above handle-max {session.handle_max}")
         link = Link(session, attach)
         link.handle = session._allocate_handle()
         session.links_by_remote[attach.handle] = link
@@ -762,18 +776,19 @@ class Connection:
     def _on_transfer(self, channel: int, transfer: Any, payload: bytes) -> None:
         session = self._session(channel)
         link = session.links_by_remote.get(transfer.handle)
-        if link is not None and link.detach_sent and not link.is_sender:
-            return  # in flight when we detached: the peer learns from our detach (spec 2.6.5)
         if link is None or link.is_sender:
             self._end_session_with_error(
                 session, UNATTACHED_HANDLE, f"transfer on unattached handle {transfer.handle}"
             )
             return
+        # Every transfer frame takes a session transfer-id, even one we then drop (spec 2.5.6).
         session.next_incoming_id += 1
         session.incoming_window -= 1
         if session.incoming_window <= Session.INCOMING_WINDOW // 2:
             session.incoming_window = Session.INCOMING_WINDOW
             self._send_session_flow(session)
+        if link.detach_sent:
+            return  # in flight when we detached: the peer learns from our detach (spec 2.6.5)
         delivery = link.incoming
         if delivery is None:
             if transfer.delivery_id is None:

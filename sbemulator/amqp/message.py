@@ -70,6 +70,25 @@ def _section_code(descriptor: Any) -> int | None:
     return int(descriptor) if isinstance(descriptor, int) else None
 
 
+# The value each section must hold (spec 3.2); None is allowed where the section may be empty.
+_SECTION_TYPES: dict[int, tuple[type, ...]] = {
+    SECTION_HEADER: (list, type(None)),
+    SECTION_DELIVERY_ANNOTATIONS: (dict, type(None)),
+    SECTION_MESSAGE_ANNOTATIONS: (dict, type(None)),
+    SECTION_PROPERTIES: (list, type(None)),
+    SECTION_APPLICATION_PROPERTIES: (dict, type(None)),
+    SECTION_DATA: (bytes,),
+    SECTION_AMQP_SEQUENCE: (list,),
+    SECTION_FOOTER: (dict, type(None)),
+}
+
+
+def _check_section_type(code: int | None, value: Any) -> None:
+    expected = _SECTION_TYPES.get(code) if code is not None else None
+    if expected is not None and not isinstance(value, expected):
+        raise MessageDecodeError(f"message section 0x{code:02x} holds a {type(value).__name__}")
+
+
 def parse_message(payload: bytes, decode_body: bool = False) -> ParsedMessage:
     """Split an encoded message into its sections."""
     msg = ParsedMessage()
@@ -83,6 +102,7 @@ def parse_message(payload: bytes, decode_body: bool = False) -> ParsedMessage:
             if not isinstance(value, Described):
                 raise MessageDecodeError("message section is not a described type")
             code = _section_code(value.descriptor)
+            _check_section_type(code, value.value)
             if code == SECTION_HEADER:
                 msg.header = Header.from_list(value.value or [])
             elif code == SECTION_DELIVERY_ANNOTATIONS:

@@ -142,7 +142,7 @@ class TopologyMixin:
             self._check_new_name(q.name)
             ent = self._add_queue(q)
             self._runtime_keys.add(ent.key)
-            self.store.save_entity(ent.key, QUEUE, json.dumps(dataclasses.asdict(q)))
+            self.store.save_entity(ent.key, QUEUE, _dumps(dataclasses.asdict(q)))
             return ent.ref()
 
     def create_topic(self, t: TopicConfig) -> EntityRef:
@@ -150,7 +150,7 @@ class TopologyMixin:
             self._check_new_name(t.name)
             ent = self._add_topic(dataclasses.replace(t, subscriptions=()))
             self._runtime_keys.add(ent.key)
-            self.store.save_entity(ent.key, TOPIC, json.dumps(dataclasses.asdict(ent.config)))
+            self.store.save_entity(ent.key, TOPIC, _dumps(dataclasses.asdict(ent.config)))
             for s in t.subscriptions:
                 self.create_subscription(t.name, s)
             return ent.ref()
@@ -172,7 +172,7 @@ class TopologyMixin:
         self._runtime_keys.add(ent.key)
         data = dataclasses.asdict(ent.config)
         data["topic"] = ent.parent.path if ent.parent else ""
-        self.store.save_entity(ent.key, SUBSCRIPTION, json.dumps(data))
+        self.store.save_entity(ent.key, SUBSCRIPTION, _dumps(data))
 
     def delete_entity(self, path: str) -> None:
         with self._op():
@@ -272,3 +272,8 @@ class TopologyMixin:
 
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
+
+
+def _dumps(data: Any) -> str:
+    # Correlation-filter values added over AMQP may be UUIDs or timestamps: kept as text.
+    return json.dumps(data, default=str)

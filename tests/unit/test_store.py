@@ -195,3 +195,31 @@ def test_in_memory_store_works():
     b.send("q", [msg()])
     b.commit()
     assert store._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 1
+
+
+def test_topic_scheduled_and_session_subscription_survive_restart(tmp_path):
+    db = tmp_path / "sb.db"
+    clock = FakeClock()
+    topics = [
+        {
+            "Name": "t",
+            "Subscriptions": [{"Name": "plain"}, {"Name": "sess", "Properties": {"RequiresSession": True}}],
+        }
+    ]
+    b = make_broker(topics=topics, clock=clock, store=SqliteStore(db))[0]
+    b.send("t", [msg(b"now", session_id="g")])
+    b.schedule("t", [msg(b"later", session_id="g", scheduled_enqueue_time_ms=int((clock.now + 30) * 1000))])
+    b.close()
+    b = make_broker(topics=topics, clock=clock, store=SqliteStore(db))[0]
+    assert [m.body_raw for m in b.peek("t/Subscriptions/plain", 0, 5)] == [b"now"]
+    clock.advance(30)
+    b.tick()
+    assert [(m.body_raw, m.sequence_number) for m in b.peek("t/Subscriptions/plain", 0, 5)] == [
+        (b"now", 1),
+        (b"later", 2),
+    ]
+    assert b.list_sessions("t/Subscriptions/sess") == ["g"]
+    r = receiver(b, "t/Subscriptions/sess", next_available_session=True)
+    assert r.try_acquire_session() == "g"
+    assert bodies(r.take(5)) == [b"now", b"later"]
+    b.close()

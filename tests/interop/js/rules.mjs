@@ -7,13 +7,19 @@ const [topic = "events", subscription = "all"] = process.argv.slice(2);
 await run(async (client) => {
   const out = {};
   const rules = client.createRuleManager(topic, subscription);
-  const names = async () => (await rules.listRules()).map((r) => r.name).sort();
-  out.initial = (await rules.listRules()).map((r) => ({ name: r.name, filter: r.filter }));
+  // listRules pages through enumerate-rules; collect every page.
+  const list = async () => {
+    const all = [];
+    for await (const rule of rules.listRules()) all.push({ name: rule.name, filter: rule.filter, action: rule.action });
+    return all;
+  };
+  const names = async () => (await list()).map((r) => r.name).sort();
+  out.initial = await list();
 
   await rules.createRule("only-red", { sqlExpression: "color = 'red'" });
   await rules.createRule("tagged", { sqlExpression: "1=1" }, { sqlExpression: "SET tagged = 'yes'" });
   await rules.createRule("by-correlation", { correlationId: "corr-1", applicationProperties: { kind: "x" } });
-  out.afterCreate = (await rules.listRules()).map((r) => ({ name: r.name, filter: r.filter, action: r.action }));
+  out.afterCreate = await list();
 
   // With $Default gone only the new rules decide what the subscription gets.
   await rules.deleteRule("$Default");

@@ -60,8 +60,9 @@ async function next(client) {
   await sender.sendMessages({ body: "n-1", messageId: "n-1", sessionId: "s-first" });
   await sender.sendMessages({ body: "n-2", messageId: "n-2", sessionId: "s-second" });
   await sender.close();
-  const first = await client.acceptNextSession(queue);
-  const second = await client.acceptNextSession(queue);
+  // Bounded, so a broker that never answers fails this scenario quickly instead of at the CBS timeout.
+  const first = await client.acceptNextSession(queue, { abortSignal: AbortSignal.timeout(15000) });
+  const second = await client.acceptNextSession(queue, { abortSignal: AbortSignal.timeout(15000) });
   out.sessionIds = [first.sessionId, second.sessionId];
   out.messages = [];
   for (const receiver of [first, second]) {

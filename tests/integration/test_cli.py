@@ -1,0 +1,48 @@
+"""The command line: ready line with the connection string, clean exit, clear config errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+
+from tests.fixtures.process import REPO_ROOT, start_emulator_process
+
+
+def test_ready_line_connection_string_works_and_sigterm_exits_zero(tmp_path):
+    proc = start_emulator_process("--config", str(REPO_ROOT / "infra" / "servicebus.json"), "--in-memory")
+    try:
+        assert "UseDevelopmentEmulator=true" in proc.connection_string
+        with ServiceBusClient.from_connection_string(proc.connection_string) as client:
+            with client.get_queue_sender("leveling") as sender:
+                sender.send_messages(ServiceBusMessage("hello"))
+            with client.get_queue_receiver("leveling", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as r:
+                assert [str(m) for m in r.receive_messages(max_wait_time=5)] == ["hello"]
+    finally:
+        assert proc.terminate() == 0
+
+
+def test_invalid_config_exits_non_zero_naming_file_and_path(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [
+        {"Name": "q", "Properties": {"LockDuration": "ten minutes"}}]}]}}))
+    result = subprocess.run(
+        [sys.executable, "-m", "sbemulator", "--config", str(bad), "--in-memory", "--port", "0"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode != 0
+    assert str(bad) in result.stderr
+    assert "Queues[0].Properties.LockDuration" in result.stderr
+
+
+def test_unparseable_json_is_reported(tmp_path):
+    bad = tmp_path / "broken.json"
+    bad.write_text("{not json")
+    result = subprocess.run(
+        [sys.executable, "-m", "sbemulator", "--config", str(bad), "--in-memory", "--port", "0"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode != 0
+    assert "broken.json" in result.stderr
