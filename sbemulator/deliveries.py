@@ -135,9 +135,9 @@ def encode_delivery(
     state = int(message.state)
     if state:
         annotations[MESSAGE_STATE] = Long(state)
+    ttl = message.time_to_live_ms
     header = Header(
-        True, None, UInt(message.time_to_live_ms) if message.time_to_live_ms and message.time_to_live_ms <= 0xFFFFFFFF else None, None,
-        UInt(max(0, header_delivery_count)),
+        True, None, UInt(ttl) if ttl and ttl <= 0xFFFFFFFF else None, None, UInt(max(0, header_delivery_count))
     )
     return encode_message(
         header=header,

@@ -498,7 +498,12 @@ class EntityReceiverLink:
         link = self.link
         peek_lock = self.mode is ReceiveMode.PEEK_LOCK
         while conn.can_send(link):
-            batch = self.receiver.take(min(link.link_credit, 128, link.session.remote_incoming_window))
+            try:
+                batch = self.receiver.take(min(link.link_credit, 128, link.session.remote_incoming_window))
+            except BrokerError as exc:  # the session lock expired: this link is over
+                conn.detach(link, exc.condition, exc.description or str(exc))
+                self._release()
+                return
             if not batch:
                 break
             for delivery in batch:

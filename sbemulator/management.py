@@ -17,6 +17,7 @@ from .amqp.types import Array, Int, Long, Timestamp
 from .broker.errors import BrokerError
 from .broker.model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
+from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
 
 
 @dataclass(slots=True)
@@ -195,26 +196,19 @@ class ManagementHandler:
 
     # -- rules (subscriptions) ---------------------------------------------------------------
     def _add_rule(self, path: str, body: Any) -> MgmtReply:
-        if not hasattr(self.broker, "add_rule"):
-            raise BadRequest("rules are not supported by this broker")
-        from .rules_codec import rule_from_description
-
         name = _text(_field(body, "rule-name"))
-        description = _field(body, "rule-description")
-        self.broker.add_rule(path, name, **rule_from_description(description))
+        try:
+            fields = rule_from_description(_field(body, "rule-description"))
+        except RuleDescriptionError as exc:
+            raise BadRequest(str(exc)) from None
+        self.broker.add_rule(path, name, **fields)
         return MgmtReply(200, "OK", None)
 
     def _remove_rule(self, path: str, body: Any) -> MgmtReply:
-        if not hasattr(self.broker, "remove_rule"):
-            raise BadRequest("rules are not supported by this broker")
         self.broker.remove_rule(path, _text(_field(body, "rule-name")))
         return MgmtReply(200, "OK", None)
 
     def _enumerate_rules(self, path: str, body: Any) -> MgmtReply:
-        if not hasattr(self.broker, "list_rules"):
-            raise BadRequest("rules are not supported by this broker")
-        from .rules_codec import rule_to_description
-
         top = int(_field(body, "top", required=False) or 100)
         skip = int(_field(body, "skip", required=False) or 0)
         rules = self.broker.list_rules(path)[skip : skip + top]

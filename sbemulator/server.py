@@ -142,11 +142,18 @@ class AmqpServer:
         self.store.commit()
 
     async def _tick_forever(self) -> None:
+        self.broker.on_deadline_changed = self._wake.set
         while True:
             deadline = self.broker.next_deadline()
             now = time.time()
             delay = BROKER_TICK_MAX_S if deadline is None else min(BROKER_TICK_MAX_S, max(0.0, deadline - now))
-            await asyncio.sleep(delay)
+            if delay > 0:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                    continue  # an earlier timer appeared: recompute the delay
+                except TimeoutError:
+                    pass
             try:
                 self.broker.tick()
                 self.commit()

@@ -96,10 +96,27 @@ class Link:
     """One attached link, seen from our side: ``is_sender`` means we send transfers on it."""
 
     __slots__ = (
-        "session", "name", "remote_handle", "handle", "is_sender", "source", "target", "properties",
-        "snd_settle_mode", "rcv_settle_mode", "remote_max_message_size", "delivery_count",
-        "link_credit", "drain", "attached", "detach_sent", "detach_received", "context",
-        "incoming", "unsettled", "remote_attach",
+        "attached",
+        "context",
+        "delivery_count",
+        "detach_received",
+        "detach_sent",
+        "drain",
+        "handle",
+        "incoming",
+        "is_sender",
+        "link_credit",
+        "name",
+        "properties",
+        "rcv_settle_mode",
+        "remote_attach",
+        "remote_handle",
+        "remote_max_message_size",
+        "session",
+        "snd_settle_mode",
+        "source",
+        "target",
+        "unsettled",
     )
 
     def __init__(self, session: Session, attach: Any) -> None:
@@ -139,7 +156,7 @@ class Link:
 
 
 class _IncomingDelivery:
-    __slots__ = ("delivery_id", "delivery_tag", "message_format", "settled", "chunks", "size")
+    __slots__ = ("chunks", "delivery_id", "delivery_tag", "message_format", "settled", "size")
 
     def __init__(self, transfer: Any) -> None:
         self.delivery_id = transfer.delivery_id

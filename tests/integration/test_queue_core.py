@@ -65,12 +65,15 @@ def test_properties_and_body_survive_the_round_trip(sb_connection_string):
         with client.get_queue_sender("orders") as sender:
             sender.send_messages(ServiceBusMessage(
                 b"\x00\x01binary", application_properties=props, subject="label", content_type="application/x",
-                correlation_id="corr", to="someone", reply_to="back", message_id="mid", time_to_live=dt.timedelta(minutes=5),
+                correlation_id="corr", to="someone", reply_to="back", message_id="mid",
+                time_to_live=dt.timedelta(minutes=5),
             ))
         with client.get_queue_receiver("orders", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
             (message,) = _receive_all(receiver, 1)
     assert b"".join(message.body) == b"\x00\x01binary"
-    received = {k.decode(): (v.decode() if isinstance(v, bytes) else v) for k, v in message.application_properties.items()}
+    received = {
+        k.decode(): (v.decode() if isinstance(v, bytes) else v) for k, v in message.application_properties.items()
+    }
     assert received == props
     assert (message.subject, message.content_type, message.correlation_id) == ("label", "application/x", "corr")
     assert (message.to, message.reply_to, message.message_id) == ("someone", "back", "mid")
