@@ -100,3 +100,24 @@ def test_js_sends_python_receives_every_field(sb_connection_string: str) -> None
     assert {_text(k): _text(v) for k, v in second.application_properties.items()} == {
         "Priority": "High", "big": 5000000000}
     assert first.delivery_count == 0
+
+
+def test_python_publishes_js_receives_from_filtered_subscription(sb_connection_string: str) -> None:
+    """Subscription `high` has the SQL rule Priority = 'High'; `all` keeps the default rule."""
+    with ServiceBusClient.from_connection_string(sb_connection_string) as client, \
+            client.get_topic_sender("events") as sender:
+        sender.send_messages([
+            ServiceBusMessage(f"event {i}", message_id=f"ev-{i}",
+                              application_properties={"Priority": priority})
+            for i, priority in enumerate(["High", "Low", "High"])
+        ])
+
+    high = run_js("receive_describe.mjs", sb_connection_string, "events/Subscriptions/high", "3", "3000")
+    everything = run_js("receive_describe.mjs", sb_connection_string, "events/Subscriptions/all", "4", "3000")
+
+    assert [m["messageId"] for m in high["received"]] == ["ev-0", "ev-2"]
+    assert all(m["applicationProperties"]["Priority"]["value"] == "High" for m in high["received"])
+    assert [m["messageId"] for m in everything["received"]] == ["ev-0", "ev-1", "ev-2"]
+    # Every subscription gets its own intact copy of the body.
+    assert [m["body"] for m in everything["received"]] == [
+        {"buffer": "event 0"}, {"buffer": "event 1"}, {"buffer": "event 2"}]

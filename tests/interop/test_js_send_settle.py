@@ -45,3 +45,14 @@ def test_js_send_shapes_complete_and_dead_letter_seen_from_python(sb_connection_
             assert props["DeadLetterReason"] in ("InvalidPayload", b"InvalidPayload")
             dlq.complete_message(message)
             assert dlq.receive_messages(max_message_count=1, max_wait_time=1) == []
+
+
+def test_js_sees_entity_size_limit(sb_connection_string: str) -> None:
+    """Queue `small` allows 64 KB messages: the JS SDK learns that from the sender link's attach."""
+    out = run_js("size_limits.mjs", sb_connection_string, "small")
+
+    assert out["maxSizeInBytes"] == 64 * 1024
+    assert out["added"] == [True, False]
+    assert out["count"] == 1
+    assert out["oversized"] == {"name": "ServiceBusError", "code": "MessageSizeExceeded"}
+    assert out["receivedIds"] == ["c1"]

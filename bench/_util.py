@@ -1,0 +1,290 @@
+"""Shared helpers for the emulator benchmarks: a real emulator process, its CPU and memory, results.
+
+CPU and RSS are read from ``/proc`` (Linux) rather than psutil so the benchmarks need no dependency
+beyond what the project already installs. The emulator is always measured as a separate process, so
+its CPU is never confused with the SDK client's (the benchmark's own process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DOC_PATH = REPO_ROOT / "docs" / "benchmarks.md"
+READY = re.compile(r"ready on [^:]+:(\d+) in ([\d.]+)s; connection string: (\S+)")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+DOC_INTRO = """# Benchmarks
+
+Numbers measured on this project's own code, by the scripts in `bench/` (`make bench` runs them all).
+Each section says which command produced it, on which machine and when; rerun the command to refresh
+it. They are meant to catch regressions and to show where time goes, not to predict Azure's numbers.
+"""
+
+
+class PhaseTimeout(RuntimeError):
+    """A benchmark phase took longer than its budget: fail fast instead of hanging a CI job."""
+
+
+# --------------------------------------------------------------------------- process measurements
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (all its threads), from ``/proc/<pid>/stat``."""
+    with open(f"/proc/{pid}/stat") as handle:
+        text = handle.read()
+    # The command name (field 2) may contain spaces; everything after the last ')' is fixed-format.
+    fields = text[text.rindex(")") + 2:].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
+    return (utime + stime) / CLOCK_TICKS
+
+
+def process_rss_mb(pid: int) -> float:
+    """Resident set size of ``pid`` in MiB, from ``VmRSS`` in ``/proc/<pid>/status``."""
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process, all threads included (the SDK's I/O threads count too)."""
+    return time.process_time()
+
+
+@dataclass
+class Sample:
+    """Wall time and CPU of the emulator and of this (client) process over one phase."""
+
+    wall: float = 0.0
+    emulator_cpu: float = 0.0
+    client_cpu: float = 0.0
+
+    def __add__(self, other: Sample) -> Sample:
+        return Sample(self.wall + other.wall, self.emulator_cpu + other.emulator_cpu,
+                      self.client_cpu + other.client_cpu)
+
+
+@contextmanager
+def measure(emulator_pid: int, into: list[Sample]) -> Iterator[None]:
+    """Record one :class:`Sample` covering the ``with`` body and append it to ``into``."""
+    wall0, emu0, cli0 = time.perf_counter(), process_cpu_seconds(emulator_pid), own_cpu_seconds()
+    yield
+    into.append(Sample(time.perf_counter() - wall0, process_cpu_seconds(emulator_pid) - emu0,
+                       own_cpu_seconds() - cli0))
+
+
+class Deadline:
+    """A per-phase time budget; :meth:`check` raises :class:`PhaseTimeout` once it has passed."""
+
+    def __init__(self, phase: str, seconds: float) -> None:
+        self.phase, self.seconds = phase, seconds
+        self.end = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return self.end - time.monotonic()
+
+    def check(self, progress: str = "") -> None:
+        if time.monotonic() > self.end:
+            raise PhaseTimeout(f"phase {self.phase!r} exceeded {self.seconds:.0f}s {progress}".rstrip())
+
+
+# --------------------------------------------------------------------------- emulator process
+
+@dataclass
+class EmulatorProcess:
+    """A running ``python -m sbemulator`` and what its ready line said."""
+
+    process: subprocess.Popen[str]
+    port: int
+    connection_string: str
+    reported_startup: float
+    measured_startup: float
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self, timeout: float = 15) -> int:
+        """SIGTERM, then SIGKILL if it does not exit within ``timeout``."""
+        if self.process.poll() is not None:
+            return self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(timeout)
+
+
+def start_emulator(config: str | Path, *args: str, timeout: float = 20) -> EmulatorProcess:
+    """Start the CLI (``--port 0`` plus ``args``) and wait for its ready line.
+
+    ``measured_startup`` runs from just before ``Popen`` to the moment the ready line is read, so it
+    includes interpreter start and imports, which the emulator's own figure cannot see.
+    """
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sbemulator", "--config", str(config), "--port", "0", *args],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    lines: list[str] = []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        match = READY.search(line)
+        if match:
+            elapsed = time.perf_counter() - started
+            return EmulatorProcess(process, int(match.group(1)), match.group(3), float(match.group(2)),
+                                   elapsed, lines)
+    process.kill()
+    process.wait(5)
+    raise RuntimeError("sbemulator did not become ready:\n" + "".join(lines))
+
+
+@contextmanager
+def emulator(config: str | Path, *args: str) -> Iterator[EmulatorProcess]:
+    """A fresh emulator process for the ``with`` body; always stopped afterwards."""
+    proc = start_emulator(config, *args)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@contextmanager
+def config_file(document: dict[str, Any]) -> Iterator[Path]:
+    """Write a topology (official emulator Config.json schema) to a temporary file."""
+    with tempfile.TemporaryDirectory(prefix="sbbench-") as tmp:
+        path = Path(tmp) / "config.json"
+        path.write_text(json.dumps(document, indent=2))
+        yield path
+
+
+def queue_entry(name: str) -> dict[str, Any]:
+    """A plain queue with a lock long enough that a slow benchmark never sees redeliveries."""
+    return {"Name": name, "Properties": {
+        "DeadLetteringOnMessageExpiration": False, "DefaultMessageTimeToLive": "PT1H",
+        "DuplicateDetectionHistoryTimeWindow": "PT20S", "ForwardDeadLetteredMessagesTo": "",
+        "ForwardTo": "", "LockDuration": "PT5M", "MaxDeliveryCount": 10,
+        "RequiresDuplicateDetection": False, "RequiresSession": False}}
+
+
+def subscription_entry(name: str, sql: str | None) -> dict[str, Any]:
+    """A subscription with one SQL rule, or with no rule (``$Default``, a TrueFilter) when ``sql`` is None."""
+    entry: dict[str, Any] = {"Name": name, "Properties": {
+        "DeadLetteringOnMessageExpiration": False, "DefaultMessageTimeToLive": "PT1H",
+        "LockDuration": "PT5M", "MaxDeliveryCount": 10, "ForwardDeadLetteredMessagesTo": "",
+        "ForwardTo": "", "RequiresSession": False}}
+    if sql is not None:
+        entry["Rules"] = [{"Name": "BenchFilter", "Properties": {
+            "FilterType": "Sql", "SqlFilter": {"SqlExpression": sql}}}]
+    return entry
+
+
+def topology(queues: Sequence[str] = (), topics: dict[str, list[dict[str, Any]]] | None = None) -> dict:
+    """A whole config document with the given queues and topics (name -> subscription entries)."""
+    return {"UserConfig": {"Namespaces": [{
+        "Name": "sbemulatorns",
+        "Queues": [queue_entry(q) for q in queues],
+        "Topics": [{"Name": name, "Properties": {
+            "DefaultMessageTimeToLive": "PT1H", "DuplicateDetectionHistoryTimeWindow": "PT20S",
+            "RequiresDuplicateDetection": False}, "Subscriptions": subs}
+            for name, subs in (topics or {}).items()],
+    }], "Logging": {"Type": "File"}}}
+
+
+# --------------------------------------------------------------------------- reporting
+
+def machine() -> str:
+    """One line naming the machine: CPU count, CPU model, Python and OS."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    cpu = f"{os.cpu_count()} CPUs" + (f" ({model})" if model else "")
+    return f"{cpu}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def today() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.0f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def command_line() -> str:
+    """How this benchmark was invoked, as a user would type it (module form, no local paths)."""
+    module = sys.modules["__main__"].__spec__
+    name = module.name if module else Path(sys.argv[0]).stem
+    return " ".join(["python -m", name, *map(shlex.quote, sys.argv[1:])])
+
+
+# The sections this package owns, in document order: marker key -> heading lines placed before it.
+SECTIONS = {
+    "emulator": "## Emulator\n\n### Queue throughput",
+    "startup": "### Start-up",
+    "fanout": "## Topic fan-out",
+}
+
+
+def write_section(key: str, body: str, path: Path = DOC_PATH) -> None:
+    """Replace the text between ``<!-- bench:KEY:start -->`` and ``<!-- bench:KEY:end -->``.
+
+    Everything outside the markers (other helpers' sections included) is left byte-for-byte alone. A
+    missing file gets the intro; a missing section is placed after the previous section of
+    :data:`SECTIONS` when that one is present (so "Start-up" stays under "Emulator"), else appended.
+    """
+    text = path.read_text() if path.exists() else DOC_INTRO
+    start, end = f"<!-- bench:{key}:start -->", f"<!-- bench:{key}:end -->"
+    block = f"{start}\n{body.strip()}\n{end}"
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        _, after = rest.split(end, 1)
+        text = before + block + after
+    else:
+        keys = list(SECTIONS)
+        previous = keys[keys.index(key) - 1] if keys.index(key) > 0 else None
+        anchor = f"<!-- bench:{previous}:end -->" if previous else None
+        insert = f"{SECTIONS[key]}\n\n{block}\n"
+        if anchor and anchor in text:
+            before, after = text.split(anchor, 1)
+            text = f"{before}{anchor}\n\n{insert}{after}"
+        else:
+            text = text.rstrip("\n") + f"\n\n{insert}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
