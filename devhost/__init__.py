@@ -5,7 +5,16 @@ Service Bus triggers with host.json semantics through the real SDKs, and simulat
 role runs as many instances as its Flex Consumption limit in infra/main.bicep allows.
 """
 
-from devhost.config import HostSettings, ServiceBusOptions, load_host_json, load_local_settings
-from devhost.host import Host
+from __future__ import annotations
 
-__all__ = ["Host", "HostSettings", "ServiceBusOptions", "load_host_json", "load_local_settings"]
+from typing import Any
+
+__all__ = ["Host", "HostOptions"]
+
+
+def __getattr__(name: str) -> Any:  # importing the host pulls in the SDKs: only when asked
+    if name in __all__:
+        from devhost import host
+
+        return getattr(host, name)
+    raise AttributeError(name)

@@ -312,17 +312,21 @@ def build_client(
     token: str | None = None,
     base_url: str | None = None,
     transport: Any = None,
+    ca_cert: str | None = None,
 ) -> Any:
     """A ServiceBusManagementClient pinned to :data:`API_VERSION`.
 
     ``credential_kind="default"`` uses DefaultAzureCredential (https only, as azure-core enforces);
     ``"none"`` sends ``token`` as a static bearer token and also accepts a plain-http ``base_url``.
+    ``ca_cert`` is a PEM file of CA certificates to trust for https (an emulator's own CA).
     """
     from azure.mgmt.servicebus import ServiceBusManagementClient
 
     kwargs: dict[str, Any] = {"api_version": API_VERSION, "polling_interval": 1}
     if transport is not None:
         kwargs["transport"] = transport
+    if ca_cert:
+        kwargs["connection_verify"] = ca_cert
     if credential_kind == "default":
         if base_url and not base_url.lower().startswith("https://"):
             raise ValueError("a non-https --base-url is only allowed with --credential none")
@@ -373,6 +377,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--token", default=env("ARM_BEARER_TOKEN"), help="the static token for --credential none"
     )
+    parser.add_argument(
+        "--ca-cert", default=None, help="PEM CA certificate to trust for an https --base-url (an emulator's CA)"
+    )
     return parser
 
 
@@ -416,6 +423,7 @@ def main(argv: Sequence[str] | None = None, *, transport: Any = None) -> int:
             token=args.token,
             base_url=args.base_url,
             transport=transport,
+            ca_cert=args.ca_cert,
         )
     except ValueError as exc:
         parser.error(str(exc))

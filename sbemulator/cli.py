@@ -25,6 +25,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     store.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
     parser.add_argument("--sas-key", default=None, help="key of RootManageSharedAccessKey (default SAS_KEY_VALUE)")
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    # --- admin (HTTPS management) options
+    admin = parser.add_mutually_exclusive_group()
+    admin.add_argument("--admin-port", type=int, default=5300,
+                       help="HTTPS management port (default 5300; 0 picks a free port)")
+    admin.add_argument("--no-admin", action="store_true", help="do not serve the HTTPS management API")
+    parser.add_argument("--tls-cert", default=None,
+                        help="certificate chain (PEM) for the management port instead of the generated one")
+    parser.add_argument("--tls-key", default=None, help="private key (PEM) for --tls-cert")
+    # --- end admin options
     return parser.parse_args(argv)
 
 
@@ -35,6 +44,27 @@ async def serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port,
     )
     await server.start()
+    admin = None
+    if not args.no_admin:  # admin wiring
+        from pathlib import Path
+
+        from .admin import AdminServer
+        from .emulator import DEFAULT_DATA_DIR
+
+        cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
+        try:
+            admin = AdminServer(broker, server.validator, host=args.host, port=args.admin_port, cert_dir=cert_dir,
+                                tls_cert=args.tls_cert, tls_key=args.tls_key, commit=server.commit)
+            await admin.start()
+        except OSError as exc:
+            await server.stop()
+            broker.close()
+            print(f"sbemulator: cannot listen on {args.host}:{args.admin_port} (admin): {exc}", file=sys.stderr)
+            return 1
+        except BaseException:
+            await server.stop()
+            broker.close()
+            raise
     keys = sas_keys(config, args.sas_key)
     key_name = "RootManageSharedAccessKey"
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
@@ -44,11 +74,16 @@ async def serve(args: argparse.Namespace) -> int:
         f"{connection_string(shown_host, server.port, key_name, keys[key_name])}",
         flush=True,
     )
+    if admin is not None:  # admin wiring: a second line, the ready line above keeps its format
+        print(f"sbemulator admin on {admin.url(shown_host)}; CA certificate: {admin.ca_path}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    if admin is not None:  # admin wiring
+        await admin.stop()
+        admin.cleanup()
     await server.stop()
     broker.close()
     print("sbemulator stopped", flush=True)
@@ -62,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(serve(args))
     except ConfigError as exc:
         print(f"sbemulator: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # admin wiring: e.g. --tls-cert without --tls-key
+        print(f"sbemulator: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"sbemulator: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)

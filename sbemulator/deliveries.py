@@ -63,7 +63,17 @@ def _millis(value: Any) -> int | None:
     return int(value)
 
 
+def _with_message_id(parsed: ParsedMessage) -> None:
+    """Service Bus gives every message a MessageId; some clients (the JS SDK) send none."""
+    props = parsed.properties if parsed.properties is not None else Properties()
+    props.message_id = uuid.uuid4().hex
+    parsed.properties = props
+    parsed.properties_raw = codec.encode(props)
+
+
 def to_incoming(parsed: ParsedMessage, size: int) -> IncomingMessage:
+    if parsed.properties is None or parsed.properties.message_id is None:
+        _with_message_id(parsed)
     props = parsed.properties
     annotations = parsed.message_annotations or {}
     header = parsed.header

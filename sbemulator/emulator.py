@@ -73,9 +73,18 @@ class Emulator:
         host: str = "127.0.0.1",
         port: int = 0,
         sas_key: str | None = None,
+        admin_port: int | None = 0,
+        tls_cert: str | Path | None = None,
+        tls_key: str | Path | None = None,
         **server_options: Any,
     ) -> None:
         self.config = resolve_config(config)
+        # --- admin (HTTPS management) wiring: admin_port None disables it, 0 picks a free port.
+        self.admin_port: int | None = admin_port
+        self.admin: Any = None
+        self._admin_options = dict(port=admin_port, tls_cert=tls_cert, tls_key=tls_key,
+                                   cert_dir=None if in_memory else Path(data_dir or DEFAULT_DATA_DIR) / "tls")
+        # --- end admin wiring
         self.host = host
         self.key_name = DEFAULT_KEY_NAME
         self.key = sas_key or DEFAULT_KEY
@@ -93,6 +102,26 @@ class Emulator:
     def connection_string(self) -> str:
         return connection_string(self.host, self.port, self.key_name, self.key)
 
+    # --- admin (HTTPS management) accessors
+    @property
+    def admin_url(self) -> str | None:
+        """``https://127.0.0.1:<admin port>``, or None when the admin endpoint is disabled."""
+        return None if self.admin is None else self.admin.url(self.host)
+
+    @property
+    def ca_path(self) -> str | None:
+        """The CA certificate to trust (``connection_verify=emu.ca_path``)."""
+        return None if self.admin is None else str(self.admin.ca_path)
+
+    @property
+    def admin_connection_string(self) -> str | None:
+        """The connection string for ServiceBusAdministrationClient: the same keys, the admin port."""
+        if self.admin is None:
+            return None
+        return (f"Endpoint=sb://{self.host}:{self.admin.port};SharedAccessKeyName={self.key_name};"
+                f"SharedAccessKey={self.key};UseDevelopmentEmulator=true;")
+    # --- end admin accessors
+
     def start(self, timeout: float = 10.0) -> Emulator:
         self._thread = threading.Thread(target=self._run, name="sbemulator", daemon=True)
         self._thread.start()
@@ -109,6 +138,14 @@ class Emulator:
             self.server, self.broker = build(self.config, **self._options)
             loop.run_until_complete(self.server.start())
             self.port = self.server.port
+            if self._admin_options["port"] is not None:  # admin wiring
+                from .admin import AdminServer
+
+                options = dict(self._admin_options)
+                self.admin = AdminServer(self.broker, self.server.validator, host=self.host,
+                                         commit=self.server.commit, **options)
+                loop.run_until_complete(self.admin.start())
+                self.admin_port = self.admin.port
         except BaseException as exc:  # report start-up failures to the caller's thread
             self._error = exc
             self._ready.set()
@@ -118,6 +155,9 @@ class Emulator:
         try:
             loop.run_forever()
         finally:
+            if self.admin is not None:  # admin wiring
+                loop.run_until_complete(self.admin.stop())
+                self.admin.cleanup()
             loop.run_until_complete(self.server.stop())
             self.broker.close()
             loop.close()

@@ -465,7 +465,9 @@ class EntityReceiverLink:
     def _try_session(self) -> None:
         if not self.waiting_for_session or self.closed:
             return
-        if self.receiver.try_acquire_session() is not None:
+        # try_acquire_session may notify this receiver re-entrantly (on_available -> _try_session),
+        # so only the call that still finds us waiting completes the attach.
+        if self.receiver.try_acquire_session() is not None and self.waiting_for_session:
             self.waiting_for_session = False
             if self._timeout_handle is not None:
                 self._timeout_handle.cancel()

@@ -7,6 +7,7 @@ body. The table of operations is PROTOCOL.md's; names and status codes are Servi
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from .broker.errors import BrokerError
 from .broker.model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
+
+log = logging.getLogger("sbemulator")
 
 
 @dataclass(slots=True)
@@ -94,6 +97,9 @@ class ManagementHandler:
             return MgmtReply(400, str(exc), None, "com.microsoft:argument-error")
         except BrokerError as exc:
             return MgmtReply(exc.status_code, exc.description or str(exc), None, exc.condition)
+        except Exception:  # a bug must fail this request, not the client's whole connection
+            log.exception("$management %s on %s failed", operation, entity_path)
+            return MgmtReply(500, "The emulator failed to process the request.", None, "com.microsoft:internal-error")
 
     # -- locks and settlement ----------------------------------------------------------
     def _renew_lock(self, path: str, body: Any) -> MgmtReply:

@@ -27,6 +27,7 @@ class _AmqpProtocol(asyncio.Protocol):
         self.gateway: Gateway | None = None
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
+        self._heartbeat_armed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -51,6 +52,10 @@ class _AmqpProtocol(asyncio.Protocol):
             return
         gateway.receive_data(data)
         self.request_flush()
+        if not self._heartbeat_armed and gateway.connection.remote_idle_timeout_ms:
+            # The peer's open announced an idle timeout: heartbeats are due before our own check.
+            self._heartbeat_armed = True
+            self._arm_timer()
 
     def request_flush(self) -> None:
         if not self._flush_scheduled:

@@ -20,6 +20,7 @@ come back from the config file on restart.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 import urllib.parse
@@ -157,7 +158,7 @@ class Namespace:
 
     # ------------------------------------------------------------------ plumbing
     def _entities(self) -> dict[str, Entity]:
-        return self.broker._entities  # noqa: SLF001 - the broker offers no typed listing
+        return self.broker._entities
 
     def _find(self, path: str, kind: str) -> Entity:
         ent = self._entities().get(path.strip("/").lower())
@@ -243,9 +244,10 @@ class Namespace:
                 self._meta[ent.key] = _Meta(now, now, extras)
                 created = True
             else:
-                _apply_update(self.broker, existing, config)
                 meta = self._meta_for(existing)
-                meta.updated_at, meta.extras = now, extras
+                if not _same_config(existing.config, config) or meta.extras != extras:
+                    _apply_update(self.broker, existing, config)
+                    meta.updated_at, meta.extras = now, extras
                 ent, created = existing, False
         except EntityAlreadyExistsError as exc:
             raise Conflict(exc.description) from None
@@ -343,7 +345,10 @@ class Namespace:
         created = self._rule_times.get((ent.key, rc.name.lower()), self.started_at)
         return RuleInfo(topic, ent.path.rsplit("/", 1)[1], rc, created)
 
-    def put_rule(self, topic: str, sub: str, rule: RuleConfig, *, mode: str) -> tuple[RuleInfo, bool]:
+    def put_rule(self, topic: str, sub: str, rule: RuleConfig, *, mode: str,
+                 replace_implicit_default: bool = False) -> tuple[RuleInfo, bool]:
+        """Add or replace a rule. ``replace_implicit_default``: ARM's behaviour, where the first rule
+        created on a subscription that still has only the automatic ``$Default`` (1=1) replaces it."""
         validate_rule_name(rule.name)
         ent = self._subscription(topic, sub)
         index = next((i for i, (rc, _) in enumerate(ent.rules) if rc.name.lower() == rule.name.lower()), None)
@@ -353,13 +358,18 @@ class Namespace:
             raise NotFound(f"The messaging entity '{self.name}:rule:{topic}/{sub}/{rule.name}' could not be found.")
         try:
             if index is None:
+                implicit = [rc for rc, _ in ent.rules] == [RuleConfig(DEFAULT_RULE, "Sql", "1=1")]
                 self.broker.add_rule(ent.path, rule)
                 self._rule_times[(ent.key, rule.name.lower())] = self.clock()
+                if replace_implicit_default and implicit and rule.name != DEFAULT_RULE:
+                    self.broker.remove_rule(ent.path, DEFAULT_RULE)
                 created = True
+            elif ent.rules[index][0] == rule:
+                created = False  # unchanged: nothing to do (keeps ARM re-runs idempotent)
             else:
-                compiled = self.broker._compile(ent, rule)  # noqa: SLF001 - validate before replacing
+                compiled = self.broker._compile(ent, rule)
                 ent.rules[index] = (rule, compiled)
-                self.broker._save_rules(ent)  # noqa: SLF001 - the broker has no replace-rule
+                self.broker._save_rules(ent)
                 created = False
         except RuleError as exc:
             raise BadRequest(exc.description) from None
@@ -390,7 +400,7 @@ class Namespace:
         try:
             for c in containers:
                 for msg in list(c.messages.values()):
-                    self.broker._remove(c, msg)  # noqa: SLF001 - the broker has no purge
+                    self.broker._remove(c, msg)
                     removed += 1
                 c.available.clear()
                 for s in c.sessions.values():
@@ -404,7 +414,7 @@ class Namespace:
         as configured (if deleted or changed), every message gone."""
         broker = self.broker
         deleted = 0
-        runtime = set(broker._runtime_keys)  # noqa: SLF001
+        runtime = set(broker._runtime_keys)
         for key in sorted(runtime, key=lambda k: -k.count("/")):
             ent = self._entities().get(key)
             if ent is not None:
@@ -417,22 +427,22 @@ class Namespace:
             if ent is not None:
                 _apply_update(broker, ent, q)
             else:
-                broker._add_queue(q)  # noqa: SLF001 - config entities are not persisted
+                broker._add_queue(q)
         for t in config.topics:
             ent = self._entities().get(t.name.lower())
             if ent is None:
-                broker._add_topic(t)  # noqa: SLF001
+                broker._add_topic(t)
                 continue
             _apply_update(broker, ent, dataclasses.replace(t, subscriptions=()))
             for s in t.subscriptions:
                 sub = ent.subscriptions.get(s.name.lower())
                 if sub is None:
-                    broker._add_subscription(ent, s)  # noqa: SLF001
+                    broker._add_subscription(ent, s)
                 else:
                     _apply_update(broker, sub, s)
                     sub.rules = []
                     rules = s.rules or (RuleConfig(DEFAULT_RULE, "Sql", "1=1"),)
-                    sub.rules = [(rc, broker._compile(sub, rc)) for rc in rules]  # noqa: SLF001
+                    sub.rules = [(rc, broker._compile(sub, rc)) for rc in rules]
                     sub.config = dataclasses.replace(sub.config, rules=tuple(rc for rc, _ in sub.rules))
         for ent in list(self._entities().values()):
             if ent.kind in (QUEUE, TOPIC):
@@ -474,14 +484,23 @@ def _apply_update(broker: Any, ent: Entity, config: Any) -> None:
     if ent.kind == TOPIC:
         config = dataclasses.replace(config, subscriptions=())
     ent.config = config
-    runtime = broker._runtime_keys  # noqa: SLF001
+    runtime = broker._runtime_keys
     if ent.key in runtime:
         if ent.kind == SUBSCRIPTION:
-            broker._persist_subscription(ent)  # noqa: SLF001
+            broker._persist_subscription(ent)
         else:
-            import json
-
             broker.store.save_entity(ent.key, ent.kind, json.dumps(dataclasses.asdict(config), default=str))
+
+
+def _same_config(old: Any, new: Any) -> bool:
+    """Equal apart from what an update does not carry (a topic's subscriptions, a subscription's rules)."""
+    if type(old) is not type(new):
+        return False
+    if isinstance(old, TopicConfig):
+        return dataclasses.replace(old, subscriptions=()) == dataclasses.replace(new, subscriptions=())
+    if isinstance(old, SubscriptionConfig):
+        return dataclasses.replace(old, rules=()) == dataclasses.replace(new, rules=())
+    return old == new
 
 
 def _ms(seconds: float) -> int:

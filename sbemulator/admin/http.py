@@ -9,6 +9,7 @@ server's event loop (the emulator's loop, where the broker lives).
 from __future__ import annotations
 
 import asyncio
+import http
 import logging
 import ssl
 import urllib.parse
@@ -161,7 +162,11 @@ class HttpServer:
         if response.content_type:
             headers.append(("Content-Type", response.content_type))
         headers.extend(response.headers)
-        data = conn.send(h11.Response(status_code=response.status, headers=headers))
+        try:
+            reason = http.HTTPStatus(response.status).phrase.encode()
+        except ValueError:
+            reason = b""
+        data = conn.send(h11.Response(status_code=response.status, headers=headers, reason=reason))
         if response.body:
             data += conn.send(h11.Data(data=response.body))
         data += conn.send(h11.EndOfMessage())

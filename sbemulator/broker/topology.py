@@ -28,7 +28,6 @@ from .errors import (
     EntityAlreadyExistsError,
     EntityNotFoundError,
     InvalidOperationError,
-    MessageNotFoundError,
     RuleError,
 )
 from .rules import FilterError, compile_rule
@@ -256,7 +255,9 @@ class TopologyMixin:
             sub = self._entity(path)
             keep = [(rc, r) for rc, r in sub.rules if rc.name.lower() != name.lower()]
             if len(keep) == len(sub.rules):
-                raise MessageNotFoundError(f"The rule '{name}' could not be found.")
+                # Service Bus answers 404 with its entity wording; the JS SDK maps that wording to
+                # MessagingEntityNotFound.
+                raise EntityNotFoundError(f"The messaging entity '{sub.path}/Rules/{name}' could not be found.")
             sub.rules = keep
             self._save_rules(sub)
 

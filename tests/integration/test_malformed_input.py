@@ -199,11 +199,10 @@ def raw(shared_emulator: Emulator, ledger: Ledger) -> Iterator[RawClient]:
     [
         bytes(range(0xF0, 0x100)),  # garbage instead of a protocol header
         b"AMQP\x09\x01\x00\x00",  # AMQP 1.0.0 with an unknown protocol id
-        b"AMQP\x00\x00\x09\x01",  # AMQP 0-9-1
         b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
         b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",  # a TLS ClientHello against the plain port
     ],
-    ids=["garbage", "protocol-id-9", "amqp-0-9-1", "http", "tls"],
+    ids=["garbage", "protocol-id-9", "http", "tls"],
 )
 def test_wrong_protocol_header_gets_our_header_then_the_socket_closes(raw: RawClient, data: bytes) -> None:
     """Spec 2.2: answer with the supported header, then close the socket."""
@@ -302,9 +301,10 @@ def test_bad_connections_in_parallel_with_a_working_sdk_client(shared_emulator: 
                     client.send(BAD_INPUTS[(index + count) % len(BAD_INPUTS)])
                     if count % 3:
                         client.read_until_eof()
-            except (OSError, TimeoutError) as exc:
-                if isinstance(exc, TimeoutError | socket.timeout):
-                    errors.append(exc)
+            except TimeoutError as exc:  # the server stopped answering: that is a failure
+                errors.append(exc)
+            except OSError:
+                pass  # a reset after the server closed is an acceptable answer to garbage
 
     threads = [threading.Thread(target=attacker, args=(i,)) for i in range(4)]
     for thread in threads:
@@ -335,11 +335,6 @@ def test_silent_client_is_closed_with_resource_limit_exceeded_after_the_idle_tim
             assert 0.6 < time.monotonic() - started < TIMEOUT
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server.py arms the connection timer only at connect and when it fires: the heartbeat "
-    "schedule the peer's open asks for starts only at the first idle-timeout check",
-)
 def test_heartbeats_at_half_the_peers_idle_time_out_over_a_socket() -> None:
     with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, idle_timeout_ms=4000) as emu:
         with RawClient(emu.port) as raw:

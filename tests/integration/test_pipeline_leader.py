@@ -87,11 +87,14 @@ def test_sigkill_of_the_leader_hands_over_without_overlap(connection_string: str
     try:
         (first,) = _wait_for(log, 1, timeout=20)
         time.sleep(1.0)
+        killed_at = time.monotonic()
         procs[first.replica].send_signal(signal.SIGKILL)
         intervals = _wait_for(log, 2, timeout=LOCK_DURATION + 15)
     finally:
         _stop_all(procs)
     assert intervals[1].replica != first.replica
+    # another replica takes over within one lock duration + 2 s (CLOCK_MONOTONIC is system-wide)
+    assert intervals[1].start_mono - killed_at <= LOCK_DURATION + 2
     _assert_no_overlap(_intervals(log))
 
 

@@ -4,18 +4,11 @@ Service Bus assigns an id to every message that arrives without one."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.interop.node import requires_js_sdk, run_js
 
 pytestmark = requires_js_sdk
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sbemulator does not assign a message-id to messages sent without one, so the JS SDK's "
-           "completeMessage throws 'Failed to stop auto lock renewal - no message ID'",
-)
 def test_js_completes_messages_sent_without_message_id(sb_connection_string: str) -> None:
     out = run_js("no_message_id.mjs", sb_connection_string, "orders")
 

@@ -39,11 +39,5 @@ def test_js_rule_manager_create_list_delete_and_filtering(rules_run: dict) -> No
     assert out["extra"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sbemulator answers remove-rule for an unknown rule with com.microsoft:message-not-found "
-           "(JS code MessageNotFound); Service Bus reports 'The messaging entity ... could not be found' "
-           "(amqp:not-found, 404), which the JS SDK maps to MessagingEntityNotFound",
-)
 def test_js_delete_missing_rule_is_entity_not_found(rules_run: dict) -> None:
     assert rules_run["deleteMissing"] == {"name": "ServiceBusError", "code": "MessagingEntityNotFound"}

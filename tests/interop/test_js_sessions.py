@@ -3,7 +3,6 @@ what the JS side left behind (session state, a message whose session receiver cl
 
 from __future__ import annotations
 
-import pytest
 from azure.servicebus import ServiceBusClient
 
 from tests.interop.node import requires_js_sdk, run_js
@@ -42,12 +41,6 @@ def test_js_accept_session_state_and_exclusive_lock(sb_connection_string: str) -
             receiver.complete_message(messages[0])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sbemulator sends the attach reply twice for a next-available session receiver (re-entrant "
-           "ReceiverLink._try_session via broker flush -> on_available); rhea treats the second attach "
-           "as a protocol error and drops the connection",
-)
 def test_js_accept_next_session_takes_each_session_with_messages(sb_connection_string: str) -> None:
     out = run_js("sessions.mjs", sb_connection_string, "sessions", "next", timeout=90)
 

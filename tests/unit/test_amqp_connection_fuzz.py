@@ -10,12 +10,17 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sbemulator.amqp.framing import build_frame
+from sbemulator.amqp.framing import AMQP_HEADER, FRAME_SASL, SASL_HEADER, build_frame
 from sbemulator.amqp.performatives import (
     PERFORMATIVES,
+    ROLE_SENDER,
     Accepted,
+    Attach,
+    Begin,
     Close,
+    Open,
     Rejected,
+    SaslInit,
     Source,
     Target,
     Transfer,
@@ -24,7 +29,7 @@ from sbemulator.amqp.types import Described, Symbol, UInt, ULong
 
 from .test_amqp_connection_peer import Peer, parse_output
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 field_values = st.one_of(
     st.none(),
@@ -100,3 +105,32 @@ def test_close_is_always_processed_even_on_a_discarding_channel() -> None:
     events = peer.frame(Close())
     assert peer.conn.wants_close and events
     assert any(isinstance(f.body, Close) for f in peer.frames())
+
+
+def _conversation() -> bytes:
+    return b"".join([
+        SASL_HEADER,
+        build_frame(0, SaslInit(Symbol("ANONYMOUS")), frame_type=FRAME_SASL),
+        AMQP_HEADER,
+        build_frame(0, Open("c")),
+        build_frame(0, Begin(None, UInt(0), UInt(100), UInt(100))),
+        build_frame(0, Attach("l", UInt(0), ROLE_SENDER, None, None, Source("s"), Target("orders"))),
+        build_frame(0, Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), b"first-"),
+        build_frame(0, Transfer(UInt(0), more=False), b"second"),
+    ])
+
+
+@FUZZ
+@given(st.lists(st.integers(1, 40), max_size=30))
+def test_any_split_of_the_input_gives_the_same_events(cuts: list[int]) -> None:
+    """TCP delivers bytes in arbitrary chunks; the state machine must not care where they break."""
+    data = _conversation()
+    peer = Peer()
+    pos = 0
+    for cut in cuts:
+        peer.send(data[pos : pos + cut])
+        pos += cut
+    peer.send(data[pos:])
+    kinds = [type(e).__name__ for e in peer.events]
+    assert kinds == ["ConnectionOpened", "SessionBegun", "LinkAttachRequested", "MessageReceived"]
+    assert peer.events[-1].payload == b"first-second"

@@ -36,7 +36,7 @@ from sbemulator.amqp.types import (
     UShort,
 )
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def f32(value: float) -> float:
@@ -218,7 +218,7 @@ def _decode_only_raises_decode_error(data: bytes) -> None:
         pass
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(st.binary(max_size=200))
 def test_decoding_random_bytes_only_raises_decode_error(data: bytes) -> None:
     _decode_only_raises_decode_error(data)
@@ -228,14 +228,14 @@ INTERESTING_CODES = [0x00, 0x40, 0x41, 0x43, 0x45, 0x52, 0x56, 0x70, 0x73, 0x98,
                      0xB0, 0xB1, 0xB3, 0xC0, 0xC1, 0xD0, 0xD1, 0xE0, 0xF0]
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(INTERESTING_CODES), st.integers(0, 255)), max_size=120))
 def test_decoding_constructor_soup_only_raises_decode_error(codes: list[int]) -> None:
     """Random bytes rarely form compound headers; sequences of real format codes do."""
     _decode_only_raises_decode_error(bytes(codes))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(values, st.data())
 def test_decoding_corrupted_encodings_only_raises_decode_error(value: Any, data: st.DataObject) -> None:
     encoded = bytearray(codec.encode(value))

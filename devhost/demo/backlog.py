@@ -1,0 +1,133 @@
+"""Backlog and dead-letter counts of the pipeline's entities, for the dashboard.
+
+Preferred: runtime properties from ``ServiceBusAdministrationClient`` (Azure, and the emulator once
+its HTTPS management endpoint runs). Otherwise the counts come from peeking over AMQP, page by page,
+up to ``peek_limit`` (shown as "N+" beyond it): exact for the small backlogs a demo has, and it works
+against any endpoint the data plane reaches.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from azure.servicebus import ServiceBusSubQueue
+
+from shared.topology import QUEUE_LEVELING, SUBSCRIPTION_HIGH, SUBSCRIPTION_LOW, TOPIC
+
+log = logging.getLogger("devhost.demo")
+PAGE = 250
+
+
+@dataclass(frozen=True)
+class Entity:
+    label: str
+    queue: str | None = None
+    topic: str | None = None
+    subscription: str | None = None
+
+
+PIPELINE_ENTITIES = (
+    Entity("messages/highPriority", topic=TOPIC, subscription=SUBSCRIPTION_HIGH),
+    Entity("messages/lowPriority", topic=TOPIC, subscription=SUBSCRIPTION_LOW),
+    Entity("leveling", queue=QUEUE_LEVELING),
+)
+
+
+@dataclass(frozen=True)
+class Count:
+    active: int
+    dead_letter: int
+    capped: bool = False  # the peek limit was reached: at least this many
+
+    def show(self, value: int) -> str:
+        return f"{value}+" if self.capped and value == self.active else str(value)
+
+
+class BacklogProbe:
+    """``counts()`` -> {label: Count}; ``source`` says where the numbers came from."""
+
+    def __init__(self, client_factory: Callable[[], Any], admin_factory: Callable[[], Any] | None = None,
+                 entities: tuple[Entity, ...] = PIPELINE_ENTITIES, peek_limit: int = 5000) -> None:
+        self.client_factory = client_factory
+        self.admin_factory = admin_factory
+        self.entities = entities
+        self.peek_limit = peek_limit
+        self.source = "peek"
+        self._admin: Any = None
+        self._client: Any = None
+        self._receivers: dict[tuple[str, bool], Any] = {}
+        if admin_factory is not None:
+            try:
+                admin = admin_factory()
+                self._admin_counts(admin)
+                self._admin = admin
+                self.source = "runtime properties"
+            except Exception as exc:
+                log.info("runtime properties unavailable (%s); counting by peeking", exc)
+
+    def _admin_counts(self, admin: Any) -> dict[str, Count]:
+        result = {}
+        for entity in self.entities:
+            if entity.queue:
+                props = admin.get_queue_runtime_properties(entity.queue)
+            else:
+                props = admin.get_subscription_runtime_properties(entity.topic, entity.subscription)
+            result[entity.label] = Count(props.active_message_count, props.dead_letter_message_count)
+        return result
+
+    def _receiver(self, entity: Entity, dead_letter: bool) -> Any:
+        key = (entity.label, dead_letter)
+        if key not in self._receivers:
+            if self._client is None:
+                self._client = self.client_factory()
+            sub_queue = ServiceBusSubQueue.DEAD_LETTER if dead_letter else None
+            if entity.queue:
+                receiver = self._client.get_queue_receiver(entity.queue, sub_queue=sub_queue)
+            else:
+                receiver = self._client.get_subscription_receiver(entity.topic, entity.subscription,
+                                                                  sub_queue=sub_queue)
+            self._receivers[key] = receiver
+        return self._receivers[key]
+
+    def _peek_count(self, entity: Entity, dead_letter: bool) -> tuple[int, bool]:
+        receiver = self._receiver(entity, dead_letter)
+        count, sequence = 0, 0
+        while count < self.peek_limit:
+            page = receiver.peek_messages(max_message_count=PAGE, sequence_number=sequence)
+            if not page:
+                return count, False
+            count += len(page)
+            sequence = page[-1].sequence_number + 1
+        return count, True
+
+    def counts(self) -> dict[str, Count]:
+        if self._admin is not None:
+            try:
+                return self._admin_counts(self._admin)
+            except Exception as exc:
+                log.warning("runtime properties failed (%s); counting by peeking from now on", exc)
+                self._admin = None
+                self.source = "peek"
+        result = {}
+        for entity in self.entities:
+            active, capped = self._peek_count(entity, False)
+            dead, _ = self._peek_count(entity, True)
+            result[entity.label] = Count(active, dead, capped)
+        return result
+
+    def close(self) -> None:
+        for receiver in self._receivers.values():
+            try:
+                receiver.close()
+            except Exception:
+                pass
+        self._receivers.clear()
+        for closable in (self._client, self._admin):
+            if closable is not None:
+                try:
+                    closable.close()
+                except Exception:
+                    pass

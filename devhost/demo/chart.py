@@ -1,0 +1,68 @@
+"""The demo's PNG: latency per priority over time, store writes/s against the cap, backlogs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from devhost.demo.metrics import Sample, per_second, percentile
+
+
+def _series(samples: list[Sample], start: float, seconds: int, q: float) -> list[float]:
+    buckets: list[list[float]] = [[] for _ in range(seconds)]
+    for sample in samples:
+        index = int(sample.at - start)
+        if 0 <= index < seconds:
+            buckets[index].append(sample.latency_ms)
+    return [percentile(b, q) if b else math.nan for b in buckets]
+
+
+def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, list[Sample]],
+                stored: list[float], cap: float, backlog: list[tuple[float, dict[str, int]]],
+                bursts: list[tuple[float, int]]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seconds = max(1, math.ceil(end - start))
+    xs = list(range(seconds))
+    fig, axes = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
+    latency, writes, queues = axes
+    colors = {"High": "tab:red", "Low": "tab:blue"}
+    for priority in ("High", "Low"):
+        samples = consumer.get(priority, [])
+        color = colors[priority]
+        latency.plot(xs, _series(samples, start, seconds, 0.50), color=color, label=f"{priority} p50")
+        latency.plot(xs, _series(samples, start, seconds, 0.95), color=color, linestyle="--",
+                     label=f"{priority} p95")
+    for at, size in bursts:
+        for ax in axes:
+            ax.axvline(at - start, color="grey", alpha=0.3, linewidth=1)
+        latency.annotate(f"+{size} low", (at - start, 1), xycoords=("data", "axes fraction"),
+                         fontsize=7, color="grey", va="top")
+    latency.set_yscale("log")
+    latency.set_ylabel("end-to-end latency at the consumer (ms)")
+    latency.set_title("Priority: latency per priority, per second (p50 solid, p95 dashed)")
+    latency.legend(loc="upper left", fontsize=8)
+
+    counts = per_second(stored, start, end)
+    writes.bar(list(range(len(counts))), counts, color="tab:green", label="table writes/s")
+    writes.axhline(cap, color="black", linestyle="--", label=f"cap {cap:g}/s")
+    writes.set_ylabel("writes per second")
+    writes.set_title("Load leveling: store writes per second against the cap")
+    writes.legend(loc="upper left", fontsize=8)
+
+    if backlog:
+        labels = list(backlog[0][1])
+        for label in labels:
+            queues.plot([at - start for at, _ in backlog], [c.get(label, 0) for _, c in backlog], label=label)
+    queues.set_ylabel("messages waiting")
+    queues.set_xlabel("seconds since start")
+    queues.set_title("Backlog of each subscription and of the leveling queue")
+    queues.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,371 @@
+"""The host: settings, local services, discovery, scale-out, listeners; started and stopped as one.
+
+``Host(HostOptions(...))`` is a context manager. Start-up fails fast with a :class:`SettingsError`
+that names a missing or invalid setting, or :class:`HostError` for an unreachable endpoint, before
+any function runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import azure.functions as func
+
+from devhost.bindings import ServiceBusOutputs, TableOutputs
+from devhost.config import HOST_OVERRIDE_PREFIX, HostSettings, ServiceBusOptions, load_host_json
+from devhost.discovery import SERVICE_BUS_TRIGGER, TIMER_TRIGGER, FunctionSpec, discover
+from devhost.instances import InstanceId, InstanceScope
+from devhost.listeners import Listener, Outputs, ServiceBusListener, TimerListener
+from devhost.local_services import (
+    LocalServices,
+    Unreachable,
+    service_bus_endpoint,
+    table_endpoint,
+    wait_for_port,
+)
+from devhost.scale import RoleScale, load_role_scales
+from devhost.schedule import parse_schedule
+from devhost.stats import InvocationStats
+from shared.settings import SettingsError, parse_roles
+
+log = logging.getLogger("devhost")
+ROOT = Path(__file__).resolve().parents[1]
+SERVICE_BUS = "ServiceBusConnection"
+TABLE = "TableStorageConnection"
+#: Packages whose code runs inside the functions (their process-wide caches become per instance).
+NOT_APP_CODE = ("devhost", "sbemulator", "tests", "bench")
+
+
+class HostError(RuntimeError):
+    """The host cannot run: an endpoint is unreachable or the app cannot be loaded."""
+
+
+@dataclass
+class HostOptions:
+    roles: tuple[str, ...] | None = None  # None: the APP_ROLES setting (empty: every role)
+    settings_file: Path | None = None  # None: local.settings.json in the app root, if present
+    app_root: Path = ROOT
+    host_json: Path | None = None
+    bicep: Path | None = None
+    topology: Path | None = None  # what the embedded emulator serves
+    instances: dict[str, int] = field(default_factory=dict)  # override the Bicep limits (small machines)
+    overrides: dict[str, str] = field(default_factory=dict)  # app settings that win over everything
+    extra_apps: dict[str, tuple[func.FunctionApp, RoleScale]] = field(default_factory=dict)
+    connect_timeout: float = 5.0
+    env: Mapping[str, str] | None = None  # None: os.environ
+
+    def path(self, value: Path | None, default: str) -> Path:
+        return Path(value) if value is not None else self.app_root / default
+
+
+@dataclass
+class RolePlan:
+    role: str
+    instances: int
+    options: ServiceBusOptions
+    specs: list[FunctionSpec]
+
+
+class Host:
+    def __init__(self, options: HostOptions | None = None) -> None:
+        self.options = options or HostOptions()
+        self.stats = InvocationStats()
+        self.services = LocalServices(self.options.app_root)
+        self.settings: HostSettings | None = None
+        self.plans: dict[str, RolePlan] = {}
+        self.listeners: list[Listener] = []
+        self.outputs: list[Outputs] = []
+        self.scope: InstanceScope | None = None
+        self._saved_env: dict[str, str | None] = {}
+        self.started_at: float | None = None
+
+    # -- settings ------------------------------------------------------------------------------------
+    def _load_settings(self) -> HostSettings:
+        opts = self.options
+        settings_file = opts.settings_file
+        if settings_file is None and (opts.app_root / "local.settings.json").exists():
+            settings_file = opts.app_root / "local.settings.json"
+        if settings_file is not None and not Path(settings_file).exists():
+            raise SettingsError(f"settings file {settings_file} does not exist")
+        settings = HostSettings.load(settings_file, opts.env)
+        for name, value in opts.overrides.items():
+            settings.set(name, value)
+        return settings
+
+    def _roles(self, settings: HostSettings) -> tuple[str, ...]:
+        if self.options.roles is not None:
+            return parse_roles(",".join(self.options.roles))
+        return parse_roles(settings.get("APP_ROLES"))
+
+    def _ensure_connections(self, settings: HostSettings, roles: tuple[str, ...]) -> None:
+        """Start sbemulator/Azurite for what is not configured; probe what is (bounded timeout)."""
+        if not (settings.get(SERVICE_BUS) or settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace")):
+            topology = self.options.path(self.options.topology, "infra/servicebus.json")
+            log.info("no %s configured: starting sbemulator on %s", SERVICE_BUS, topology)
+            settings.set(SERVICE_BUS, self.services.start_service_bus(topology))
+        needs_table = "leveler" in roles
+        if needs_table and not (settings.get(TABLE) or settings.get(f"{TABLE}__tableServiceUri")):
+            log.info("no %s configured: starting Azurite on loopback", TABLE)
+            settings.set(TABLE, self.services.start_azurite())
+        timeout = self.options.connect_timeout
+        host, port = service_bus_endpoint(settings.get(SERVICE_BUS),
+                                          settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace"))
+        try:
+            wait_for_port(host, port, timeout)
+        except Unreachable as exc:
+            raise HostError(f"cannot reach the Service Bus namespace in {SERVICE_BUS}: {exc}") from None
+        if needs_table:
+            host, port = table_endpoint(settings.get(TABLE), settings.get(f"{TABLE}__tableServiceUri"))
+            try:
+                wait_for_port(host, port, timeout)
+            except Unreachable as exc:
+                raise HostError(f"cannot reach Table Storage in {TABLE}: {exc}") from None
+
+    # -- discovery and scale -------------------------------------------------------------------------
+    def _apps(self, roles: tuple[str, ...]) -> dict[str, func.FunctionApp]:
+        root = str(self.options.app_root)
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        try:
+            function_app = importlib.import_module("function_app")
+        except Exception as exc:
+            raise HostError(f"cannot import function_app.py from {root}: {exc!r}") from exc
+        apps = {role: function_app.create_app([role]) for role in roles}
+        apps.update({role: app for role, (app, _) in self.options.extra_apps.items()})
+        return apps
+
+    def _plan(self, settings: HostSettings, roles: tuple[str, ...]) -> dict[str, RolePlan]:
+        host_json = load_host_json(self.options.path(self.options.host_json, "host.json"))
+        scales = load_role_scales(self.options.path(self.options.bicep, "infra/main.bicep"))
+        scales.update({role: scale for role, (_, scale) in self.options.extra_apps.items()})
+        explicit = {k: v for k, v in settings.values.items() if k.startswith(HOST_OVERRIDE_PREFIX)}
+        plans = {}
+        for role, app in self._apps(roles).items():
+            if role not in scales:
+                raise SettingsError(f"role {role!r} has no entry in the functionApps of infra/main.bicep")
+            scale = scales[role]
+            instances = self.options.instances.get(role, scale.max_instances)
+            if instances < 1:
+                raise SettingsError(f"instances of {role} must be >= 1, got {instances}")
+            # host.json, then the per-role app setting the Bicep sets, then an explicit setting
+            options = host_json.service_bus.with_overrides(
+                {f"{HOST_OVERRIDE_PREFIX}maxConcurrentCalls": str(scale.max_concurrent_calls)}
+            ).with_overrides(explicit)
+            plans[role] = RolePlan(role, instances, options, discover(app, role))
+        if "leveler" in plans:  # as infra/main.bicep: the cap is split across the instances that run
+            previous = settings.get("LEVELER_MAX_INSTANCES")
+            count = str(plans["leveler"].instances)
+            if previous not in (None, count):
+                log.info("LEVELER_MAX_INSTANCES=%s replaced by %s, the leveler instances devhost runs",
+                         previous, count)
+            settings.set("LEVELER_MAX_INSTANCES", count)
+        return plans
+
+    def _check_settings(self, settings: HostSettings) -> None:
+        """Resolve every binding expression and connection now, so a gap fails before anything runs."""
+        from shared.settings import load_app
+
+        load_app(settings.values)
+        for plan in self.plans.values():
+            for spec in plan.specs:
+                where = f"function {spec.name}"
+                if spec.trigger_type == TIMER_TRIGGER:
+                    schedule = settings.resolve(str(spec.trigger["schedule"]), f"{where} (schedule)")
+                    try:
+                        parse_schedule(schedule, datetime.now(UTC))
+                    except ValueError as exc:
+                        raise SettingsError(f"{where}: {exc}") from None
+                for binding in (spec.trigger, *spec.outputs):
+                    name = binding.get("connection")
+                    is_service_bus = binding["type"] in (SERVICE_BUS_TRIGGER, "serviceBus") and name
+                    if is_service_bus and not (settings.get(name)
+                                               or settings.get(f"{name}__fullyQualifiedNamespace")):
+                        raise SettingsError(f"{where}: connection setting {name!r} is not set "
+                                            f"(nor {name}__fullyQualifiedNamespace)")
+                    if binding["type"] == "table" and not settings.get(name or "AzureWebJobsStorage"):
+                        raise SettingsError(f"{where}: connection setting {name!r} is not set")
+
+    # -- clients -------------------------------------------------------------------------------------
+    def service_bus_client(self, connection: str = SERVICE_BUS) -> Any:
+        from shared.clients import service_bus_client
+        from shared.settings import ServiceBusSettings
+
+        assert self.settings is not None
+        conn = self.settings.get(connection)
+        settings = (ServiceBusSettings(connection_string=conn) if conn else
+                    ServiceBusSettings(fully_qualified_namespace=self.settings.get(
+                        f"{connection}__fullyQualifiedNamespace")))
+        return service_bus_client(settings, retry_total=3, retry_backoff_factor=0.5)
+
+    def admin_client(self) -> Any:
+        """ServiceBusAdministrationClient for runtime properties, or None when it cannot be built."""
+        from azure.servicebus.management import ServiceBusAdministrationClient
+
+        assert self.settings is not None
+        if self.services.service_bus_connection:  # the embedded emulator
+            conn = self.services.admin_connection_string
+            if conn is None:
+                return None
+            return ServiceBusAdministrationClient.from_connection_string(
+                conn, connection_verify=self.services.admin_ca, connection_timeout=3, read_timeout=5)
+        conn = self.settings.get(SERVICE_BUS)
+        if conn:
+            return ServiceBusAdministrationClient.from_connection_string(conn, connection_timeout=5)
+        from shared.clients import default_credential
+
+        return ServiceBusAdministrationClient(self.settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace"),
+                                              default_credential())
+
+    def table_client(self, table_name: str, connection: str = TABLE) -> Any:
+        from shared.clients import table_service_client
+        from shared.settings import load_table
+
+        assert self.settings is not None
+        values = {**self.settings.values, "RESULTS_TABLE": table_name}
+        if connection != TABLE:
+            values[TABLE] = self.settings.get(connection) or ""
+        return table_service_client(load_table(values)).get_table_client(table_name)
+
+    def _table_service(self, connection: str) -> Any:
+        from azure.data.tables import TableServiceClient
+
+        assert self.settings is not None
+        return TableServiceClient.from_connection_string(self.settings.get(connection) or "")
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def _export(self, settings: HostSettings) -> None:
+        for name, value in settings.values.items():
+            if os.environ.get(name) != value:
+                self._saved_env.setdefault(name, os.environ.get(name))
+                os.environ[name] = value
+
+    def _restore_env(self) -> None:
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env.clear()
+
+    def _app_modules(self) -> list[ModuleType]:
+        root = self.options.app_root.resolve()
+        modules = []
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if not path or module.__name__.split(".")[0] in NOT_APP_CODE:
+                continue
+            try:
+                Path(path).resolve().relative_to(root)
+            except ValueError:
+                continue
+            modules.append(module)
+        return modules
+
+    def start(self) -> Host:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        settings = self._load_settings()
+        self.settings = settings
+        roles = self._roles(settings)
+        self.plans = self._plan(settings, roles)
+        self._ensure_connections(settings, roles)
+        self._check_settings(settings)
+        self._export(settings)
+        self.scope = InstanceScope(self._app_modules())
+        self.scope.install()
+        for plan in self.plans.values():
+            for index in range(plan.instances):
+                self._start_instance(plan, InstanceId(plan.role, index))
+        self.started_at = time.monotonic()
+        log.info("devhost: %s", ", ".join(
+            f"{p.role} x{p.instances} ({', '.join(s.name for s in p.specs)}; "
+            f"maxConcurrentCalls={p.options.max_concurrent_calls})" for p in self.plans.values()))
+
+    def _start_instance(self, plan: RolePlan, instance: InstanceId) -> None:
+        assert self.settings is not None
+        outputs = Outputs(
+            ServiceBusOutputs(self.service_bus_client),
+            TableOutputs(lambda: self._table_service("AzureWebJobsStorage")),
+        )
+        self.outputs.append(outputs)
+        for spec in plan.specs:
+            listener: Listener
+            if spec.trigger_type == TIMER_TRIGGER:
+                if instance.index != 0:
+                    continue  # timers are singletons across the instances of an app
+                expression = self.settings.resolve(str(spec.trigger["schedule"]), f"function {spec.name}")
+                listener = TimerListener(spec, instance, self.stats,
+                                         parse_schedule(expression, datetime.now(UTC)), outputs)
+            else:
+                connection = spec.trigger.get("connection") or SERVICE_BUS
+                listener = ServiceBusListener(spec, instance, self.stats, plan.options,
+                                              lambda c=connection: self.service_bus_client(c), outputs)
+            self.listeners.append(listener)
+            listener.start()
+
+    def wait_connected(self, timeout: float = 30.0) -> bool:
+        """True once every Service Bus listener has an open receiver."""
+        deadline = time.monotonic() + timeout
+        for listener in self.listeners:
+            remaining = max(0.0, deadline - time.monotonic())
+            if isinstance(listener, ServiceBusListener) and not listener.connected.wait(remaining):
+                return False
+        return True
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop the functions, restore the environment, stop the local services."""
+        self.stop_functions(timeout)
+        self._restore_env()
+        self.services.stop()
+
+    def stop_functions(self, timeout: float = 15.0) -> None:
+        """Stop every listener (in-flight invocations finish first); local services keep running."""
+        for listener in self.listeners:
+            listener.stop()
+        deadline = time.monotonic() + timeout
+        for listener in self.listeners:
+            listener.join(max(0.0, deadline - time.monotonic()))
+        for outputs in self.outputs:
+            outputs.close()
+        self.listeners.clear()
+        self.outputs.clear()
+        if self.scope is not None:
+            self.scope.uninstall()
+            self.scope = None
+
+    def run(self, duration: float | None) -> None:
+        """Block for ``duration`` seconds (None: until Ctrl-C)."""
+        try:
+            if duration is None:
+                while True:
+                    time.sleep(3600)
+            time.sleep(max(0.0, duration))
+        except KeyboardInterrupt:
+            log.info("devhost: interrupted")
+
+    def instance_values(self, qualified: str) -> dict[InstanceId | None, Any]:
+        """What a process-wide factory (e.g. ``functions.runtime.leveling_worker``) made per instance."""
+        factory = self.scope.factory(qualified) if self.scope else None
+        return factory.values() if factory else {}
+
+    def __enter__(self) -> Host:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

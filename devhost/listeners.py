@@ -1,0 +1,221 @@
+"""Triggers: a timer listener and Service Bus listeners with host.json semantics.
+
+A Service Bus listener of one instance runs ``maxConcurrentCalls`` slots (``maxConcurrentSessions`` for
+session triggers); each slot is a thread with its own receiver, because the SDK's receivers are not
+thread-safe. Settlement follows ``autoCompleteMessages``: complete after success and after the output
+bindings were sent, abandon when the function raises. With it off, the function settles through the
+message actions (``consumers.leveling.ReceiverActions``). Locks are renewed by the SDK's
+``AutoLockRenewer`` up to ``maxAutoLockRenewalDuration``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from azure.servicebus import NEXT_AVAILABLE_SESSION, AutoLockRenewer
+from azure.servicebus.exceptions import OperationTimeoutError, SessionLockLostError
+
+from devhost.bindings import Out, ServiceBusOutputs, TableOutputs, functions_message, timer_request
+from devhost.config import ServiceBusOptions
+from devhost.discovery import ArgKind, FunctionSpec
+from devhost.instances import InstanceId, enter_instance
+from devhost.schedule import Schedule
+from devhost.stats import Invocation, InvocationStats
+
+log = logging.getLogger("devhost")
+
+POLL_SECONDS = 1.0  # how long a receive waits; bounds how long stop() takes
+MAX_BACKOFF = 10.0
+PAST_DUE_SLACK = timedelta(seconds=1)
+
+
+class Outputs:
+    """Output bindings of one instance."""
+
+    def __init__(self, service_bus: ServiceBusOutputs, tables: TableOutputs) -> None:
+        self.service_bus = service_bus
+        self.tables = tables
+
+    def send(self, binding: dict[str, Any], value: Any) -> None:
+        if binding["type"] == "serviceBus":
+            self.service_bus.send(binding, value)
+        else:
+            self.tables.send(binding, value)
+
+    def close(self) -> None:
+        self.service_bus.close()
+        self.tables.close()
+
+
+def call_function(spec: FunctionSpec, kwargs: dict[str, Any], outputs: Outputs) -> None:
+    """Call the user function with fresh ``Out`` objects, then flush what they were set to."""
+    outs = {binding["name"]: Out() for binding in spec.outputs}
+    spec.function(**kwargs, **outs)
+    for binding in spec.outputs:
+        out = outs[binding["name"]]
+        if out.was_set and out.get() is not None:
+            outputs.send(binding, out.get())
+
+
+class Listener:
+    """Base: threads that belong to one instance, stopped together."""
+
+    def __init__(self, spec: FunctionSpec, instance: InstanceId, stats: InvocationStats) -> None:
+        self.spec = spec
+        self.instance = instance
+        self.stats = stats
+        self.stop_event = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        def run() -> None:
+            enter_instance(self.instance)
+            target()
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _record(self, started: float, succeeded: bool) -> None:
+        self.stats.record(Invocation(self.spec.name, self.instance, started, time.time() - started, succeeded))
+
+
+class TimerListener(Listener):
+    """Fires on the schedule; a timer runs on one instance only (the host's singleton lock)."""
+
+    def __init__(self, spec: FunctionSpec, instance: InstanceId, stats: InvocationStats, schedule: Schedule,
+                 outputs: Outputs, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        super().__init__(spec, instance, stats)
+        self.schedule = schedule
+        self.outputs = outputs
+        self.clock = clock
+
+    def start(self) -> None:
+        self._spawn(self._run, f"{self.spec.name}@{self.instance}")
+
+    def _run(self) -> None:
+        if self.spec.trigger.get("runOnStartup"):
+            self._fire(self.clock(), past_due=False)
+        scheduled = self.schedule.next_after(self.clock())
+        while not self.stop_event.is_set():
+            wait = (scheduled - self.clock()).total_seconds()
+            if wait > 0 and self.stop_event.wait(wait):
+                return
+            now = self.clock()
+            self._fire(scheduled, past_due=now - scheduled > PAST_DUE_SLACK)
+            # occurrences missed while the function ran are skipped, as the host does
+            scheduled = self.schedule.next_after(max(self.clock(), scheduled))
+
+    def _fire(self, scheduled: datetime, past_due: bool) -> None:
+        started = time.time()
+        request = timer_request(past_due, scheduled, self.schedule.next_after(scheduled))
+        try:
+            call_function(self.spec, {self.spec.trigger["name"]: request}, self.outputs)
+        except Exception:
+            log.exception("function %s (instance %s) failed", self.spec.name, self.instance)
+            self._record(started, False)
+            return
+        self._record(started, True)
+
+
+class ServiceBusListener(Listener):
+    """``slots`` receivers of one instance on the trigger's queue or subscription."""
+
+    def __init__(self, spec: FunctionSpec, instance: InstanceId, stats: InvocationStats,
+                 options: ServiceBusOptions, client_factory: Callable[[], Any], outputs: Outputs) -> None:
+        super().__init__(spec, instance, stats)
+        self.options = options
+        self.client_factory = client_factory
+        self.outputs = outputs
+        self.sessions = bool(spec.trigger.get("isSessionsEnabled"))
+        auto = spec.trigger.get("autoCompleteMessages")
+        self.auto_complete = options.auto_complete_messages if auto is None else bool(auto)
+        self.slots = options.max_concurrent_sessions if self.sessions else options.max_concurrent_calls
+        self.connected = threading.Event()
+
+    def start(self) -> None:
+        for slot in range(self.slots):
+            self._spawn(self._run_slot, f"{self.spec.name}@{self.instance}/{slot}")
+
+    def _receiver(self, client: Any, renewer: AutoLockRenewer | None) -> Any:
+        trigger = self.spec.trigger
+        kwargs: dict[str, Any] = {"prefetch_count": self.options.prefetch_count, "auto_lock_renewer": renewer}
+        if self.sessions:
+            kwargs.update(session_id=NEXT_AVAILABLE_SESSION, max_wait_time=POLL_SECONDS)
+        if trigger.get("queueName"):
+            return client.get_queue_receiver(trigger["queueName"], **kwargs)
+        return client.get_subscription_receiver(trigger["topicName"], trigger["subscriptionName"], **kwargs)
+
+    def _run_slot(self) -> None:
+        backoff = 0.5
+        renewal = self.options.max_auto_lock_renewal_duration.total_seconds()
+        while not self.stop_event.is_set():
+            renewer = AutoLockRenewer(max_lock_renewal_duration=renewal) if renewal > 0 else None
+            try:
+                with self.client_factory() as client, self._receiver(client, renewer) as receiver:
+                    self.connected.set()
+                    self._receive_loop(receiver)
+                    backoff = 0.5
+            except (OperationTimeoutError, SessionLockLostError):
+                continue  # no session available now, or it was lost: take the next one
+            except Exception as exc:
+                if self.stop_event.is_set():
+                    return
+                log.error("function %s (instance %s): receiver on %s failed: %s; retrying in %.1fs",
+                          self.spec.name, self.instance, self.spec.entity, exc, backoff)
+                self.stop_event.wait(backoff)
+                backoff = min(MAX_BACKOFF, backoff * 2)
+            finally:
+                if renewer is not None:
+                    renewer.close()
+
+    def _receive_loop(self, receiver: Any) -> None:
+        idle_limit = self.options.session_idle_timeout or timedelta(seconds=POLL_SECONDS)
+        idle_since = time.monotonic()
+        while not self.stop_event.is_set():
+            batch = receiver.receive_messages(max_message_count=1, max_wait_time=POLL_SECONDS)
+            if not batch:
+                if self.sessions and time.monotonic() - idle_since >= idle_limit.total_seconds():
+                    return  # release this session and take whichever has messages next
+                continue
+            for message in batch:
+                self.invoke(receiver, message)
+            idle_since = time.monotonic()
+
+    def invoke(self, receiver: Any, message: Any) -> bool:
+        from consumers.leveling import ReceiverActions
+
+        started = time.time()
+        trigger_arg = message if self.spec.trigger_kind is ArgKind.SDK else functions_message(message)
+        kwargs = {self.spec.trigger["name"]: trigger_arg}
+        if self.spec.actions_arg:
+            kwargs[self.spec.actions_arg] = ReceiverActions(receiver)
+        try:
+            call_function(self.spec, kwargs, self.outputs)
+        except Exception:
+            log.exception("function %s (instance %s) failed on message %s%s", self.spec.name, self.instance,
+                          message.message_id, "; abandoning it" if self.auto_complete else "")
+            if self.auto_complete:
+                try:
+                    receiver.abandon_message(message)
+                except Exception as exc:
+                    log.warning("function %s: abandon failed: %s", self.spec.name, exc)
+            self._record(started, False)
+            return False
+        if self.auto_complete:
+            receiver.complete_message(message)
+        self._record(started, True)
+        return True

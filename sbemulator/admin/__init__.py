@@ -1,0 +1,78 @@
+"""HTTPS management plane: the Service Bus Atom API, an ARM subset, health and test support.
+
+``AdminServer`` runs on the emulator's event loop next to the AMQP server and shares its broker and
+SAS validator. See docs/management.md for what clients must be told (port, CA certificate).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sbemulator.auth import SasValidator
+
+from .app import AdminApp
+from .backend import Namespace
+from .http import HttpServer
+from .tls import CertificatePaths, ensure_certificates, server_context
+
+DEFAULT_ADMIN_PORT = 5300
+
+__all__ = ["DEFAULT_ADMIN_PORT", "AdminApp", "AdminServer", "CertificatePaths", "Namespace", "ensure_certificates"]
+
+
+class AdminServer:
+    """The HTTPS endpoint. ``cert_dir`` holds the generated CA and server certificate (created on first
+    start, reused after); ``tls_cert``/``tls_key`` replace them with the user's own."""
+
+    def __init__(
+        self,
+        broker: Any,
+        validator: SasValidator,
+        *,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_ADMIN_PORT,
+        cert_dir: str | Path | None = None,
+        tls_cert: str | Path | None = None,
+        tls_key: str | Path | None = None,
+        commit: Any = None,
+    ) -> None:
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("--tls-cert and --tls-key go together")
+        self._temp_dir: str | None = None
+        if tls_cert is not None and tls_key is not None:
+            self.certificates = CertificatePaths(Path(tls_cert), Path(tls_cert), Path(tls_key))
+        else:
+            if cert_dir is None:
+                self._temp_dir = tempfile.mkdtemp(prefix="sbemulator-tls-")
+                cert_dir = self._temp_dir
+            extra = () if host in ("127.0.0.1", "0.0.0.0", "::", "localhost", "::1") else (host,)
+            self.certificates = ensure_certificates(cert_dir, extra)
+        self.namespace = Namespace(broker, getattr(broker.config, "name", "sbemulatorns"), commit=commit)
+        self.app = AdminApp(self.namespace, validator)
+        self.http = HttpServer(self.app, host, port, server_context(self.certificates.cert, self.certificates.key))
+
+    @property
+    def port(self) -> int:
+        return self.http.port
+
+    @property
+    def ca_path(self) -> Path:
+        return self.certificates.ca
+
+    def url(self, host: str = "127.0.0.1") -> str:
+        return f"https://{host}:{self.port}"
+
+    async def start(self) -> None:
+        await self.http.start()
+
+    async def stop(self) -> None:
+        await self.http.stop()
+
+    def cleanup(self) -> None:
+        """Remove the temporary certificate directory of an in-memory emulator (after stop)."""
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None

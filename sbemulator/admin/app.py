@@ -1,0 +1,342 @@
+"""Routing of management requests: authentication, then the Atom API, ARM, health and test support.
+
+Runs on the emulator's event loop; every broker call completes (and is committed) before the response
+is written, so an entity created here is usable over AMQP as soon as the client sees the answer.
+
+* ``GET /health``: 200 ``{"status": "ok"}`` once the emulator serves requests (no authentication).
+* ``POST /$admin/purge/{entity path}`` and ``POST /$admin/reset``: test support (SAS token required).
+* ``/subscriptions/...``: the Azure Resource Manager subset (any ``Bearer`` token).
+* everything else: the Service Bus Atom API (``Authorization: SharedAccessSignature ...``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sbemulator.auth import AuthError, SasValidator, path_covers
+
+from . import arm, atom
+from .backend import QUEUE, SUBSCRIPTION, TOPIC, Namespace
+from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
+from .http import Request, Response
+
+log = logging.getLogger("sbemulator.admin")
+
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+
+
+class AdminApp:
+    def __init__(self, namespace: Namespace, validator: SasValidator, clock: Callable[[], float] = time.time) -> None:
+        self.ns = namespace
+        self.validator = validator
+        self.clock = clock
+        self.ready = True
+        self._arm_namespaces: dict[str, dict[str, Any]] = {}
+
+    async def __call__(self, request: Request) -> Response:
+        return self.handle(request)
+
+    def handle(self, request: Request) -> Response:
+        path = request.path
+        is_arm = path.lower().startswith("/subscriptions/")
+        try:
+            if path in ("/health", "/$health"):
+                return self._health(request)
+            if is_arm:
+                return self._arm(request)
+            return self._atom(request)
+        except AdminError as exc:
+            if is_arm:
+                return Response(exc.status, arm.error_body(exc.code, exc.detail), "application/json; charset=utf-8")
+            return Response(exc.status, atom.render_error(exc.status, exc.detail), atom.ERROR_CONTENT_TYPE)
+
+    # ------------------------------------------------------------------ health
+    def _health(self, request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            raise MethodNotAllowed("Use GET /health.")
+        status = 200 if self.ready else 503
+        body = json.dumps({"status": "ok" if self.ready else "starting", "namespace": self.ns.name}).encode()
+        return Response(status, body, "application/json")
+
+    # ------------------------------------------------------------------ auth
+    def _authorize(self, request: Request, entity_path: str = "") -> None:
+        token = request.headers.get("authorization", "")
+        if not token:
+            raise Unauthorized("MissingToken: the request has no Authorization header.")
+        try:
+            grant = self.validator.validate(token, None, self.clock())
+        except AuthError as exc:
+            raise Unauthorized(str(exc)) from None
+        # The JS SDK signs the full request URL, query included: the scope is its path.
+        scope = grant.scope.split("?", 1)[0].strip("/")
+        # A token minted for exactly this request's URL (the JS SDK does that, also for listings) is fine.
+        own = scope == request.path.strip("/").lower()
+        if not own and not path_covers(scope, entity_path.strip("/").lower()):
+            raise Unauthorized(f"InvalidAudience: the token does not cover '{entity_path or '/'}'.")
+
+    # ------------------------------------------------------------------ Atom API
+    def _atom(self, request: Request) -> Response:
+        segments = [s for s in request.path.split("/") if s]
+        method = request.method
+        host = request.headers.get("host", "localhost")
+        base = f"https://{host}"
+        if not segments:
+            raise NotFound("No resource at '/'.")
+        head = segments[0].lower()
+        if head == "$admin":
+            return self._test_support(request, segments[1:])
+        if head == "$namespaceinfo" and len(segments) == 1:
+            self._authorize(request)
+            self._only(method, "GET")
+            now = self.clock()
+            return Response(200, atom.render_namespace(self.ns.name, base, self.ns.started_at, now),
+                            atom.ENTRY_CONTENT_TYPE)
+        if head == "$resources" and len(segments) == 2:
+            self._authorize(request)
+            self._only(method, "GET")
+            kind = {"queues": QUEUE, "topics": TOPIC}.get(segments[1].lower())
+            if kind is None:
+                raise NotFound(f"Unknown resource collection '{segments[1]}'.")
+            infos = self.ns.list_entities(kind)
+            entries = [atom.entity_entry(i, base, host, self.ns.name) for i in infos]
+            return self._feed(request, segments[1].capitalize(), f"/$Resources/{segments[1]}", entries, base)
+        lower = [s.lower() for s in segments]
+        if "subscriptions" in lower:
+            i = lower.index("subscriptions")
+            topic = "/".join(segments[:i])
+            rest = segments[i + 1:]
+            if not topic:
+                raise NotFound("A subscription path needs a topic.")
+            return self._subscription_routes(request, topic, rest, base, host)
+        entity = "/".join(segments)
+        self._authorize(request, entity)
+        if method == "GET":
+            kind = self.ns.kind_of(entity)
+            if kind is None:
+                raise NotFound(f"The messaging entity '{self.ns.name}:{entity}' could not be found.")
+            info = self.ns.get(kind, entity)
+            return Response(200, atom.render_entity(info, base, host, self.ns.name), atom.ENTRY_CONTENT_TYPE)
+        if method == "PUT":
+            kind, el = atom.description_kind(request.body)
+            spec = atom.parse_description(el)
+            info, created = self.ns.put(kind, entity, spec, mode=self._mode(request))
+            return Response(201 if created else 200, atom.render_entity(info, base, host, self.ns.name),
+                            atom.ENTRY_CONTENT_TYPE)
+        if method == "DELETE":
+            kind = self.ns.kind_of(entity)
+            if kind is None:
+                raise NotFound(f"The messaging entity '{self.ns.name}:{entity}' could not be found.")
+            self.ns.delete(kind, entity)
+            return Response(200)
+        raise MethodNotAllowed(f"{method} is not supported on '{entity}'.")
+
+    def _subscription_routes(self, request: Request, topic: str, rest: list[str], base: str, host: str) -> Response:
+        method = request.method
+        ns = self.ns
+        if not rest:
+            self._authorize(request, topic)
+            self._only(method, "GET")
+            infos = ns.list_entities(SUBSCRIPTION, topic)
+            entries = [atom.entity_entry(i, base, host, ns.name) for i in infos]
+            return self._feed(request, "Subscriptions", f"/{topic}/Subscriptions", entries, base)
+        sub = rest[0]
+        sub_path = f"{topic}/Subscriptions/{sub}"
+        self._authorize(request, sub_path)
+        if len(rest) == 1:
+            if method == "GET":
+                info = ns.get(SUBSCRIPTION, sub_path)
+                return Response(200, atom.render_entity(info, base, host, ns.name), atom.ENTRY_CONTENT_TYPE)
+            if method == "PUT":
+                el = atom._find_description(request.body, ("SubscriptionDescription",))
+                spec = atom.parse_description(el)
+                info, created = ns.put(SUBSCRIPTION, sub, spec, mode=self._mode(request), topic=topic)
+                return Response(201 if created else 200, atom.render_entity(info, base, host, ns.name),
+                                atom.ENTRY_CONTENT_TYPE)
+            if method == "DELETE":
+                ns.delete(SUBSCRIPTION, sub_path)
+                return Response(200)
+            raise MethodNotAllowed(f"{method} is not supported on a subscription.")
+        if rest[1].lower() != "rules" or len(rest) > 3:
+            raise NotFound(f"No resource at '{request.path}'.")
+        if len(rest) == 2:
+            self._only(method, "GET")
+            rules = ns.list_rules(topic, sub)
+            entries = [atom.rule_entry(r, base, ns.name) for r in rules]
+            return self._feed(request, "Rules", f"/{sub_path}/Rules", entries, base)
+        rule_name = rest[2]
+        if method == "GET":
+            return Response(200, atom.render_rule(ns.get_rule(topic, sub, rule_name), base, ns.name),
+                            atom.ENTRY_CONTENT_TYPE)
+        if method == "PUT":
+            rule = atom.parse_rule(request.body, rule_name)
+            info, created = ns.put_rule(topic, sub, rule, mode=self._mode(request))
+            return Response(201 if created else 200, atom.render_rule(info, base, ns.name), atom.ENTRY_CONTENT_TYPE)
+        if method == "DELETE":
+            ns.delete_rule(topic, sub, rule_name)
+            return Response(200)
+        raise MethodNotAllowed(f"{method} is not supported on a rule.")
+
+    @staticmethod
+    def _mode(request: Request) -> str:
+        # The SDKs update with 'If-Match: *' and create without it.
+        return "update" if request.headers.get("if-match") else "create"
+
+    @staticmethod
+    def _only(method: str, *allowed: str) -> None:
+        if method not in allowed and not (method == "HEAD" and "GET" in allowed):
+            raise MethodNotAllowed(f"Only {', '.join(allowed)} is supported here.")
+
+    def _feed(self, request: Request, title: str, path: str, entries: list[str], base: str) -> Response:
+        skip = _int_query(request.query, "$skip", 0)
+        top = _int_query(request.query, "$top", DEFAULT_PAGE)
+        top = min(max(top, 1), MAX_PAGE)
+        page = entries[skip:skip + top]
+        api = request.query.get("api-version", "2021-05")
+        self_path = f"{path}?$skip={skip}&$top={top}&api-version={api}"
+        next_path = None
+        if skip + top < len(entries):
+            next_path = f"{path}?$skip={skip + top}&$top={top}&api-version={api}"
+        body = atom.render_feed(title, self_path, page, base, self.clock(), next_path)
+        return Response(200, body, atom.FEED_CONTENT_TYPE)
+
+    # ------------------------------------------------------------------ test support
+    def _test_support(self, request: Request, rest: list[str]) -> Response:
+        self._authorize(request)
+        self._only(request.method, "POST")
+        if rest and rest[0].lower() == "purge" and len(rest) > 1:
+            removed = self.ns.purge("/".join(rest[1:]))
+            return Response(200, json.dumps({"purged": removed}).encode(), "application/json")
+        if rest == ["reset"] or [r.lower() for r in rest] == ["reset"]:
+            result = self.ns.reset()
+            return Response(200, json.dumps(result).encode(), "application/json")
+        raise NotFound("Test-support operations: POST /$admin/purge/{entity path}, POST /$admin/reset.")
+
+    # ------------------------------------------------------------------ ARM
+    def _arm(self, request: Request) -> Response:
+        auth = request.headers.get("authorization", "")
+        if not auth.lower().startswith("bearer ") or not auth[7:].strip():
+            raise Unauthorized("AuthenticationFailed: a Bearer token is required (any token is accepted).")
+        seg = [s for s in request.path.split("/") if s]
+        # subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.ServiceBus/namespaces[/{ns}[/...]]
+        if (len(seg) < 6 or seg[2].lower() != "resourcegroups" or seg[4].lower() != "providers"
+                or seg[5].lower() != "microsoft.servicebus"):
+            raise NotFound(f"No ARM resource at '{request.path}'.")
+        if len(seg) < 7 or seg[6].lower() != "namespaces":
+            raise NotFound(f"No ARM resource at '{request.path}'.")
+        ns_prefix = "/".join(seg[:7])
+        if len(seg) == 7:
+            self._only(request.method, "GET")
+            return self._json(200, {"value": [self._arm_namespace(f"/{ns_prefix}/{self.ns.name}", self.ns.name)]})
+        ns_name = seg[7]
+        ns_id = f"/{ns_prefix}/{ns_name}"
+        rest = seg[8:]
+        method = request.method
+        if not rest:
+            if method == "PUT":
+                data = arm.parse_body(request.body)
+                state = self._arm_namespaces.setdefault(ns_name.lower(), {"created": self.clock()})
+                state.update(location=data.get("location"), sku=data.get("sku"), tags=data.get("tags"),
+                             properties=data.get("properties") or {}, updated=self.clock())
+                return self._json(200, self._arm_namespace(ns_id, ns_name))
+            if method == "GET":
+                return self._json(200, self._arm_namespace(ns_id, ns_name))
+            if method == "DELETE":
+                raise BadRequest("The emulator's namespace cannot be deleted; use POST /$admin/reset.")
+            raise MethodNotAllowed(f"{method} is not supported on a namespace.")
+        location = (self._arm_namespaces.get(ns_name.lower()) or {}).get("location")
+        kind_word = rest[0].lower()
+        if kind_word == "queues" or (kind_word == "topics" and len(rest) <= 2):
+            kind = QUEUE if kind_word == "queues" else TOPIC
+            if len(rest) == 1:
+                self._only(method, "GET")
+                items = [arm.entity_resource(i, f"{ns_id}/{rest[0]}/{i.name}", location)
+                         for i in self.ns.list_entities(kind)]
+                return self._json(200, {"value": items})
+            name = rest[1]
+            rid = f"{ns_id}/{rest[0]}/{name}"
+            return self._arm_entity(method, kind, name, None, request.body, rid, location)
+        if kind_word != "topics" or len(rest) < 3 or rest[2].lower() != "subscriptions":
+            raise NotFound(f"No ARM resource at '{request.path}'.")
+        topic = rest[1]
+        sub_base = f"{ns_id}/topics/{topic}/subscriptions"
+        if len(rest) == 3:
+            self._only(method, "GET")
+            items = [arm.entity_resource(i, f"{sub_base}/{i.name}", location)
+                     for i in self.ns.list_entities(SUBSCRIPTION, topic)]
+            return self._json(200, {"value": items})
+        sub = rest[3]
+        if len(rest) == 4:
+            return self._arm_entity(method, SUBSCRIPTION, sub, topic, request.body, f"{sub_base}/{sub}", location)
+        if rest[4].lower() != "rules" or len(rest) > 6:
+            raise NotFound(f"No ARM resource at '{request.path}'.")
+        rules_base = f"{sub_base}/{sub}/rules"
+        if len(rest) == 5:
+            self._only(method, "GET")
+            items = [arm.rule_resource(r, f"{rules_base}/{r.rule.name}", location)
+                     for r in self.ns.list_rules(topic, sub)]
+            return self._json(200, {"value": items})
+        rule_name = rest[5]
+        rid = f"{rules_base}/{rule_name}"
+        if method == "GET":
+            return self._json(200, arm.rule_resource(self.ns.get_rule(topic, sub, rule_name), rid, location))
+        if method == "PUT":
+            rule = arm.rule_config(request.body, rule_name)
+            info, _ = self.ns.put_rule(topic, sub, rule, mode="upsert", replace_implicit_default=True)
+            return self._json(200, arm.rule_resource(info, rid, location))
+        if method == "DELETE":
+            try:
+                self.ns.delete_rule(topic, sub, rule_name)
+            except NotFound:
+                return Response(204)
+            return Response(200)
+        raise MethodNotAllowed(f"{method} is not supported on a rule.")
+
+    def _arm_entity(self, method: str, kind: str, name: str, topic: str | None, body: bytes, rid: str,
+                    location: str | None) -> Response:
+        path = name if topic is None else f"{topic}/Subscriptions/{name}"
+        if method == "GET":
+            return self._json(200, arm.entity_resource(self.ns.get(kind, path), rid, location))
+        if method == "PUT":
+            spec = arm.entity_spec(body)
+            info, _ = self.ns.put(kind, name, spec, mode="upsert", topic=topic)
+            return self._json(200, arm.entity_resource(info, rid, location))
+        if method == "DELETE":
+            try:
+                self.ns.delete(kind, path)
+            except NotFound:
+                return Response(204)
+            return Response(200)
+        raise MethodNotAllowed(f"{method} is not supported here.")
+
+    def _arm_namespace(self, rid: str, name: str) -> dict[str, Any]:
+        state = self._arm_namespaces.get(name.lower()) or {}
+        props = state.get("properties") or {}
+        extra = {k: v for k, v in props.items() if k in ("disableLocalAuth", "minimumTlsVersion", "zoneRedundant",
+                                                          "publicNetworkAccess", "premiumMessagingPartitions")}
+        return arm.namespace_resource(
+            rid, name, state.get("location") or "local", state.get("sku") or {"name": "Standard", "tier": "Standard"},
+            f"https://{name}.servicebus.windows.net:443/", state.get("created", self.ns.started_at),
+            state.get("updated", self.ns.started_at), extra, state.get("tags"),
+        )
+
+    @staticmethod
+    def _json(status: int, data: Any) -> Response:
+        return Response(status, arm.dumps(data), "application/json; charset=utf-8")
+
+
+def _int_query(query: dict[str, str], name: str, default: int) -> int:
+    value = query.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise BadRequest(f"The query parameter {name}={value!r} is not an integer.") from None
+    if number < 0:
+        raise BadRequest(f"The query parameter {name} must not be negative.")
+    return number

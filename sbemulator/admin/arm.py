@@ -1,0 +1,234 @@
+"""The Azure Resource Manager subset ``azure-mgmt-servicebus`` uses: JSON in and out, pure functions.
+
+Resources are ``{"id", "name", "type", "properties": {...}}``; ARM property names are the Atom names in
+camelCase, durations ISO-8601 strings; lists are ``{"value": [...]}`` and errors
+``{"error": {"code", "message"}}``. The emulator has one namespace: any namespace name in the path
+addresses it, so ``provision.py`` can keep using the Azure namespace name it is configured with.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from sbemulator.config import RuleConfig, parse_duration
+
+from .atom import MAX_TIMESPAN, format_duration, format_time
+from .backend import MAX_TIMESPAN_SECONDS, EntityInfo, RuleInfo
+from .errors import BadRequest
+
+_PROPERTY_NAMES = {
+    "lockDuration": "LockDuration",
+    "maxSizeInMegabytes": "MaxSizeInMegabytes",
+    "maxMessageSizeInKilobytes": "MaxMessageSizeInKilobytes",
+    "requiresDuplicateDetection": "RequiresDuplicateDetection",
+    "requiresSession": "RequiresSession",
+    "defaultMessageTimeToLive": "DefaultMessageTimeToLive",
+    "deadLetteringOnMessageExpiration": "DeadLetteringOnMessageExpiration",
+    "deadLetteringOnFilterEvaluationExceptions": "DeadLetteringOnFilterEvaluationExceptions",
+    "duplicateDetectionHistoryTimeWindow": "DuplicateDetectionHistoryTimeWindow",
+    "maxDeliveryCount": "MaxDeliveryCount",
+    "status": "Status",
+    "enableBatchedOperations": "EnableBatchedOperations",
+    "autoDeleteOnIdle": "AutoDeleteOnIdle",
+    "enablePartitioning": "EnablePartitioning",
+    "enableExpress": "EnableExpress",
+    "supportOrdering": "SupportOrdering",
+    "forwardTo": "ForwardTo",
+    "forwardDeadLetteredMessagesTo": "ForwardDeadLetteredMessagesTo",
+}
+_DURATIONS = {"LockDuration", "DefaultMessageTimeToLive", "DuplicateDetectionHistoryTimeWindow", "AutoDeleteOnIdle"}
+# Read-only properties a client may send back from a GET: ignored.
+_READ_ONLY = {"countDetails", "createdAt", "updatedAt", "accessedAt", "sizeInBytes", "messageCount",
+              "subscriptionCount", "isClientAffine", "clientAffineProperties"}
+_CORRELATION = {
+    "correlationId": "CorrelationId", "messageId": "MessageId", "to": "To", "replyTo": "ReplyTo",
+    "label": "Label", "sessionId": "SessionId", "replyToSessionId": "ReplyToSessionId",
+    "contentType": "ContentType",
+}
+TYPES = {
+    "queue": "Microsoft.ServiceBus/namespaces/queues",
+    "topic": "Microsoft.ServiceBus/namespaces/topics",
+    "subscription": "Microsoft.ServiceBus/namespaces/topics/subscriptions",
+    "rule": "Microsoft.ServiceBus/namespaces/topics/subscriptions/rules",
+}
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"The request body is not valid JSON: {exc}.") from None
+    if not isinstance(data, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    props = data.get("properties", {})
+    if props is None:
+        props = {}
+    if not isinstance(props, dict):
+        raise BadRequest("'properties' must be a JSON object.")
+    return data
+
+
+def entity_spec(body: bytes) -> dict[str, Any]:
+    """An SBQueue/SBTopic/SBSubscription body -> spec (see backend)."""
+    props = parse_body(body).get("properties") or {}
+    spec: dict[str, Any] = {}
+    for key, value in props.items():
+        if key in _READ_ONLY:
+            continue
+        name = _PROPERTY_NAMES.get(key)
+        if name is None:
+            raise BadRequest(f"The property '{key}' is not supported.")
+        if value is None:
+            continue
+        if name in _DURATIONS:
+            spec[name] = _duration(key, value)
+        else:
+            spec[name] = value
+    return spec
+
+
+def _duration(key: str, value: Any) -> float:
+    if not isinstance(value, str):
+        raise BadRequest(f"The value of '{key}' must be an ISO-8601 duration string.")
+    if value.strip().upper() == MAX_TIMESPAN.upper():
+        return MAX_TIMESPAN_SECONDS
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise BadRequest(f"The value '{value}' of '{key}' is not a valid ISO-8601 duration.") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise BadRequest(f"The value '{value}' of '{key}' must be a positive duration.")
+    return min(seconds, MAX_TIMESPAN_SECONDS)
+
+
+def rule_config(body: bytes, name: str) -> RuleConfig:
+    props = parse_body(body).get("properties") or {}
+    ftype = props.get("filterType", "SqlFilter")
+    action = props.get("action") or {}
+    if not isinstance(action, dict):
+        raise BadRequest("'action' must be a JSON object.")
+    action_expr = action.get("sqlExpression") or None
+    if ftype == "SqlFilter":
+        sql = props.get("sqlFilter") or {}
+        expr = sql.get("sqlExpression") if isinstance(sql, dict) else None
+        if not isinstance(expr, str) or not expr.strip():
+            expr = "1=1" if not sql else None
+        if expr is None:
+            raise BadRequest("A SqlFilter needs sqlFilter.sqlExpression.")
+        return RuleConfig(name=name, filter_type="Sql", sql_expression=expr, action_expression=action_expr)
+    if ftype == "CorrelationFilter":
+        raw = props.get("correlationFilter") or {}
+        if not isinstance(raw, dict):
+            raise BadRequest("'correlationFilter' must be a JSON object.")
+        corr: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key == "properties":
+                if value:
+                    if not isinstance(value, dict):
+                        raise BadRequest("'correlationFilter.properties' must be a JSON object.")
+                    corr["Properties"] = dict(value)
+            elif key in _CORRELATION:
+                if value is not None:
+                    corr[_CORRELATION[key]] = value
+            elif key != "requiresPreprocessing":
+                raise BadRequest(f"The correlation filter property '{key}' is not supported.")
+        if not corr:
+            raise BadRequest("A CorrelationFilter needs at least one property.")
+        return RuleConfig(name=name, filter_type="Correlation", correlation=corr, action_expression=action_expr)
+    raise BadRequest(f"Unknown filterType '{ftype}' (expected SqlFilter or CorrelationFilter).")
+
+
+def _resource(rid: str, name: str, rtype: str, properties: dict[str, Any], location: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": rid, "name": name, "type": rtype, "properties": properties}
+    if location:
+        out["location"] = location
+    return out
+
+
+def _count_details(info: EntityInfo) -> dict[str, int]:
+    c = info.counts
+    return {
+        "activeMessageCount": c["active"], "deadLetterMessageCount": c["dead_letter"],
+        "scheduledMessageCount": c["scheduled"], "transferMessageCount": 0,
+        "transferDeadLetterMessageCount": c["transfer_dead_letter"],
+    }
+
+
+def entity_resource(info: EntityInfo, rid: str, location: str | None) -> dict[str, Any]:
+    cfg, x = info.config, info.extras
+    props: dict[str, Any] = {
+        "createdAt": format_time(info.created_at), "updatedAt": format_time(info.updated_at),
+        "accessedAt": format_time(info.accessed_at), "countDetails": _count_details(info),
+        "status": x["Status"], "enableBatchedOperations": x["EnableBatchedOperations"],
+        "autoDeleteOnIdle": format_duration(x["AutoDeleteOnIdle"]),
+        "defaultMessageTimeToLive": format_duration(cfg.default_message_ttl),
+    }
+    total = sum(info.counts[k] for k in ("active", "deferred", "scheduled", "dead_letter", "transfer_dead_letter"))
+    if info.kind in ("queue", "subscription"):
+        props.update(
+            lockDuration=format_duration(cfg.lock_duration), maxDeliveryCount=cfg.max_delivery_count,
+            requiresSession=cfg.requires_session, messageCount=total,
+            deadLetteringOnMessageExpiration=cfg.dead_lettering_on_message_expiration,
+        )
+        if cfg.forward_to:
+            props["forwardTo"] = cfg.forward_to
+        if cfg.forward_dead_lettered_messages_to:
+            props["forwardDeadLetteredMessagesTo"] = cfg.forward_dead_lettered_messages_to
+    if info.kind in ("queue", "topic"):
+        props.update(
+            sizeInBytes=info.size_in_bytes, maxSizeInMegabytes=x["MaxSizeInMegabytes"],
+            maxMessageSizeInKilobytes=cfg.max_message_size_kb,
+            requiresDuplicateDetection=cfg.requires_duplicate_detection,
+            duplicateDetectionHistoryTimeWindow=format_duration(cfg.duplicate_detection_window),
+            enablePartitioning=x["EnablePartitioning"], enableExpress=x["EnableExpress"],
+        )
+    if info.kind == "topic":
+        props.update(subscriptionCount=info.subscription_count, supportOrdering=x["SupportOrdering"])
+    if info.kind == "subscription":
+        props["deadLetteringOnFilterEvaluationExceptions"] = cfg.dead_lettering_on_filter_evaluation_exceptions
+    return _resource(rid, info.name, TYPES[info.kind], props, location)
+
+
+def rule_resource(info: RuleInfo, rid: str, location: str | None) -> dict[str, Any]:
+    rule = info.rule
+    props: dict[str, Any] = {}
+    if rule.filter_type == "Correlation":
+        corr = dict(rule.correlation or {})
+        user = corr.pop("Properties", None) or {}
+        reverse = {v: k for k, v in _CORRELATION.items()}
+        cf: dict[str, Any] = {reverse[k]: v for k, v in corr.items() if k in reverse}
+        cf["properties"] = {k: v if isinstance(v, (str, int, float, bool)) else str(v) for k, v in user.items()}
+        props.update(filterType="CorrelationFilter", correlationFilter=cf)
+    else:
+        props.update(filterType="SqlFilter",
+                     sqlFilter={"sqlExpression": rule.sql_expression or "1=1", "compatibilityLevel": 20})
+    props["action"] = {"sqlExpression": rule.action_expression, "compatibilityLevel": 20} if rule.action_expression \
+        else {}
+    return _resource(rid, rule.name, TYPES["rule"], props, location)
+
+
+def namespace_resource(rid: str, name: str, location: str, sku: dict[str, Any], endpoint: str,
+                       created: float, updated: float, extra: dict[str, Any] | None = None,
+                       tags: dict[str, str] | None = None) -> dict[str, Any]:
+    props = {
+        "provisioningState": "Succeeded", "status": "Active", "serviceBusEndpoint": endpoint,
+        "metricId": name, "createdAt": format_time(created), "updatedAt": format_time(updated),
+        "disableLocalAuth": False, "minimumTlsVersion": "1.2", "zoneRedundant": False,
+        "publicNetworkAccess": "Enabled",
+    }
+    props.update(extra or {})
+    props["provisioningState"] = "Succeeded"
+    out = _resource(rid, name, "Microsoft.ServiceBus/Namespaces", props, location)
+    out["sku"] = sku
+    out["tags"] = tags or {}
+    return out
+
+
+def error_body(code: str, message: str) -> bytes:
+    return json.dumps({"error": {"code": code, "message": message}}).encode()
+
+
+def dumps(data: Any) -> bytes:
+    return json.dumps(data).encode()

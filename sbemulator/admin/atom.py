@@ -1,0 +1,472 @@
+"""The Service Bus Atom/XML management format: parsing request bodies, rendering responses.
+
+Pure functions (bytes in, bytes out), so the format is testable without sockets. The shapes follow
+what Service Bus sends and what ``azure.servicebus.management`` (its generated models plus the
+``_utils`` key-value workarounds) and ``@azure/service-bus``'s ATOM serializer read:
+
+* an entity is an Atom ``<entry>`` whose ``<content type="application/xml">`` holds a
+  ``QueueDescription`` / ``TopicDescription`` / ``SubscriptionDescription`` / ``RuleDescription``
+  / ``NamespaceInfo`` in the ``.../2010/10/servicebus/connect`` namespace;
+* a list is a ``<feed>`` of entries; a second ``<link rel="next">`` carries ``$skip``/``$top`` of the
+  next page (the Python SDK takes ``link[1]`` as the next page);
+* counts sit in ``CountDetails`` under the ``.../2011/06/servicebus`` namespace (prefix ``d2p1``);
+* rule filters and actions are typed with ``i:type`` (XMLSchema-instance); correlation properties
+  are ``KeyValueOfstringanyType`` pairs whose ``Value`` carries ``i:type="d6p1:<xsd type>"``;
+* errors are ``<Error><Code>status</Code><Detail>text</Detail></Error>``.
+
+Request bodies are read by local element names, so it does not matter whether a client puts the
+description in the default namespace (the JS SDK, the Python SDK after its XML workaround policy)
+or behind a prefix.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from sbemulator.config import RuleConfig, parse_duration
+
+from .backend import MAX_TIMESPAN_SECONDS, EntityInfo, RuleInfo
+from .errors import BadRequest
+
+ATOM_NS = "http://www.w3.org/2005/Atom"
+SB_NS = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
+COUNT_NS = "http://schemas.microsoft.com/netservices/2011/06/servicebus"
+XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
+XSD_NS = "http://www.w3.org/2001/XMLSchema"
+ENTRY_CONTENT_TYPE = "application/atom+xml;type=entry;charset=utf-8"
+FEED_CONTENT_TYPE = "application/atom+xml;type=feed;charset=utf-8"
+ERROR_CONTENT_TYPE = "application/xml;charset=utf-8"
+MAX_TIMESPAN = "P10675199DT2H48M5.4775807S"
+
+_DESCRIPTIONS = {"queue": "QueueDescription", "topic": "TopicDescription", "subscription": "SubscriptionDescription"}
+_BOOL_FIELDS = {
+    "RequiresDuplicateDetection", "RequiresSession", "DeadLetteringOnMessageExpiration",
+    "DeadLetteringOnFilterEvaluationExceptions", "EnableBatchedOperations", "EnablePartitioning",
+    "EnableExpress", "SupportOrdering", "FilteringMessagesBeforePublishing", "EnableSubscriptionPartitioning",
+    "IsAnonymousAccessible",
+}
+_INT_FIELDS = {"MaxDeliveryCount", "MaxSizeInMegabytes", "MaxMessageSizeInKilobytes"}
+_DURATION_FIELDS = {"LockDuration", "DefaultMessageTimeToLive", "DuplicateDetectionHistoryTimeWindow",
+                    "AutoDeleteOnIdle"}
+_STRING_FIELDS = {"ForwardTo", "ForwardDeadLetteredMessagesTo", "UserMetadata", "Status"}
+# Read-only or unsupported fields a client may echo back from a GET; ignored on input.
+_IGNORED_FIELDS = {
+    "SizeInBytes", "MessageCount", "CountDetails", "CreatedAt", "UpdatedAt", "AccessedAt", "AuthorizationRules",
+    "EntityAvailabilityStatus", "SubscriptionCount", "SqlFilterCount", "CorrelationFilterCount",
+}
+_CORRELATION_FIELDS = ("CorrelationId", "MessageId", "To", "ReplyTo", "Label", "SessionId", "ReplyToSessionId",
+                       "ContentType")
+
+
+# ---------------------------------------------------------------------------------------- values
+def format_duration(seconds: float | None) -> str:
+    """Seconds -> xs:duration as Service Bus writes it ('PT1M', 'P14D', 'PT0.5S'); None -> TimeSpan.MaxValue."""
+    if seconds is None or seconds >= MAX_TIMESPAN_SECONDS:
+        return MAX_TIMESPAN
+    total = max(0.0, float(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = "P" + (f"{int(days)}D" if days else "")
+    time_part = (f"{int(hours)}H" if hours else "") + (f"{int(minutes)}M" if minutes else "")
+    if secs:
+        text = f"{secs:.7f}".rstrip("0").rstrip(".")
+        time_part += f"{text}S"
+    if time_part:
+        out += "T" + time_part
+    return out if out != "P" else "PT0S"
+
+
+def format_time(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _el(name: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        value = _bool(value)
+    return f"<{name}>{escape(str(value))}</{name}>"
+
+
+# ---------------------------------------------------------------------------------------- parsing
+def _local(tag: Any) -> str:
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def _parse_xml(body: bytes) -> ET.Element:
+    if not body or not body.strip():
+        raise BadRequest("The request body is empty; an Atom entry was expected.")
+    if b"<!DOCTYPE" in body.upper() or b"<!ENTITY" in body.upper():
+        raise BadRequest("Document type declarations are not allowed in the request body.")
+    try:
+        return ET.fromstring(body)
+    except ET.ParseError as exc:
+        raise BadRequest(f"The request body is not well-formed XML: {exc}.") from None
+
+
+def _find_description(body: bytes, names: Iterable[str]) -> ET.Element:
+    root = _parse_xml(body)
+    wanted = set(names)
+    if _local(root.tag) in wanted:
+        return root
+    if _local(root.tag) != "entry":
+        raise BadRequest(f"Expected an Atom entry, got <{_local(root.tag)}>.")
+    for content in root:
+        if _local(content.tag) == "content":
+            for child in content:
+                if _local(child.tag) in wanted:
+                    return child
+    raise BadRequest(f"The Atom entry has no {' or '.join(sorted(wanted))} in its content.")
+
+
+def description_kind(body: bytes) -> tuple[str, ET.Element]:
+    """Which description a PUT to /{name} carries ('queue' or 'topic')."""
+    el = _find_description(body, ("QueueDescription", "TopicDescription"))
+    return ("queue" if _local(el.tag) == "QueueDescription" else "topic"), el
+
+
+def parse_description(el: ET.Element) -> dict[str, Any]:
+    """A QueueDescription/TopicDescription/SubscriptionDescription -> spec (see backend)."""
+    spec: dict[str, Any] = {}
+    for child in el:
+        name = _local(child.tag)
+        text = (child.text or "").strip()
+        if name in _IGNORED_FIELDS:
+            continue
+        if name == "DefaultRuleDescription":
+            spec[name] = parse_rule_element(child, "$Default")
+        elif name in _BOOL_FIELDS:
+            if text.lower() not in ("true", "false"):
+                raise BadRequest(f"The value '{text}' of {name} is not a boolean.")
+            spec[name] = text.lower() == "true"
+        elif name in _INT_FIELDS:
+            try:
+                spec[name] = int(text)
+            except ValueError:
+                raise BadRequest(f"The value '{text}' of {name} is not an integer.") from None
+        elif name in _DURATION_FIELDS:
+            spec[name] = _duration(name, text)
+        elif name in _STRING_FIELDS:
+            spec[name] = child.text or ""
+        # Anything else (new service properties) is ignored, as older services ignore unknown fields.
+    return spec
+
+
+def _duration(name: str, text: str) -> float:
+    if text.strip().upper() == MAX_TIMESPAN.upper():
+        return MAX_TIMESPAN_SECONDS
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise BadRequest(
+            f"The value '{text}' of {name} is not a valid duration (expected an ISO-8601 duration such as PT1M)."
+        ) from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise BadRequest(f"The value '{text}' of {name} must be a positive duration.")
+    return min(seconds, MAX_TIMESPAN_SECONDS)
+
+
+def parse_rule(body: bytes, name: str) -> RuleConfig:
+    return parse_rule_element(_find_description(body, ("RuleDescription",)), name)
+
+
+def _xsi_type(el: ET.Element) -> str:
+    for key, value in el.attrib.items():
+        if _local(key) == "type":
+            return value.rsplit(":", 1)[-1]
+    return ""
+
+
+def parse_rule_element(el: ET.Element, name: str) -> RuleConfig:
+    """RuleDescription -> RuleConfig. TrueFilter/FalseFilter become SQL '1=1'/'1=0' as Service Bus stores them."""
+    children = {_local(c.tag): c for c in el}
+    filter_el = children.get("Filter")
+    action_el = children.get("Action")
+    action = None
+    if action_el is not None and _xsi_type(action_el) == "SqlRuleAction":
+        expr = _child_text(action_el, "SqlExpression")
+        _reject_parameters(action_el, "action")
+        action = expr or None
+    if filter_el is None:
+        return RuleConfig(name=name, filter_type="Sql", sql_expression="1=1", action_expression=action)
+    ftype = _xsi_type(filter_el)
+    if ftype == "TrueFilter":
+        return RuleConfig(name=name, filter_type="Sql", sql_expression="1=1", action_expression=action)
+    if ftype == "FalseFilter":
+        return RuleConfig(name=name, filter_type="Sql", sql_expression="1=0", action_expression=action)
+    if ftype == "SqlFilter":
+        expr = _child_text(filter_el, "SqlExpression")
+        if not expr or not expr.strip():
+            raise BadRequest("A SqlFilter needs a SqlExpression.")
+        _reject_parameters(filter_el, "filter")
+        return RuleConfig(name=name, filter_type="Sql", sql_expression=expr, action_expression=action)
+    if ftype == "CorrelationFilter":
+        corr: dict[str, Any] = {}
+        for child in filter_el:
+            local = _local(child.tag)
+            if local in _CORRELATION_FIELDS and child.text is not None:
+                corr[local] = child.text
+            elif local == "Properties":
+                corr["Properties"] = parse_key_values(child)
+        if not corr:
+            raise BadRequest("A CorrelationFilter needs at least one property.")
+        return RuleConfig(name=name, filter_type="Correlation", correlation=corr, action_expression=action)
+    raise BadRequest(f"Unknown filter type '{ftype or '(none)'}'.")
+
+
+def _child_text(el: ET.Element, name: str) -> str | None:
+    for child in el:
+        if _local(child.tag) == name:
+            return child.text or ""
+    return None
+
+
+def _reject_parameters(el: ET.Element, what: str) -> None:
+    for child in el:
+        if _local(child.tag) == "Parameters" and len(child):
+            raise BadRequest(f"SQL {what} parameters are not supported by sbemulator.")
+
+
+def parse_key_values(el: ET.Element) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in el:
+        key = _child_text(kv, "Key")
+        value_el = next((c for c in kv if _local(c.tag) == "Value"), None)
+        if key is None or value_el is None:
+            raise BadRequest("A correlation property needs a Key and a Value.")
+        out[key] = _typed_value(value_el.text or "", _xsi_type(value_el) or "string")
+    return out
+
+
+def _typed_value(text: str, xsd_type: str) -> Any:
+    try:
+        if xsd_type in ("int", "long", "short", "byte", "unsignedInt", "unsignedLong", "unsignedShort"):
+            return int(text)
+        if xsd_type in ("double", "float", "decimal"):
+            return float(text)
+        if xsd_type == "boolean":
+            return text.strip().lower() == "true"
+        if xsd_type == "dateTime":
+            return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadRequest(f"The value '{text}' is not a valid {xsd_type}.") from None
+    return text
+
+
+# ---------------------------------------------------------------------------------------- rendering
+def _entry(base: str, rel_path: str, title: str, content: str, published: float, updated: float,
+           author: str) -> str:
+    href = f"{base}/{rel_path}?api-version=2021-05"
+    return (
+        f'<entry xmlns="{ATOM_NS}"><id>{escape(href)}</id><title type="text">{escape(title)}</title>'
+        f"<published>{format_time(published)}</published><updated>{format_time(updated)}</updated>"
+        f"<author><name>{escape(author)}</name></author><link rel=\"self\" href={quoteattr(href)}/>"
+        f'<content type="application/xml">{content}</content></entry>'
+    )
+
+
+def _counts(info: EntityInfo) -> str:
+    c = info.counts
+    return (
+        f'<CountDetails xmlns:d2p1="{COUNT_NS}">'
+        f"<d2p1:ActiveMessageCount>{c['active']}</d2p1:ActiveMessageCount>"
+        f"<d2p1:DeadLetterMessageCount>{c['dead_letter']}</d2p1:DeadLetterMessageCount>"
+        f"<d2p1:ScheduledMessageCount>{c['scheduled']}</d2p1:ScheduledMessageCount>"
+        f"<d2p1:TransferMessageCount>0</d2p1:TransferMessageCount>"
+        f"<d2p1:TransferDeadLetterMessageCount>{c['transfer_dead_letter']}</d2p1:TransferDeadLetterMessageCount>"
+        "</CountDetails>"
+    )
+
+
+def _forward(host: str, target: str | None) -> str | None:
+    return None if not target else f"sb://{host}/{target}"
+
+
+def render_description(info: EntityInfo, host: str) -> str:
+    cfg, x = info.config, info.extras
+    total = sum(info.counts[k] for k in ("active", "deferred", "scheduled", "dead_letter", "transfer_dead_letter"))
+    times = (_el("CreatedAt", format_time(info.created_at)) + _el("UpdatedAt", format_time(info.updated_at))
+             + _el("AccessedAt", format_time(info.accessed_at)))
+    if info.kind == "queue":
+        parts = [
+            _el("LockDuration", format_duration(cfg.lock_duration)),
+            _el("MaxSizeInMegabytes", x["MaxSizeInMegabytes"]),
+            _el("RequiresDuplicateDetection", cfg.requires_duplicate_detection),
+            _el("RequiresSession", cfg.requires_session),
+            _el("DefaultMessageTimeToLive", format_duration(cfg.default_message_ttl)),
+            _el("DeadLetteringOnMessageExpiration", cfg.dead_lettering_on_message_expiration),
+            _el("DuplicateDetectionHistoryTimeWindow", format_duration(cfg.duplicate_detection_window)),
+            _el("MaxDeliveryCount", cfg.max_delivery_count),
+            _el("EnableBatchedOperations", x["EnableBatchedOperations"]),
+            _el("SizeInBytes", info.size_in_bytes),
+            _el("MessageCount", total),
+            _el("IsAnonymousAccessible", x["IsAnonymousAccessible"]),
+            "<AuthorizationRules/>",
+            _el("Status", x["Status"]),
+            _el("ForwardTo", _forward(host, cfg.forward_to)),
+            times,
+            _el("SupportOrdering", x["SupportOrdering"]),
+            _counts(info),
+            _el("AutoDeleteOnIdle", format_duration(x["AutoDeleteOnIdle"])),
+            _el("EnablePartitioning", x["EnablePartitioning"]),
+            _el("EntityAvailabilityStatus", "Available"),
+            _el("EnableExpress", x["EnableExpress"]),
+            _el("ForwardDeadLetteredMessagesTo", _forward(host, cfg.forward_dead_lettered_messages_to)),
+            _el("UserMetadata", x["UserMetadata"]),
+            _el("MaxMessageSizeInKilobytes", cfg.max_message_size_kb),
+        ]
+    elif info.kind == "topic":
+        parts = [
+            _el("DefaultMessageTimeToLive", format_duration(cfg.default_message_ttl)),
+            _el("MaxSizeInMegabytes", x["MaxSizeInMegabytes"]),
+            _el("RequiresDuplicateDetection", cfg.requires_duplicate_detection),
+            _el("DuplicateDetectionHistoryTimeWindow", format_duration(cfg.duplicate_detection_window)),
+            _el("EnableBatchedOperations", x["EnableBatchedOperations"]),
+            _el("SizeInBytes", info.size_in_bytes),
+            _el("FilteringMessagesBeforePublishing", x["FilteringMessagesBeforePublishing"]),
+            _el("IsAnonymousAccessible", x["IsAnonymousAccessible"]),
+            "<AuthorizationRules/>",
+            _el("Status", x["Status"]),
+            times,
+            _el("SupportOrdering", x["SupportOrdering"]),
+            _counts(info),
+            _el("SubscriptionCount", info.subscription_count),
+            _el("AutoDeleteOnIdle", format_duration(x["AutoDeleteOnIdle"])),
+            _el("EnablePartitioning", x["EnablePartitioning"]),
+            _el("EntityAvailabilityStatus", "Available"),
+            _el("EnableSubscriptionPartitioning", x["EnableSubscriptionPartitioning"]),
+            _el("EnableExpress", x["EnableExpress"]),
+            _el("UserMetadata", x["UserMetadata"]),
+            _el("MaxMessageSizeInKilobytes", cfg.max_message_size_kb),
+        ]
+    else:
+        parts = [
+            _el("LockDuration", format_duration(cfg.lock_duration)),
+            _el("RequiresSession", cfg.requires_session),
+            _el("DefaultMessageTimeToLive", format_duration(cfg.default_message_ttl)),
+            _el("DeadLetteringOnMessageExpiration", cfg.dead_lettering_on_message_expiration),
+            _el("DeadLetteringOnFilterEvaluationExceptions", cfg.dead_lettering_on_filter_evaluation_exceptions),
+            _el("MessageCount", total),
+            _el("MaxDeliveryCount", cfg.max_delivery_count),
+            _el("EnableBatchedOperations", x["EnableBatchedOperations"]),
+            _el("Status", x["Status"]),
+            _el("ForwardTo", _forward(host, cfg.forward_to)),
+            times,
+            _counts(info),
+            _el("UserMetadata", x["UserMetadata"]),
+            _el("ForwardDeadLetteredMessagesTo", _forward(host, cfg.forward_dead_lettered_messages_to)),
+            _el("AutoDeleteOnIdle", format_duration(x["AutoDeleteOnIdle"])),
+            _el("EntityAvailabilityStatus", "Available"),
+        ]
+    tag = _DESCRIPTIONS[info.kind]
+    return f'<{tag} xmlns="{SB_NS}" xmlns:i="{XSI_NS}">{"".join(parts)}</{tag}>'
+
+
+def _entity_rel(info: EntityInfo) -> str:
+    return info.name if info.kind != "subscription" else f"{info.topic}/Subscriptions/{info.name}"
+
+
+def render_entity(info: EntityInfo, base: str, host: str, namespace: str) -> bytes:
+    body = _entry(base, _entity_rel(info), info.name, render_description(info, host), info.created_at,
+                  info.updated_at, namespace)
+    return _doc(body)
+
+
+def _doc(text: str) -> bytes:
+    return ('<?xml version="1.0" encoding="utf-8"?>' + text).encode("utf-8")
+
+
+def render_feed(title: str, self_path: str, entries: list[str], base: str, now: float,
+                next_path: str | None = None) -> bytes:
+    links = f'<link rel="self" href={quoteattr(base + self_path)}/>'
+    if next_path is not None:
+        links += f'<link rel="next" href={quoteattr(base + next_path)}/>'
+    return _doc(
+        f'<feed xmlns="{ATOM_NS}"><title type="text">{escape(title)}</title>'
+        f"<id>{escape(base + self_path)}</id><updated>{format_time(now)}</updated>{links}"
+        + "".join(entries) + "</feed>"
+    )
+
+
+def entity_entry(info: EntityInfo, base: str, host: str, namespace: str) -> str:
+    return _entry(base, _entity_rel(info), info.name, render_description(info, host), info.created_at,
+                  info.updated_at, namespace)
+
+
+# --- rules
+def _key_values(values: dict[str, Any]) -> str:
+    out = []
+    for key, value in values.items():
+        if isinstance(value, bool):
+            xsd, text = "boolean", _bool(value)
+        elif isinstance(value, int):
+            xsd, text = ("int" if -(2**31) <= value < 2**31 else "long"), str(value)
+        elif isinstance(value, float):
+            xsd, text = "double", repr(value)
+        elif isinstance(value, datetime.datetime):
+            xsd, text = "dateTime", value.isoformat()
+        else:
+            xsd, text = "string", str(value)
+        out.append(
+            f"<KeyValueOfstringanyType><Key>{escape(str(key))}</Key>"
+            f'<Value xmlns:d6p1="{XSD_NS}" i:type="d6p1:{xsd}">{escape(text)}</Value></KeyValueOfstringanyType>'
+        )
+    return "".join(out)
+
+
+def render_rule_description(rule: RuleConfig, created_at: float, tag: str = "RuleDescription",
+                            declare: bool = True) -> str:
+    if rule.filter_type == "Correlation":
+        corr = dict(rule.correlation or {})
+        props = corr.pop("Properties", None) or {}
+        fields = "".join(_el(k, corr[k]) for k in _CORRELATION_FIELDS if corr.get(k) is not None)
+        filter_xml = (f'<Filter i:type="CorrelationFilter">{fields}<Properties>{_key_values(props)}</Properties>'
+                      "</Filter>")
+    else:
+        expr = rule.sql_expression or "1=1"
+        norm = " ".join(expr.upper().split()).replace(" ", "")
+        ftype = "TrueFilter" if norm == "1=1" else "FalseFilter" if norm == "1=0" else "SqlFilter"
+        filter_xml = (f'<Filter i:type="{ftype}"><SqlExpression>{escape(expr)}</SqlExpression>'
+                      "<CompatibilityLevel>20</CompatibilityLevel></Filter>")
+    if rule.action_expression:
+        action_xml = (f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(rule.action_expression)}'
+                      "</SqlExpression><CompatibilityLevel>20</CompatibilityLevel></Action>")
+    else:
+        action_xml = '<Action i:type="EmptyRuleAction"/>'
+    ns = f' xmlns="{SB_NS}" xmlns:i="{XSI_NS}"' if declare else ""
+    return (f"<{tag}{ns}>{filter_xml}{action_xml}<CreatedAt>{format_time(created_at)}</CreatedAt>"
+            f"<Name>{escape(rule.name)}</Name></{tag}>")
+
+
+def rule_entry(info: RuleInfo, base: str, namespace: str) -> str:
+    rel = f"{info.topic}/Subscriptions/{info.subscription}/Rules/{info.rule.name}"
+    return _entry(base, rel, info.rule.name, render_rule_description(info.rule, info.created_at),
+                  info.created_at, info.created_at, namespace)
+
+
+def render_rule(info: RuleInfo, base: str, namespace: str) -> bytes:
+    return _doc(rule_entry(info, base, namespace))
+
+
+# --- namespace and errors
+def render_namespace(name: str, base: str, created: float, modified: float) -> bytes:
+    content = (
+        f'<NamespaceInfo xmlns="{SB_NS}" xmlns:i="{XSI_NS}"><CreatedTime>{format_time(created)}</CreatedTime>'
+        f"<MessagingSKU>Standard</MessagingSKU><ModifiedTime>{format_time(modified)}</ModifiedTime>"
+        f"<Name>{escape(name)}</Name><NamespaceType>Messaging</NamespaceType></NamespaceInfo>"
+    )
+    return _doc(_entry(base, "$namespaceinfo", name, content, created, modified, name))
+
+
+def render_error(status: int, detail: str) -> bytes:
+    return _doc(f"<Error><Code>{status}</Code><Detail>{escape(detail)}</Detail></Error>")
