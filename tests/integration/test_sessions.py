@@ -175,3 +175,59 @@ async def test_ten_interleaved_groups_of_100_are_each_processed_in_order_by_conc
 
         await asyncio.wait_for(asyncio.gather(*(consumer() for _ in range(4))), 110)
     assert seen == groups
+
+
+async def test_async_exclusive_lock_state_and_failover(sb_connection_string):
+    async with AsyncServiceBusClient.from_connection_string(sb_connection_string, retry_total=0) as client:
+        async with client.get_queue_sender(QUEUE) as sender:
+            await sender.send_messages([ServiceBusMessage(f"f{i}", session_id="f") for i in range(3)])
+        holder = client.get_queue_receiver(QUEUE, session_id="f")
+        await holder.__aenter__()
+        try:
+            (first,) = await holder.receive_messages(max_message_count=1, max_wait_time=5)
+            await holder.session.set_state(b"from-holder")
+            with pytest.raises(SessionCannotBeLockedError):
+                async with client.get_queue_receiver(QUEUE, session_id="f") as second:
+                    await second.receive_messages(max_wait_time=1)
+            await asyncio.sleep(6)  # stop renewing: the 5 s session lock lapses
+            async with client.get_queue_receiver(
+                QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=5
+            ) as successor:
+                assert successor.session.session_id == "f"
+                assert await successor.session.get_state() == b"from-holder"
+                got: list = []
+                while len(got) < 3:
+                    batch = await successor.receive_messages(max_message_count=3, max_wait_time=2)
+                    assert batch, "the successor must get the session's messages"
+                    got += batch
+                assert [str(m) for m in got] == ["f0", "f1", "f2"]
+                for m in got:
+                    await successor.complete_message(m)
+            with pytest.raises((SessionLockLostError, ServiceBusError)):
+                await holder.complete_message(first)
+        finally:
+            try:
+                await holder.close()
+            except ServiceBusError:
+                pass
+
+
+async def test_async_next_available_session_waits_then_times_out(sb_connection_string):
+    async with AsyncServiceBusClient.from_connection_string(sb_connection_string, retry_total=0) as client:
+        async def send_later() -> None:
+            await asyncio.sleep(1.5)
+            async with client.get_queue_sender(QUEUE) as sender:
+                await sender.send_messages(ServiceBusMessage("late", session_id="late-async"))
+
+        task = asyncio.create_task(send_later())
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client.get_queue_receiver(QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=10) as r:
+            assert r.session.session_id == "late-async"
+            assert loop.time() - started >= 1.0
+            (message,) = await r.receive_messages(max_wait_time=5)
+            await r.complete_message(message)
+        await task
+        with pytest.raises(OperationTimeoutError):
+            async with client.get_queue_receiver(QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as r:
+                await r.receive_messages(max_wait_time=1)
