@@ -265,26 +265,39 @@ SECTIONS = {
 def write_section(key: str, body: str, path: Path = DOC_PATH) -> None:
     """Replace the text between ``<!-- bench:KEY:start -->`` and ``<!-- bench:KEY:end -->``.
 
-    Everything outside the markers (other helpers' sections included) is left byte-for-byte alone. A
-    missing file gets the intro; a missing section is placed after the previous section of
-    :data:`SECTIONS` when that one is present (so "Start-up" stays under "Emulator"), else appended.
+    Everything outside the markers (other benchmarks' sections included) is left byte-for-byte
+    alone. A missing file gets the intro; missing sections of :data:`SECTIONS` are laid out together
+    in their order (so "Start-up" always sits under "Emulator", whichever benchmark runs first); any
+    other missing key is appended under a heading named after it.
     """
     text = path.read_text() if path.exists() else DOC_INTRO
-    start, end = f"<!-- bench:{key}:start -->", f"<!-- bench:{key}:end -->"
-    block = f"{start}\n{body.strip()}\n{end}"
+    if key in SECTIONS:
+        previous = None
+        for name, heading in SECTIONS.items():
+            if _markers(name)[0] not in text:
+                placeholder = f"{heading}\n\n{_block(name, '_Not measured yet._')}"
+                anchor = _markers(previous)[1] if previous else None
+                if anchor and anchor in text:
+                    before, after = text.split(anchor, 1)
+                    text = f"{before}{anchor}\n\n{placeholder}{after}"
+                else:
+                    text = text.rstrip("\n") + f"\n\n{placeholder}\n"
+            previous = name
+    start, end = _markers(key)
     if start in text and end in text:
         before, rest = text.split(start, 1)
         _, after = rest.split(end, 1)
-        text = before + block + after
+        text = before + _block(key, body) + after
     else:
-        keys = list(SECTIONS)
-        previous = keys[keys.index(key) - 1] if keys.index(key) > 0 else None
-        anchor = f"<!-- bench:{previous}:end -->" if previous else None
-        insert = f"{SECTIONS[key]}\n\n{block}\n"
-        if anchor and anchor in text:
-            before, after = text.split(anchor, 1)
-            text = f"{before}{anchor}\n\n{insert}{after}"
-        else:
-            text = text.rstrip("\n") + f"\n\n{insert}"
+        text = text.rstrip("\n") + f"\n\n## {key}\n\n{_block(key, body)}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def _markers(key: str) -> tuple[str, str]:
+    return f"<!-- bench:{key}:start -->", f"<!-- bench:{key}:end -->"
+
+
+def _block(key: str, body: str) -> str:
+    start, end = _markers(key)
+    return f"{start}\n{body.strip()}\n{end}"

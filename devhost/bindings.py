@@ -56,6 +56,14 @@ def application_properties(message: Any) -> dict[str, Any]:
     return {_text(key): _text(value) for key, value in (message.application_properties or {}).items()}
 
 
+def _datum(value: Any) -> Any:
+    from azure.functions.meta import Datum
+
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return Datum(json.dumps(value, default=str), "json")
+    return Datum(value, "string" if isinstance(value, str) else "int" if isinstance(value, int) else "double")
+
+
 def functions_message(message: Any) -> FunctionsServiceBusMessage:
     """``azure.functions.ServiceBusMessage`` with the metadata the Functions host passes."""
     props = application_properties(message)
@@ -74,7 +82,7 @@ def functions_message(message: Any) -> FunctionsServiceBusMessage:
     }
     return FunctionsServiceBusMessage(
         body=_body(message),
-        trigger_metadata=metadata,
+        trigger_metadata={key: _datum(value) for key, value in metadata.items() if value is not None},
         application_properties=props,
         user_properties=props,
         content_type=message.content_type,
@@ -117,22 +125,28 @@ def to_service_bus_messages(value: Any) -> list[ServiceBusMessage]:
 
 
 class ServiceBusOutputs:
-    """One sender per entity for one instance; slots share it under a lock (senders are not thread-safe)."""
+    """One sender per entity for one instance; slots share it under a lock (senders are not thread-safe).
 
-    def __init__(self, client_factory: Callable[[], Any]) -> None:
+    ``client_factory(connection)`` makes a client for the binding's connection setting name.
+    """
+
+    def __init__(self, client_factory: Callable[[str], Any], default_connection: str = "ServiceBusConnection") -> None:
         self._client_factory = client_factory
-        self._client: Any = None
-        self._senders: dict[str, tuple[Any, threading.Lock]] = {}
+        self._default_connection = default_connection
+        self._clients: dict[str, Any] = {}
+        self._senders: dict[tuple[str, str], tuple[Any, threading.Lock]] = {}
         self._lock = threading.Lock()
 
     def _sender(self, binding: dict[str, Any]) -> tuple[Any, threading.Lock]:
-        key = binding.get("queueName") or f"topic:{binding.get('topicName')}"
+        connection = binding.get("connection") or self._default_connection
+        key = (connection, binding.get("queueName") or f"topic:{binding.get('topicName')}")
         with self._lock:
             if key not in self._senders:
-                if self._client is None:
-                    self._client = self._client_factory()
-                sender = (self._client.get_queue_sender(binding["queueName"]) if binding.get("queueName")
-                          else self._client.get_topic_sender(binding["topicName"]))
+                if connection not in self._clients:
+                    self._clients[connection] = self._client_factory(connection)
+                client = self._clients[connection]
+                sender = (client.get_queue_sender(binding["queueName"]) if binding.get("queueName")
+                          else client.get_topic_sender(binding["topicName"]))
                 self._senders[key] = (sender, threading.Lock())
             return self._senders[key]
 
@@ -150,12 +164,12 @@ class ServiceBusOutputs:
                     except Exception:
                         pass
             self._senders.clear()
-            if self._client is not None:
+            for client in self._clients.values():
                 try:
-                    self._client.close()
+                    client.close()
                 except Exception:
                     pass
-                self._client = None
+            self._clients.clear()
 
 
 class TableOutputs:

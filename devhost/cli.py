@@ -12,6 +12,21 @@ from devhost.local_services import LocalServiceError
 from shared.settings import ROLES, SettingsError
 
 
+class _KnownNoise(logging.Filter):
+    """azure.functions warns about HTTP auth levels for every app it builds; none of ours has HTTP."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Auth level is not applied" not in record.getMessage()
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_KnownNoise())
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    logging.getLogger("pipeline.latency").setLevel(logging.WARNING)  # one line per message otherwise
+
+
 def parse_instances(values: list[str]) -> dict[str, int]:
     result = {}
     for value in values:
@@ -38,8 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("azure").setLevel(logging.WARNING)
+    configure_logging(args.log_level)
     try:
         options = HostOptions(
             roles=tuple(r.strip() for r in args.roles.split(",") if r.strip()) if args.roles else None,

@@ -54,6 +54,7 @@ class HostError(RuntimeError):
 class HostOptions:
     roles: tuple[str, ...] | None = None  # None: the APP_ROLES setting (empty: every role)
     settings_file: Path | None = None  # None: local.settings.json in the app root, if present
+    use_local_settings: bool = True  # False: only env + overrides (benchmarks want a known setup)
     app_root: Path = ROOT
     host_json: Path | None = None
     bicep: Path | None = None
@@ -93,7 +94,9 @@ class Host:
     def _load_settings(self) -> HostSettings:
         opts = self.options
         settings_file = opts.settings_file
-        if settings_file is None and (opts.app_root / "local.settings.json").exists():
+        if not opts.use_local_settings:
+            settings_file = None
+        elif settings_file is None and (opts.app_root / "local.settings.json").exists():
             settings_file = opts.app_root / "local.settings.json"
         if settings_file is not None and not Path(settings_file).exists():
             raise SettingsError(f"settings file {settings_file} does not exist")
@@ -172,28 +175,34 @@ class Host:
         return plans
 
     def _check_settings(self, settings: HostSettings) -> None:
-        """Resolve every binding expression and connection now, so a gap fails before anything runs."""
+        """Resolve every binding expression now, so a gap fails before anything starts."""
         from shared.settings import load_app
 
         load_app(settings.values)
         for plan in self.plans.values():
             for spec in plan.specs:
-                where = f"function {spec.name}"
                 if spec.trigger_type == TIMER_TRIGGER:
+                    where = f"function {spec.name}"
                     schedule = settings.resolve(str(spec.trigger["schedule"]), f"{where} (schedule)")
                     try:
                         parse_schedule(schedule, datetime.now(UTC))
                     except ValueError as exc:
                         raise SettingsError(f"{where}: {exc}") from None
+
+    def _check_connections(self, settings: HostSettings) -> None:
+        """Every connection a trigger or output binding names must be set (after local services)."""
+        for plan in self.plans.values():
+            for spec in plan.specs:
                 for binding in (spec.trigger, *spec.outputs):
                     name = binding.get("connection")
-                    is_service_bus = binding["type"] in (SERVICE_BUS_TRIGGER, "serviceBus") and name
-                    if is_service_bus and not (settings.get(name)
-                                               or settings.get(f"{name}__fullyQualifiedNamespace")):
-                        raise SettingsError(f"{where}: connection setting {name!r} is not set "
-                                            f"(nor {name}__fullyQualifiedNamespace)")
-                    if binding["type"] == "table" and not settings.get(name or "AzureWebJobsStorage"):
-                        raise SettingsError(f"{where}: connection setting {name!r} is not set")
+                    if binding["type"] in (SERVICE_BUS_TRIGGER, "serviceBus"):
+                        name = name or SERVICE_BUS
+                        if not (settings.get(name) or settings.get(f"{name}__fullyQualifiedNamespace")):
+                            raise SettingsError(f"function {spec.name}: connection setting {name!r} is not set "
+                                                f"(nor {name}__fullyQualifiedNamespace)")
+                    elif binding["type"] == "table" and not settings.get(name or "AzureWebJobsStorage"):
+                        raise SettingsError(f"function {spec.name}: connection setting "
+                                            f"{name or 'AzureWebJobsStorage'!r} is not set")
 
     # -- clients -------------------------------------------------------------------------------------
     def service_bus_client(self, connection: str = SERVICE_BUS) -> Any:
@@ -284,8 +293,9 @@ class Host:
         self.settings = settings
         roles = self._roles(settings)
         self.plans = self._plan(settings, roles)
-        self._ensure_connections(settings, roles)
         self._check_settings(settings)
+        self._ensure_connections(settings, roles)
+        self._check_connections(settings)
         self._export(settings)
         self.scope = InstanceScope(self._app_modules())
         self.scope.install()

@@ -2,8 +2,12 @@
 
 A Service Bus listener of one instance runs ``maxConcurrentCalls`` slots (``maxConcurrentSessions`` for
 session triggers); each slot is a thread with its own receiver, because the SDK's receivers are not
-thread-safe. Settlement follows ``autoCompleteMessages``: complete after success and after the output
-bindings were sent, abandon when the function raises. With it off, the function settles through the
+thread-safe. Slots open their receivers on demand: one more than are busy, so an idle instance holds
+two links rather than sixteen (hundreds of idle receivers would eat the CPU of a laptop), and a busy
+one grows to its full concurrency.
+
+Settlement follows ``autoCompleteMessages``: complete after success and after the output bindings were
+sent, abandon when the function raises. With it off, the function settles through the
 message actions (``consumers.leveling.ReceiverActions``). Locks are renewed by the SDK's
 ``AutoLockRenewer`` up to ``maxAutoLockRenewalDuration``.
 """
@@ -131,6 +135,36 @@ class TimerListener(Listener):
         self._record(started, True)
 
 
+class SlotGate:
+    """How many slots are busy; slot ``i`` is wanted while at least ``i - SPARE`` others are busy."""
+
+    SPARE = 1
+
+    def __init__(self) -> None:
+        self.busy = 0
+        self._cond = threading.Condition()
+
+    def wanted(self, index: int) -> bool:
+        return index <= self.busy + self.SPARE
+
+    def wait_until_wanted(self, index: int, stop: threading.Event) -> bool:
+        with self._cond:
+            while not self.wanted(index):
+                if stop.is_set():
+                    return False
+                self._cond.wait(0.5)
+        return not stop.is_set()
+
+    def enter(self) -> None:
+        with self._cond:
+            self.busy += 1
+            self._cond.notify_all()
+
+    def leave(self) -> None:
+        with self._cond:
+            self.busy -= 1
+
+
 class ServiceBusListener(Listener):
     """``slots`` receivers of one instance on the trigger's queue or subscription."""
 
@@ -145,10 +179,12 @@ class ServiceBusListener(Listener):
         self.auto_complete = options.auto_complete_messages if auto is None else bool(auto)
         self.slots = options.max_concurrent_sessions if self.sessions else options.max_concurrent_calls
         self.connected = threading.Event()
+        self.gate = SlotGate()
+        self.open_receivers = 0
 
     def start(self) -> None:
         for slot in range(self.slots):
-            self._spawn(self._run_slot, f"{self.spec.name}@{self.instance}/{slot}")
+            self._spawn(lambda index=slot: self._run_slot(index), f"{self.spec.name}@{self.instance}/{slot}")
 
     def _receiver(self, client: Any, renewer: AutoLockRenewer | None) -> Any:
         trigger = self.spec.trigger
@@ -159,15 +195,20 @@ class ServiceBusListener(Listener):
             return client.get_queue_receiver(trigger["queueName"], **kwargs)
         return client.get_subscription_receiver(trigger["topicName"], trigger["subscriptionName"], **kwargs)
 
-    def _run_slot(self) -> None:
+    def _run_slot(self, index: int) -> None:
         backoff = 0.5
         renewal = self.options.max_auto_lock_renewal_duration.total_seconds()
-        while not self.stop_event.is_set():
+        while self.gate.wait_until_wanted(index, self.stop_event):
             renewer = AutoLockRenewer(max_lock_renewal_duration=renewal) if renewal > 0 else None
             try:
                 with self.client_factory() as client, self._receiver(client, renewer) as receiver:
-                    self.connected.set()
-                    self._receive_loop(receiver)
+                    self.open_receivers += 1
+                    try:
+                        if index == 0:
+                            self.connected.set()
+                        self._receive_loop(receiver, index)
+                    finally:
+                        self.open_receivers -= 1
                     backoff = 0.5
             except (OperationTimeoutError, SessionLockLostError):
                 continue  # no session available now, or it was lost: take the next one
@@ -182,7 +223,7 @@ class ServiceBusListener(Listener):
                 if renewer is not None:
                     renewer.close()
 
-    def _receive_loop(self, receiver: Any) -> None:
+    def _receive_loop(self, receiver: Any, index: int) -> None:
         idle_limit = self.options.session_idle_timeout or timedelta(seconds=POLL_SECONDS)
         idle_since = time.monotonic()
         while not self.stop_event.is_set():
@@ -190,9 +231,15 @@ class ServiceBusListener(Listener):
             if not batch:
                 if self.sessions and time.monotonic() - idle_since >= idle_limit.total_seconds():
                     return  # release this session and take whichever has messages next
+                if not self.gate.wanted(index):
+                    return  # demand fell: close this receiver until it is wanted again
                 continue
             for message in batch:
-                self.invoke(receiver, message)
+                self.gate.enter()
+                try:
+                    self.invoke(receiver, message)
+                finally:
+                    self.gate.leave()
             idle_since = time.monotonic()
 
     def invoke(self, receiver: Any, message: Any) -> bool:

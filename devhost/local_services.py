@@ -85,7 +85,7 @@ class LocalServices:
         self.admin_ca: str | None = None
 
     @staticmethod
-    def _emulator_supports_admin() -> bool:
+    def emulator_supports_admin() -> bool:
         """The HTTPS management endpoint is newer than the AMQP server; ask for it only when present."""
         import contextlib
         import io
@@ -114,7 +114,7 @@ class LocalServices:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.root), env.get("PYTHONPATH")]))
         process = subprocess.Popen(
             [sys.executable, "-m", "sbemulator", "--config", str(topology), "--host", "127.0.0.1",
-             "--port", "0", "--in-memory", *(["--admin-port", "0"] if self._emulator_supports_admin() else [])],
+             "--port", "0", "--in-memory", *(["--admin-port", "0"] if self.emulator_supports_admin() else [])],
             cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True,
         )

@@ -26,10 +26,16 @@ class RoleScale:
 
 
 @functools.cache
-def _parse(path: Path) -> dict[str, Any]:
+def _parse_cached(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     from pycep import BicepParser
 
     return BicepParser().parse(file_path=path)
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    """Parsing takes a second; re-parse only when the file changed."""
+    stat = path.stat()
+    return _parse_cached(path, stat.st_mtime_ns, stat.st_size)
 
 
 def _resolve(doc: dict[str, Any], value: Any, where: str) -> Any:

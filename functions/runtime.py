@@ -44,12 +44,16 @@ def leveling_worker() -> LevelingWorker:
     bucket; the platform limits the leveler app to LEVELER_MAX_INSTANCES instances, each with the
     same share, so the whole app stays at or below LEVELER_MAX_WRITES_PER_SECOND. (With more than one
     worker process per instance, FUNCTIONS_WORKER_PROCESS_COUNT must stay 1 for this to hold.)
+
+    The bucket holds one token, not a second's worth: a full bucket of ``rate`` tokens would let a
+    burst after an idle spell write up to twice the cap in its first second (saved tokens + refill),
+    across every instance at once.
     """
     settings = app_settings()
     table = load_table()
     sink = TableSink.from_service(table_service_client(table), table.table_name)
     rate = settings.leveler_per_instance_rate
-    return LevelingWorker(sink, TokenBucket(rate, capacity=max(1.0, rate)), recorder=latency_recorder())
+    return LevelingWorker(sink, TokenBucket(rate, capacity=1.0), recorder=latency_recorder())
 
 
 def reset() -> None:

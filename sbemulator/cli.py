@@ -65,6 +65,11 @@ async def serve(args: argparse.Namespace) -> int:
             await server.stop()
             broker.close()
             raise
+    # Signal handlers before the ready line: a supervisor may send SIGTERM as soon as it reads it.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     keys = sas_keys(config, args.sas_key)
     key_name = "RootManageSharedAccessKey"
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
@@ -76,10 +81,6 @@ async def serve(args: argparse.Namespace) -> int:
     )
     if admin is not None:  # admin wiring: a second line, the ready line above keeps its format
         print(f"sbemulator admin on {admin.url(shown_host)}; CA certificate: {admin.ca_path}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     if admin is not None:  # admin wiring
         await admin.stop()

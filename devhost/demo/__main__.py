@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from devhost.cli import parse_instances
+from devhost.cli import configure_logging, parse_instances
 from devhost.demo.backlog import BacklogProbe
 from devhost.demo.chart import write_chart
 from devhost.demo.dashboard import View, render_plain, render_rich
@@ -62,7 +62,8 @@ def count_rows(host: Host, table_name: str) -> int | None:
 def build_view(host: Host, collector: TelemetryCollector, probe: BacklogProbe, counts: dict, start: float,
                duration: float, cap: float, publisher: BurstPublisher) -> View:
     now = time.time()
-    recent = collector.consumer_samples(now - WINDOW)
+    window_start = max(start, now - WINDOW)
+    recent = collector.consumer_samples(window_start)
     everything = collector.consumer_samples(start)
     stored = collector.stored_times(start)
     instances = {}
@@ -71,7 +72,7 @@ def build_view(host: Host, collector: TelemetryCollector, probe: BacklogProbe, c
             instances[spec.name] = f"{len(host.stats.instances_of(spec.name))}/{plan.instances}"
     return View(
         elapsed=now - start, duration=duration, backlog=counts, backlog_source=probe.source,
-        processed_per_s={p: len(s) / min(WINDOW, max(1e-9, now - start)) for p, s in recent.items()},
+        processed_per_s={p: len(s) / max(1.0, now - window_start) for p, s in recent.items()},
         p50_ms={p: percentile([x.latency_ms for x in s], 0.50) for p, s in recent.items()},
         p95_ms={p: percentile([x.latency_ms for x in s], 0.95) for p, s in recent.items()},
         processed_total={p: len(s) for p, s in everything.items()},
@@ -117,7 +118,7 @@ def summary(host: Host, collector: TelemetryCollector, start: float, end: float,
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging("WARNING")
     live_terminal = sys.stdout.isatty() and not args.plain
     try:
         options = HostOptions(settings_file=args.settings, overrides=dict(DEMO_SETTINGS),

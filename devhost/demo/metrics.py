@@ -25,6 +25,7 @@ class Sample:
     stage: str
     priority: str
     latency_ms: float
+    message_id: str = ""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -49,7 +50,7 @@ class TelemetryCollector(logging.Handler):
         if not dims:
             return
         sample = Sample(record.created, str(dims.get("stage")), str(dims.get("priority")),
-                        float(dims.get("latency_ms", math.nan)))
+                        float(dims.get("latency_ms", math.nan)), str(dims.get("message_id", "")))
         with self._lock_samples:
             self.samples.append(sample)
 

@@ -49,8 +49,8 @@ DEFAULT_RULE = "$Default"
 # Service Bus naming rules: queues and topics up to 260 characters and may contain '/', subscriptions
 # and rules up to 50 and may not; letters, digits, '.', '-', '_', starting and ending with a letter
 # or digit. Rule names may also be '$Default'.
-_ENTITY_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-./]*[A-Za-z0-9])?$")
-_CHILD_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-.]*[A-Za-z0-9])?$")
+_ENTITY_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-./]*[A-Za-z0-9])?$", re.ASCII)
+_CHILD_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-.]*[A-Za-z0-9])?$", re.ASCII)
 _RESERVED_SEGMENTS = {"$resources", "$namespaceinfo", "$admin", "subscriptions", "rules"}
 
 # Echoed-only properties and their defaults (what Service Bus reports for a Standard namespace).

@@ -8,6 +8,7 @@ leadership after its lease ran out (fencing). In both cases the leadership inter
 
 from __future__ import annotations
 
+import itertools
 import signal
 import subprocess
 import sys
@@ -17,14 +18,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sbemulator", reason="sbemulator is not available")
-try:
-    from sbemulator import Emulator
-except ImportError:  # pragma: no cover
-    pytest.skip("sbemulator.Emulator cannot be imported", allow_module_level=True)
-
-import itertools
-
+from sbemulator import Emulator
 from shared.leader_cli import LeaderInterval, leader_intervals
 
 ROOT = Path(__file__).resolve().parents[2]

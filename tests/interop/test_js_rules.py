@@ -41,3 +41,10 @@ def test_js_rule_manager_create_list_delete_and_filtering(rules_run: dict) -> No
 
 def test_js_delete_missing_rule_is_entity_not_found(rules_run: dict) -> None:
     assert rules_run["deleteMissing"] == {"name": "ServiceBusError", "code": "MessagingEntityNotFound"}
+
+
+def test_js_rule_with_invalid_sql_is_refused_with_the_position(rules_run: dict) -> None:
+    bad = rules_run["badSql"]
+    assert bad is not None, "a rule with invalid SQL must be refused"
+    assert "position 8" in bad["message"] and "expected" in bad["message"]
+    assert "broken" not in rules_run["afterBadSql"]

@@ -47,5 +47,13 @@ await run(async (client) => {
   } catch (err) {
     out.deleteMissing = { name: err?.name ?? null, code: err?.code ?? null };
   }
+  // A rule whose SQL does not parse is refused with the parser's reason.
+  try {
+    await rules.createRule("broken", { sqlExpression: "color = = 'red'" });
+    out.badSql = null;
+  } catch (err) {
+    out.badSql = { name: err?.name ?? null, code: err?.code ?? null, message: String(err?.message ?? "") };
+  }
+  out.afterBadSql = await names();
   return out;
 });

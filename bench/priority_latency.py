@@ -1,0 +1,272 @@
+"""Priority under pressure: high-priority latency with a 20,000-message low-priority backlog.
+
+Two pipelines run side by side in one devhost, through the real Functions code:
+
+- the Priority Queue design: topic ``messages`` -> ``consumer_high`` / ``consumer_low``, each role
+  with its own instance limit and maxConcurrentCalls from infra/main.bicep;
+- a FIFO baseline: one queue, one consumer app running the same ``process_message`` with the same
+  per-priority work, given as many instances and concurrent calls as both priority apps together.
+  It has its own emulator process, so the two designs never compete inside one broker.
+
+Phase 1 streams high-priority messages with no backlog (the reference p99). Phase 2 first publishes
+20,000 low-priority messages to both, then the same high-priority stream to both. Latency is the
+consumer's own end-to-end figure (``created_at`` to processed, logged by ``LatencyRecorder``).
+High-priority messages the baseline has not processed when the bounded wait ends count with the
+time they had waited so far (a lower bound), so the baseline figure can only be understated.
+
+Goals: phase-2 p99 of the priority design within 2x of its phase-1 p99, and at least 10x better
+than the FIFO baseline's phase-2 p99. Exit code 0 when both hold, 1 otherwise.
+"""
+
+import argparse
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import azure.functions as func
+
+from bench._util import (
+    DOC_INTRO,
+    DOC_PATH,
+    command_line,
+    config_file,
+    emulator,
+    machine,
+    markdown_table,
+    today,
+    topology,
+    write_section,
+)
+from consumers.priority import process_message
+from devhost.demo.metrics import TelemetryCollector, percentile
+from devhost.host import Host, HostOptions
+from devhost.local_services import LocalServices
+from devhost.scale import RoleScale, load_role_scales
+from functions import runtime
+from sender.messages import build_contract_messages, publish, to_service_bus_message
+from shared.topology import HIGH, LOW, PRIORITY_PROPERTY, QUEUE_LEVELING, TOPIC
+
+BASELINE_QUEUE = "fifo-baseline"
+BASELINE_CONNECTION = "BaselineServiceBusConnection"
+BASELINE_FUNCTION = "fifo_baseline"
+SECTION_KEY, SECTION_HEADING = "priority", "## Priority"
+SETTINGS = {"CONSUMER_WORK_MS_HIGH": "50", "CONSUMER_WORK_MS_LOW": "200"}
+TENANTS = ("tenant-1", "tenant-2", "tenant-3")
+
+
+def baseline_app() -> func.FunctionApp:
+    """The single-queue consumer: the same work as the priority consumers, in arrival order."""
+    app = func.FunctionApp()
+
+    @app.function_name(BASELINE_FUNCTION)
+    @app.service_bus_queue_trigger(arg_name="message", queue_name=BASELINE_QUEUE, connection=BASELINE_CONNECTION)
+    @app.service_bus_queue_output(arg_name="leveling", queue_name=QUEUE_LEVELING, connection=BASELINE_CONNECTION)
+    def fifo_baseline(message: func.ServiceBusMessage, leveling: func.Out[str]) -> None:
+        settings = runtime.app_settings()
+        high = message.application_properties.get(PRIORITY_PROPERTY) == HIGH
+        processed = process_message(
+            message.get_body(), consumer=BASELINE_FUNCTION,
+            work_ms=settings.consumer_work_ms_high if high else settings.consumer_work_ms_low,
+            enqueued_at=message.enqueued_time_utc, recorder=runtime.latency_recorder(),
+        )
+        leveling.set(processed.body)
+
+    return app
+
+
+@dataclass
+class Stream:
+    """High-priority messages sent to one destination: message id -> created time (epoch seconds)."""
+
+    sent: dict[str, float]
+
+
+def stream_high(host: Host, rate: float, seconds: float) -> tuple[Stream, Stream]:
+    """``rate`` high-priority messages/s for ``seconds``, one to the topic and one to the baseline each tick."""
+    design, baseline = Stream({}), Stream({})
+    with host.service_bus_client() as design_client, host.service_bus_client(BASELINE_CONNECTION) as base_client, \
+            design_client.get_topic_sender(TOPIC) as topic, base_client.get_queue_sender(BASELINE_QUEUE) as queue:
+        start = time.monotonic()
+        for i in range(int(rate * seconds)):
+            time.sleep(max(0.0, start + i / rate - time.monotonic()))
+            for sender, stream in ((topic, design), (queue, baseline)):
+                (message,) = build_contract_messages(1, 0, TENANTS)
+                sender.send_messages(to_service_bus_message(message))
+                stream.sent[message.message_id] = message.created_at.timestamp()
+    return design, baseline
+
+
+def publish_backlog(host: Host, count: int) -> float:
+    """``count`` low-priority messages to the topic and to the baseline queue, in parallel."""
+    started = time.monotonic()
+
+    def send(connection: str, topic: bool) -> None:
+        with host.service_bus_client(connection) as client, \
+                (client.get_topic_sender(TOPIC) if topic else client.get_queue_sender(BASELINE_QUEUE)) as sender:
+            for offset in range(0, count, 1000):
+                messages = build_contract_messages(0, min(1000, count - offset), TENANTS)
+                publish(sender, [to_service_bus_message(m) for m in messages])
+
+    threads = [threading.Thread(target=send, args=("ServiceBusConnection", True)),
+               threading.Thread(target=send, args=(BASELINE_CONNECTION, False))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.monotonic() - started
+
+
+def latencies(collector: TelemetryCollector, stage: str, stream: Stream, now: float) -> tuple[list[float], int]:
+    """Latency (ms) of each message of ``stream`` as its consumer recorded it. A message not processed
+    yet counts with the time it has waited until ``now`` (a lower bound). Returns (latencies, missing)."""
+    recorded = {s.message_id: s.latency_ms for s in collector.snapshot()
+                if s.stage == stage and s.message_id in stream.sent}
+    missing = [mid for mid in stream.sent if mid not in recorded]
+    values = list(recorded.values()) + [(now - stream.sent[mid]) * 1000 for mid in missing]
+    return values, len(missing)
+
+
+def wait_for(collector: TelemetryCollector, stage: str, stream: Stream, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = {s.message_id for s in collector.snapshot() if s.stage == stage}
+        if all(mid in done for mid in stream.sent):
+            return
+        time.sleep(0.5)
+
+
+@dataclass
+class Result:
+    label: str
+    count: int
+    missing: int
+    p50: float
+    p99: float
+
+
+def result(label: str, values: list[float], missing: int) -> Result:
+    return Result(label, len(values), missing, percentile(values, 0.50), percentile(values, 0.99))
+
+
+def baseline_scale(scales: dict[str, RoleScale], instances: dict[str, int]) -> RoleScale:
+    """As many instances as both priority apps together, and about as many concurrent calls."""
+    high, low = scales["consumer-high"], scales["consumer-low"]
+    n_high = instances.get("consumer-high", high.max_instances)
+    n_low = instances.get("consumer-low", low.max_instances)
+    total_calls = n_high * high.max_concurrent_calls + n_low * low.max_concurrent_calls
+    count = n_high + n_low
+    return RoleScale("fifo-baseline", count, math.ceil(total_calls / count))
+
+
+def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
+    from devhost.cli import parse_instances
+
+    instances = parse_instances(args.instances)
+    scales = load_role_scales()
+    base_scale = baseline_scale(scales, instances)
+    doc = topology(queues=[BASELINE_QUEUE, QUEUE_LEVELING])
+    no_admin = ["--no-admin"] if LocalServices.emulator_supports_admin() else []  # only AMQP is needed
+    with config_file(doc) as path, emulator(path, *no_admin) as base_emulator, TelemetryCollector() as collector:
+        options = HostOptions(
+            roles=("consumer-high", "consumer-low"), use_local_settings=False, env={},
+            overrides={**SETTINGS, BASELINE_CONNECTION: base_emulator.connection_string},
+            instances=instances, extra_apps={"fifo-baseline": (baseline_app(), base_scale)},
+        )
+        started = time.monotonic()
+        with Host(options) as host:
+            host.wait_connected(120)
+            setup = time.monotonic() - started
+            print(f"devhost up in {setup:.1f}s: " + ", ".join(
+                f"{p.role} {p.instances}x{p.options.max_concurrent_calls}" for p in host.plans.values()), flush=True)
+            print(f"phase 1: {args.rate:g} high/s for {args.seconds:g}s, no backlog", flush=True)
+            design1, base1 = stream_high(host, args.rate, args.seconds)
+            wait_for(collector, "consumer_high", design1, 30)
+            wait_for(collector, BASELINE_FUNCTION, base1, 30)
+            now = time.time()
+            r1 = [result("priority design, no backlog", *latencies(collector, "consumer_high", design1, now)),
+                  result("FIFO baseline, no backlog", *latencies(collector, BASELINE_FUNCTION, base1, now))]
+            print(f"phase 2: publishing {args.backlog} low-priority messages to both", flush=True)
+            backlog_seconds = publish_backlog(host, args.backlog)
+            print(f"  published in {backlog_seconds:.1f}s; streaming {args.rate:g} high/s for {args.seconds:g}s",
+                  flush=True)
+            design2, base2 = stream_high(host, args.rate, args.seconds)
+            wait_for(collector, "consumer_high", design2, 30)
+            wait_for(collector, BASELINE_FUNCTION, base2, args.drain_wait)
+            now = time.time()
+            label = f"{args.backlog:,} backlog"
+            r2 = [result(f"priority design, {label}", *latencies(collector, "consumer_high", design2, now)),
+                  result(f"FIFO baseline, {label}", *latencies(collector, BASELINE_FUNCTION, base2, now))]
+            low_done = sum(1 for s in collector.snapshot() if s.stage == "consumer_low")
+            base_low_done = sum(1 for s in collector.snapshot()
+                                if s.stage == BASELINE_FUNCTION and s.priority == LOW)
+            plans = {p.role: f"{p.instances} x {p.options.max_concurrent_calls}" for p in host.plans.values()}
+        info = {"setup": setup, "backlog_seconds": backlog_seconds, "low_done": low_done,
+                "base_low_done": base_low_done, "plans": plans}
+    return r1 + r2, info
+
+
+def report(results: list[Result], info: dict, args: argparse.Namespace) -> tuple[str, bool]:
+    design0, _, design, base = results
+    within = design.p99 <= 2 * design0.p99
+    ratio = base.p99 / design.p99 if design.p99 > 0 else math.inf
+    better = ratio >= 10
+    rows = [[r.label, r.count, r.missing, f"{r.p50:,.0f}", f"{r.p99:,.0f}"] for r in results]
+    table = markdown_table(["high-priority messages", "count", "not processed in time", "p50 ms", "p99 ms"], rows)
+    verdict = lambda ok: "met" if ok else "**missed**"  # noqa: E731
+    note = ("- baseline high-priority messages still queued when the wait ended count with the time they had "
+            "waited so far, so the baseline p99 is a lower bound" if base.missing else "")
+    body = f"""`{command_line()}` on {machine()}, {today()}.
+
+Pools (instances x maxConcurrentCalls): {', '.join(f'{k} {v}' for k, v in info['plans'].items())}.
+Consumer work {SETTINGS['CONSUMER_WORK_MS_HIGH']} ms (high) and {SETTINGS['CONSUMER_WORK_MS_LOW']} ms (low);
+{args.rate:g} high-priority messages/s for {args.seconds:g} s per phase; a backlog of {args.backlog:,}
+low-priority messages published to both in {info['backlog_seconds']:.1f} s. Latency is `created_at` to
+processed, as `consumer_high` (or the baseline) records it, so it includes the simulated work. While the
+bench ran, the low pool processed {info['low_done']:,} low-priority messages and the baseline
+{info['base_low_done']:,}.
+
+{table}
+
+- high-priority p99 with the backlog / without: {design.p99:,.0f} / {design0.p99:,.0f} ms = \
+  {design.p99 / design0.p99:.2f}x (goal <= 2x: {verdict(within)})
+- FIFO baseline p99 / priority design p99 under the backlog: {ratio:,.1f}x (goal >= 10x: {verdict(better)})
+{note}
+"""
+    return body, within and better
+
+
+def write_doc(body: str) -> None:
+    text = DOC_PATH.read_text() if DOC_PATH.exists() else DOC_INTRO
+    start = f"<!-- bench:{SECTION_KEY}:start -->"
+    if start not in text:
+        text = text.rstrip("\n") + f"\n\n{SECTION_HEADING}\n\n{start}\n<!-- bench:{SECTION_KEY}:end -->\n"
+        DOC_PATH.write_text(text)
+    write_section(SECTION_KEY, body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backlog", type=int, default=20_000, help="low-priority messages (default 20000)")
+    parser.add_argument("--rate", type=float, default=10.0, help="high-priority messages/s (default 10)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of each high stream (default 30)")
+    parser.add_argument("--drain-wait", type=float, default=60.0,
+                        help="seconds to wait for the baseline's high messages after the stream (default 60)")
+    parser.add_argument("--instances", action="append", default=[], metavar="ROLE=N",
+                        help="override a role's instance limit from infra/main.bicep")
+    parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    from devhost.cli import configure_logging
+
+    configure_logging("WARNING")
+    results, info = run(args)
+    body, ok = report(results, info, args)
+    print(body)
+    if not args.no_doc:
+        write_doc(body)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
