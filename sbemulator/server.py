@@ -51,7 +51,7 @@ class _AmqpProtocol(asyncio.Protocol):
         if gateway is None:
             return
         gateway.receive_data(data)
-        self.request_flush()
+        self.flush()  # commit, then answer: no extra loop iteration on the request/response path
         if not self._heartbeat_armed and gateway.connection.remote_idle_timeout_ms:
             # The peer's open announced an idle timeout: heartbeats are due before our own check.
             self._heartbeat_armed = True
