@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -136,6 +137,9 @@ class EmulatorProcess:
 def start_emulator(config: str | Path, *args: str, timeout: float = 20) -> EmulatorProcess:
     """Start the CLI (``--port 0`` plus ``args``) and wait for its ready line.
 
+    Benchmarks of the AMQP path pass ``--no-admin``: the HTTPS management endpoint defaults to the
+    fixed port 5300, which two emulators at once cannot share.
+
     ``measured_startup`` runs from just before ``Popen`` to the moment the ready line is read, so it
     includes interpreter start and imports, which the emulator's own figure cannot see.
     """
@@ -156,11 +160,22 @@ def start_emulator(config: str | Path, *args: str, timeout: float = 20) -> Emula
         match = READY.search(line)
         if match:
             elapsed = time.perf_counter() - started
-            return EmulatorProcess(process, int(match.group(1)), match.group(3), float(match.group(2)),
-                                   elapsed, lines)
+            emu = EmulatorProcess(process, int(match.group(1)), match.group(3), float(match.group(2)),
+                                  elapsed, lines)
+            # Keep reading so a chatty emulator can never block on a full pipe mid-benchmark.
+            threading.Thread(target=_keep_reading, args=(process, lines), daemon=True).start()
+            return emu
     process.kill()
     process.wait(5)
     raise RuntimeError("sbemulator did not become ready:\n" + "".join(lines))
+
+
+def _keep_reading(process: subprocess.Popen[str], lines: list[str], keep: int = 200) -> None:
+    assert process.stdout is not None
+    for line in process.stdout:
+        lines.append(line)
+        if len(lines) > keep:
+            del lines[: len(lines) - keep]
 
 
 @contextmanager

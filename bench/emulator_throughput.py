@@ -47,6 +47,7 @@ from ._util import (
 
 QUEUE = "bench"
 MODES = {"in-memory": ("--in-memory",), "durable": ()}  # durable gets --data-dir at run time
+COMMON_ARGS = ("--no-admin",)  # only the AMQP path is measured
 
 
 @dataclass
@@ -120,7 +121,7 @@ def run_mode(mode: str, count: int, size: int, phase_timeout: float) -> list[Pat
     with tempfile.TemporaryDirectory(prefix="sbbench-data-") as data_dir, \
             config_file(topology([QUEUE])) as config:
         args = MODES[mode] or ("--data-dir", data_dir)
-        with emulator(config, *args) as emu, \
+        with emulator(config, *args, *COMMON_ARGS) as emu, \
                 ServiceBusClient.from_connection_string(emu.connection_string) as client, \
                 client.get_queue_sender(QUEUE) as sender:
             warm_up = Deadline("warm-up", phase_timeout)

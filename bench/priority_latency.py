@@ -19,7 +19,13 @@ than the FIFO baseline's phase-2 p99. Exit code 0 when both hold, 1 otherwise.
 """
 
 import argparse
+import json
+import logging
 import math
+import os
+import queue
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -30,6 +36,7 @@ import azure.functions as func
 from bench._util import (
     DOC_INTRO,
     DOC_PATH,
+    REPO_ROOT,
     command_line,
     config_file,
     emulator,
@@ -40,7 +47,7 @@ from bench._util import (
     write_section,
 )
 from consumers.priority import process_message
-from devhost.demo.metrics import TelemetryCollector, percentile
+from devhost.demo.metrics import Sample, TelemetryCollector, percentile
 from devhost.host import Host, HostOptions
 from devhost.local_services import LocalServices
 from devhost.scale import RoleScale, load_role_scales
@@ -160,50 +167,177 @@ def baseline_scale(scales: dict[str, RoleScale], instances: dict[str, int]) -> R
     return RoleScale("fifo-baseline", count, math.ceil(total_calls / count))
 
 
+# --------------------------------------------------------------------------- the baseline's own process
+
+def baseline_worker(instances: int, calls: int) -> int:
+    """``--baseline-worker``: the FIFO baseline under its own devhost and emulator, driven over stdin.
+
+    Commands (one per line): ``start`` and ``stop`` the function, ``quit``. Every consumer sample is
+    printed as a JSON line, so the parent measures both designs the same way.
+    """
+    lock = threading.Lock()
+
+    def emit(**event: object) -> None:
+        with lock:
+            print(json.dumps(event), flush=True)
+
+    class Forward(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            dims = getattr(record, "custom_dimensions", None)
+            if dims:
+                emit(sample=[record.created, dims["stage"], dims["priority"], dims["latency_ms"], dims["message_id"]])
+
+    latency_log = logging.getLogger("pipeline.latency")
+    latency_log.setLevel(logging.INFO)
+    latency_log.propagate = False
+    latency_log.addHandler(Forward())
+    services = LocalServices()
+    with config_file(topology(queues=[BASELINE_QUEUE, QUEUE_LEVELING])) as path:
+        try:
+            connection = services.start_service_bus(path)
+            options = HostOptions(roles=(), use_local_settings=False, env={},
+                                  overrides={**SETTINGS, BASELINE_CONNECTION: connection},
+                                  extra_apps={"fifo-baseline": (baseline_app(), RoleScale("fifo-baseline", instances,
+                                                                                          calls))})
+            emit(event="ready", connection=connection)
+            host: Host | None = None
+            for line in sys.stdin:
+                command = line.strip()
+                if command == "start" and host is None:
+                    host = Host(options).start()
+                    host.wait_connected(120)
+                    emit(event="started")
+                elif command == "stop" and host is not None:
+                    host.stop()
+                    host = None
+                    emit(event="stopped")
+                elif command == "quit":
+                    break
+            if host is not None:
+                host.stop()
+        finally:
+            services.stop()
+    return 0
+
+
+class BaselineProcess:
+    """The parent's handle on the baseline worker: commands in, samples into the shared collector."""
+
+    def __init__(self, scale: RoleScale, collector: TelemetryCollector, nice: int) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+        prefix = ["nice", "-n", str(nice)] if nice and shutil.which("nice") else []
+        self.process = subprocess.Popen(
+            [*prefix, sys.executable, "-m", "bench.priority_latency", "--baseline-worker",
+             "--baseline-instances", str(scale.max_instances), "--baseline-calls", str(scale.max_concurrent_calls)],
+            cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        self.collector = collector
+        self.events: queue.Queue[dict] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.connection = self._expect("ready", 60)["connection"]
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if "sample" in event:
+                at, stage, priority, latency, message_id = event["sample"]
+                with self.collector._lock_samples:
+                    self.collector.samples.append(Sample(at, stage, priority, latency, message_id))
+            else:
+                self.events.put(event)
+
+    def _expect(self, name: str, timeout: float) -> dict:
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            raise RuntimeError(f"the baseline worker did not report {name!r} within {timeout:g}s") from None
+        if event.get("event") != name:
+            raise RuntimeError(f"the baseline worker reported {event!r}, expected {name!r}")
+        return event
+
+    def command(self, name: str, expect: str, timeout: float = 180) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(name + "\n")
+        self.process.stdin.flush()
+        self._expect(expect, timeout)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.write("quit\n")
+                self.process.stdin.flush()
+                self.process.wait(60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait(10)
+
+
+# --------------------------------------------------------------------------- the run
+
 def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
+    """Phase 1 and phase 2 are two devhost runs on the same emulators; the backlog is published
+    between them, while no consumer runs, so both designs start phase 2 with all of it."""
     from devhost.cli import parse_instances
 
     instances = parse_instances(args.instances)
-    scales = load_role_scales()
-    base_scale = baseline_scale(scales, instances)
-    doc = topology(queues=[BASELINE_QUEUE, QUEUE_LEVELING])
+    base_scale = baseline_scale(load_role_scales(), instances)
     no_admin = ["--no-admin"] if LocalServices.emulator_supports_admin() else []  # only AMQP is needed
-    with config_file(doc) as path, emulator(path, *no_admin) as base_emulator, TelemetryCollector() as collector:
-        options = HostOptions(
-            roles=("consumer-high", "consumer-low"), use_local_settings=False, env={},
-            overrides={**SETTINGS, BASELINE_CONNECTION: base_emulator.connection_string},
-            instances=instances, extra_apps={"fifo-baseline": (baseline_app(), base_scale)},
-        )
-        started = time.monotonic()
-        with Host(options) as host:
-            host.wait_connected(120)
-            setup = time.monotonic() - started
-            print(f"devhost up in {setup:.1f}s: " + ", ".join(
-                f"{p.role} {p.instances}x{p.options.max_concurrent_calls}" for p in host.plans.values()), flush=True)
-            print(f"phase 1: {args.rate:g} high/s for {args.seconds:g}s, no backlog", flush=True)
-            design1, base1 = stream_high(host, args.rate, args.seconds)
-            wait_for(collector, "consumer_high", design1, 30)
-            wait_for(collector, BASELINE_FUNCTION, base1, 30)
-            now = time.time()
-            r1 = [result("priority design, no backlog", *latencies(collector, "consumer_high", design1, now)),
-                  result("FIFO baseline, no backlog", *latencies(collector, BASELINE_FUNCTION, base1, now))]
-            print(f"phase 2: publishing {args.backlog} low-priority messages to both", flush=True)
-            backlog_seconds = publish_backlog(host, args.backlog)
-            print(f"  published in {backlog_seconds:.1f}s; streaming {args.rate:g} high/s for {args.seconds:g}s",
-                  flush=True)
-            design2, base2 = stream_high(host, args.rate, args.seconds)
-            wait_for(collector, "consumer_high", design2, 30)
-            wait_for(collector, BASELINE_FUNCTION, base2, args.drain_wait)
-            now = time.time()
-            label = f"{args.backlog:,} backlog"
-            r2 = [result(f"priority design, {label}", *latencies(collector, "consumer_high", design2, now)),
-                  result(f"FIFO baseline, {label}", *latencies(collector, BASELINE_FUNCTION, base2, now))]
-            low_done = sum(1 for s in collector.snapshot() if s.stage == "consumer_low")
-            base_low_done = sum(1 for s in collector.snapshot()
-                                if s.stage == BASELINE_FUNCTION and s.priority == LOW)
-            plans = {p.role: f"{p.instances} x {p.options.max_concurrent_calls}" for p in host.plans.values()}
+    with emulator(REPO_ROOT / "infra" / "servicebus.json", *no_admin) as design_emulator, \
+            TelemetryCollector() as collector:
+        baseline = BaselineProcess(base_scale, collector, args.baseline_nice)
+        try:
+            options = HostOptions(
+                roles=("consumer-high", "consumer-low"), use_local_settings=False, env={},
+                overrides={**SETTINGS, "ServiceBusConnection": design_emulator.connection_string,
+                           BASELINE_CONNECTION: baseline.connection},
+                instances=instances,
+            )
+            started = time.monotonic()
+            with Host(options) as host:
+                host.wait_connected(120)
+                baseline.command("start", "started")
+                setup = time.monotonic() - started
+                plans = {p.role: f"{p.instances} x {p.options.max_concurrent_calls}" for p in host.plans.values()}
+                plans["fifo-baseline"] = f"{base_scale.max_instances} x {base_scale.max_concurrent_calls}"
+                print(f"devhost up in {setup:.1f}s: {plans}", flush=True)
+                print(f"phase 1: {args.rate:g} high/s for {args.seconds:g}s, no backlog", flush=True)
+                design1, base1 = stream_high(host, args.rate, args.seconds)
+                wait_for(collector, "consumer_high", design1, 30)
+                wait_for(collector, BASELINE_FUNCTION, base1, 30)
+                now = time.time()
+                r1 = [result("priority design, no backlog", *latencies(collector, "consumer_high", design1, now)),
+                      result("FIFO baseline, no backlog", *latencies(collector, BASELINE_FUNCTION, base1, now))]
+                host.stop_functions()
+                baseline.command("stop", "stopped")
+                print(f"phase 2: publishing {args.backlog} low-priority messages to both (no consumer running)",
+                      flush=True)
+                backlog_seconds = publish_backlog(host, args.backlog)
+            with Host(options) as host:
+                host.wait_connected(120)
+                baseline.command("start", "started")
+                print(f"  published in {backlog_seconds:.1f}s; consumers restarted; streaming {args.rate:g} "
+                      f"high/s for {args.seconds:g}s", flush=True)
+                phase2 = time.time()
+                design2, base2 = stream_high(host, args.rate, args.seconds)
+                wait_for(collector, "consumer_high", design2, 30)
+                wait_for(collector, BASELINE_FUNCTION, base2, args.drain_wait)
+                now = time.time()
+                label = f"{args.backlog:,} backlog"
+                r2 = [result(f"priority design, {label}", *latencies(collector, "consumer_high", design2, now)),
+                      result(f"FIFO baseline, {label}", *latencies(collector, BASELINE_FUNCTION, base2, now))]
+                low_done = sum(1 for s in collector.snapshot(phase2) if s.stage == "consumer_low")
+                base_low_done = sum(1 for s in collector.snapshot(phase2)
+                                    if s.stage == BASELINE_FUNCTION and s.priority == LOW)
+                window = now - phase2
+        finally:
+            baseline.close()
         info = {"setup": setup, "backlog_seconds": backlog_seconds, "low_done": low_done,
-                "base_low_done": base_low_done, "plans": plans}
+                "base_low_done": base_low_done, "plans": plans, "window": window}
     return r1 + r2, info
 
 
@@ -222,10 +356,14 @@ def report(results: list[Result], info: dict, args: argparse.Namespace) -> tuple
 Pools (instances x maxConcurrentCalls): {', '.join(f'{k} {v}' for k, v in info['plans'].items())}.
 Consumer work {SETTINGS['CONSUMER_WORK_MS_HIGH']} ms (high) and {SETTINGS['CONSUMER_WORK_MS_LOW']} ms (low);
 {args.rate:g} high-priority messages/s for {args.seconds:g} s per phase; a backlog of {args.backlog:,}
-low-priority messages published to both in {info['backlog_seconds']:.1f} s. Latency is `created_at` to
-processed, as `consumer_high` (or the baseline) records it, so it includes the simulated work. While the
-bench ran, the low pool processed {info['low_done']:,} low-priority messages and the baseline
-{info['base_low_done']:,}.
+low-priority messages published to both between the phases, while no consumer ran
+({info['backlog_seconds']:.1f} s), so both designs start phase 2 with all of it. Latency is `created_at` to
+processed, as `consumer_high` (or the baseline) records it, so it includes the simulated work. In the
+{info['window']:.0f} s of phase 2 the low pool processed {info['low_done']:,} low-priority messages and the
+baseline {info['base_low_done']:,}. The baseline runs in its own devhost process with its own emulator,
+at niceness {args.baseline_nice}: on this machine a pool that drains as fast as it can would otherwise take the
+CPU from the design being measured. (A slower baseline drain does not change the comparison's shape:
+its high-priority wait is the backlog ahead divided by its drain rate.)
 
 {table}
 
@@ -255,11 +393,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds to wait for the baseline's high messages after the stream (default 60)")
     parser.add_argument("--instances", action="append", default=[], metavar="ROLE=N",
                         help="override a role's instance limit from infra/main.bicep")
+    parser.add_argument("--baseline-nice", type=int, default=10,
+                        help="niceness of the baseline's process (default 10: it gets the CPU the design leaves)")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
+    parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--baseline-instances", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--baseline-calls", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     from devhost.cli import configure_logging
 
     configure_logging("WARNING")
+    if args.baseline_worker:
+        return baseline_worker(args.baseline_instances, args.baseline_calls)
     results, info = run(args)
     body, ok = report(results, info, args)
     print(body)

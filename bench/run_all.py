@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,18 +27,33 @@ BENCHMARKS: list[tuple[str, bool]] = [
     ("priority_latency", True),
     ("load_leveling", True),
 ]
-OUTCOME = {0: "goals met", 1: "goal missed"}
+TIMED_OUT = -1
+OUTCOME = {0: "goals met", 1: "goal missed", TIMED_OUT: "timed out"}
 
 
 def available(name: str) -> bool:
     return importlib.util.find_spec(f"bench.{name}") is not None
 
 
-def run_one(name: str, extra: list[str]) -> tuple[int, float]:
+def run_one(name: str, extra: list[str], timeout: float) -> tuple[int, float]:
+    """Run ``python -m bench.NAME`` in its own process group, killed whole (emulators included) on timeout."""
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, PYTHONPATH=path)
     started = time.perf_counter()
-    code = subprocess.call([sys.executable, "-m", f"bench.{name}", *extra], cwd=REPO_ROOT, env=env)
+    process = subprocess.Popen([sys.executable, "-m", f"bench.{name}", *extra], cwd=REPO_ROOT, env=env,
+                               start_new_session=True)
+    try:
+        code = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        print(f"bench.{name} exceeded {timeout:.0f}s: stopping it", flush=True)
+        for sig, grace in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(process.pid, sig)
+                process.wait(grace)
+                break
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                continue
+        code = TIMED_OUT
     return code, time.perf_counter() - started
 
 
@@ -47,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave out priority_latency and load_leveling")
     parser.add_argument("--only", default="", help="comma-separated benchmark names to run (default: all)")
     parser.add_argument("--no-doc", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per benchmark")
     args = parser.parse_args(argv)
     only = {n.strip() for n in args.only.split(",") if n.strip()}
     unknown = only - {name for name, _ in BENCHMARKS}
@@ -64,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([name, "-", "not present"])
             continue
         print(f"\n=== bench.{name} ===", flush=True)
-        code, seconds = run_one(name, ["--no-doc"] if args.no_doc else [])
+        code, seconds = run_one(name, ["--no-doc"] if args.no_doc else [], args.timeout)
         rows.append([name, f"{seconds:.0f}", OUTCOME.get(code, f"error (exit {code})")])
         worst = max(worst, 1 if code == 1 else (2 if code else 0))
     print("\n" + markdown_table(["benchmark", "seconds", "result"], rows))

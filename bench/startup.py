@@ -41,15 +41,27 @@ def measure_once(mode_args: tuple[str, ...], settle: float) -> tuple[float, floa
     return proc.measured_startup, proc.reported_startup, rss
 
 
+VARIANTS = [
+    # (mode, management endpoint, extra args); "--admin-port 0" keeps the default HTTPS endpoint on
+    # but on a free port, so a developer's running emulator (port 5300) does not collide.
+    ("in-memory", "HTTPS admin on", ("--in-memory", "--admin-port", "0")),
+    ("in-memory", "--no-admin", ("--in-memory", "--no-admin")),
+    ("durable", "HTTPS admin on", ("--admin-port", "0")),
+    ("durable", "--no-admin", ("--no-admin",)),
+]
+
+
 def run(runs: int, settle: float) -> list[list]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="sbbench-data-") as data_dir:
-        for mode, args in (("in-memory", ("--in-memory",)), ("durable", ("--data-dir", data_dir))):
+        for mode, admin, args in VARIANTS:
+            if mode == "durable":
+                args = ("--data-dir", data_dir, *args)
             samples = [measure_once(args, settle) for _ in range(runs)]
             startup = statistics.median(s[0] for s in samples)
             reported = statistics.median(s[1] for s in samples)
             rss = statistics.median(s[2] for s in samples)
-            rows.append([mode, startup, reported, max(s[0] for s in samples), rss,
+            rows.append([mode, admin, startup, reported, max(s[0] for s in samples), rss,
                          "PASS" if startup < STARTUP_GOAL_S else "FAIL",
                          "PASS" if rss < RSS_GOAL_MB else "FAIL"])
     return rows
@@ -57,7 +69,7 @@ def run(runs: int, settle: float) -> list[list]:
 
 def report(rows: list[list], runs: int) -> str:
     table = markdown_table(
-        ["mode", "start-up s (median)", "self-reported s", "start-up s (max)", "idle RSS MiB",
+        ["mode", "management", "start-up s (median)", "self-reported s", "start-up s (max)", "idle RSS MiB",
          f"< {STARTUP_GOAL_S} s", f"< {RSS_GOAL_MB:.0f} MB"],
         rows,
     )
@@ -65,7 +77,8 @@ def report(rows: list[list], runs: int) -> str:
         f"`python -m sbemulator --config infra/servicebus.json --port 0`, {runs} fresh processes per "
         "mode. Start-up runs from just before `Popen` to reading the `ready` line (so interpreter start "
         "and imports count); \"self-reported\" is the figure in the ready line. Idle RSS is `VmRSS` "
-        "after ready.\n\n"
+        "after ready. The durable runs share one data directory, as a developer's repeated starts do "
+        "(the first run creates the store and the admin endpoint's certificate).\n\n"
         f"{table}\n\nCommand: `{command_line()}`  \nMachine: {machine()}  \nDate: {today()}"
     )
 
@@ -82,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_doc:
         write_section("startup", text)
-    return 0 if all(r[5] == "PASS" and r[6] == "PASS" for r in rows) else 1
+    return 0 if all(r[6] == "PASS" and r[7] == "PASS" for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -106,8 +106,8 @@ class Host:
         return settings
 
     def _roles(self, settings: HostSettings) -> tuple[str, ...]:
-        if self.options.roles is not None:
-            return parse_roles(",".join(self.options.roles))
+        if self.options.roles is not None:  # () runs only the extra apps
+            return parse_roles(",".join(self.options.roles)) if self.options.roles else ()
         return parse_roles(settings.get("APP_ROLES"))
 
     def _ensure_connections(self, settings: HostSettings, roles: tuple[str, ...]) -> None:

@@ -142,9 +142,14 @@ class Emulator:
                 from .admin import AdminServer
 
                 options = dict(self._admin_options)
-                self.admin = AdminServer(self.broker, self.server.validator, host=self.host,
-                                         commit=self.server.commit, **options)
-                loop.run_until_complete(self.admin.start())
+                try:
+                    self.admin = AdminServer(self.broker, self.server.validator, host=self.host,
+                                             commit=self.server.commit, **options)
+                    loop.run_until_complete(self.admin.start())
+                except BaseException:
+                    loop.run_until_complete(self.server.stop())
+                    self.broker.close()
+                    raise
                 self.admin_port = self.admin.port
         except BaseException as exc:  # report start-up failures to the caller's thread
             self._error = exc

@@ -33,9 +33,11 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
     for priority in ("High", "Low"):
         samples = consumer.get(priority, [])
         color = colors[priority]
-        latency.plot(xs, _series(samples, start, seconds, 0.50), color=color, label=f"{priority} p50")
-        latency.plot(xs, _series(samples, start, seconds, 0.95), color=color, linestyle="--",
-                     label=f"{priority} p95")
+        # the timer sends every few seconds: markers keep isolated seconds visible between gaps
+        latency.plot(xs, _series(samples, start, seconds, 0.50), color=color, marker="o", markersize=3,
+                     label=f"{priority} p50")
+        latency.plot(xs, _series(samples, start, seconds, 0.95), color=color, linestyle="--", marker="^",
+                     markersize=3, label=f"{priority} p95")
     for at, size in bursts:
         for ax in axes:
             ax.axvline(at - start, color="grey", alpha=0.3, linewidth=1)

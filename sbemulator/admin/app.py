@@ -222,6 +222,11 @@ class AdminApp:
         if not auth.lower().startswith("bearer ") or not auth[7:].strip():
             raise Unauthorized("AuthenticationFailed: a Bearer token is required (any token is accepted).")
         seg = [s for s in request.path.split("/") if s]
+        if [s.lower() for s in seg[2:]] == ["providers", "microsoft.servicebus", "namespaces"]:
+            # subscriptions/{sub}/providers/Microsoft.ServiceBus/namespaces: every namespace of the subscription
+            self._only(request.method, "GET")
+            rid = f"/subscriptions/{seg[1]}/resourceGroups/local/providers/Microsoft.ServiceBus/namespaces"
+            return self._json(200, {"value": [self._arm_namespace(f"{rid}/{self.ns.name}", self.ns.name)]})
         # subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.ServiceBus/namespaces[/{ns}[/...]]
         if (len(seg) < 6 or seg[2].lower() != "resourcegroups" or seg[4].lower() != "providers"
                 or seg[5].lower() != "microsoft.servicebus"):

@@ -144,7 +144,7 @@ def parse_description(el: ET.Element) -> dict[str, Any]:
         if name in _IGNORED_FIELDS:
             continue
         if name == "DefaultRuleDescription":
-            spec[name] = parse_rule_element(child, "$Default")
+            spec[name] = parse_rule_element(child, (_child_text(child, "Name") or "").strip() or "$Default")
         elif name in _BOOL_FIELDS:
             if text.lower() not in ("true", "false"):
                 raise BadRequest(f"The value '{text}' of {name} is not a boolean.")

@@ -311,6 +311,7 @@ class Namespace:
             )
             default_rule = spec.get("DefaultRuleDescription")
             if isinstance(default_rule, RuleConfig):
+                validate_rule_name(default_rule.name)
                 config = dataclasses.replace(config, rules=(default_rule,))
         return config, extras
 

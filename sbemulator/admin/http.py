@@ -64,6 +64,7 @@ class HttpServer:
         self.ssl_context = ssl_context
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._stopping = False
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
@@ -73,6 +74,7 @@ class HttpServer:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._server is not None:
             self._server.close()
         for task in list(self._tasks):
@@ -100,11 +102,15 @@ class HttpServer:
             log.exception("admin connection failed")
         finally:
             self._tasks.discard(task)
-            writer.close()
-            try:
-                await asyncio.wait_for(writer.wait_closed(), 2)
-            except (Exception, asyncio.CancelledError):
-                pass
+            if self._stopping:
+                # Shutting down: no TLS close handshake with idle keep-alive clients that will not answer it.
+                writer.transport.abort()
+            else:
+                writer.close()
+                try:
+                    await asyncio.wait_for(writer.wait_closed(), 2)
+                except (Exception, asyncio.CancelledError):
+                    pass
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER)

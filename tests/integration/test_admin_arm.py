@@ -5,6 +5,7 @@ second run changes nothing, and the ARM operations (get, list, delete) behave li
 from __future__ import annotations
 
 import datetime
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,12 +30,15 @@ def empty_emulator() -> Iterator[Emulator]:
         yield emu
 
 
-def run_provision(emu: Emulator) -> subprocess.CompletedProcess[str]:
+def run_provision(emu: Emulator, *, ca_env: bool = False) -> subprocess.CompletedProcess[str]:
+    """The real script as a user runs it; the CA comes from --ca-cert or from REQUESTS_CA_BUNDLE."""
+    trust = [] if ca_env else ["--ca-cert", str(emu.ca_path)]
+    env = {**os.environ, "REQUESTS_CA_BUNDLE": str(emu.ca_path)} if ca_env else None
     return subprocess.run(
         [sys.executable, str(REPO_ROOT / "infra" / "provision.py"), "--topology", str(TOPOLOGY),
          "--subscription-id", SUBSCRIPTION_ID, "--resource-group", "rg-local", "--namespace", "sb-prod-name",
-         "--base-url", emu.admin_url, "--credential", "none", "--ca-cert", emu.ca_path],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+         "--base-url", str(emu.admin_url), "--credential", "none", *trust],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False, env=env,
     )
 
 
@@ -104,6 +108,23 @@ def test_provision_builds_the_topology_and_a_second_run_changes_nothing(empty_em
             assert [str(m) for m in r.receive_messages(max_message_count=5, max_wait_time=3)] == ["h"]
 
 
+def test_provision_trusts_the_ca_through_requests_ca_bundle(empty_emulator: Emulator) -> None:
+    result = run_provision(empty_emulator, ca_env=True)
+    assert result.returncode == 0, result.stderr
+    assert "applied 10 operations" in result.stdout
+    assert "leveling" in empty_emulator.call(empty_emulator.broker.entity_paths)
+
+
+def test_provision_without_trusting_the_ca_fails_cleanly(empty_emulator: Emulator) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "infra" / "provision.py"), "--subscription-id", SUBSCRIPTION_ID,
+         "--resource-group", "rg", "--namespace", "ns", "--base-url", str(empty_emulator.admin_url),
+         "--credential", "none"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode != 0
+    assert "CERTIFICATE_VERIFY_FAILED" in result.stderr or "SSLError" in result.stderr
+
+
 @pytest.fixture
 def mgmt(emulator: Emulator) -> Any:
     from azure.mgmt.servicebus import ServiceBusManagementClient
@@ -126,6 +147,8 @@ def test_arm_get_list_delete_of_every_resource(mgmt: Any, emulator: Emulator) ->
                  "properties": {"disableLocalAuth": True}}).result()
     assert namespace.name == ns and namespace.properties.provisioning_state == "Succeeded"
     assert mgmt.namespaces.get(rg, ns).location == "westeurope"
+    assert [n.name for n in mgmt.namespaces.list_by_resource_group(rg)] == ["sbemulatorns"]
+    assert [n.name for n in mgmt.namespaces.list()] == ["sbemulatorns"]
 
     queue = mgmt.queues.create_or_update(rg, ns, "arm-q", {"properties": {
         "lockDuration": "PT30S", "maxDeliveryCount": 4, "requiresSession": False}})

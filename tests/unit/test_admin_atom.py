@@ -197,3 +197,14 @@ def test_namespace_info_reads_back() -> None:
                                                                                             T0 + 5)))
     assert entry.title == "ns"
     assert entry.content.namespace_properties.messaging_sku == "Standard"
+
+
+def test_subscription_with_a_default_rule_description() -> None:
+    body = (f'<entry xmlns="{atom.ATOM_NS}"><content type="application/xml"><SubscriptionDescription '
+            f'xmlns="{atom.SB_NS}" xmlns:i="{atom.XSI_NS}"><LockDuration>PT10S</LockDuration>'
+            '<DefaultRuleDescription><Filter i:type="SqlFilter"><SqlExpression>a = 1</SqlExpression></Filter>'
+            '<Action i:type="EmptyRuleAction"/><Name>first</Name></DefaultRuleDescription>'
+            "</SubscriptionDescription></content></entry>").encode()
+    element = atom._find_description(body, ("SubscriptionDescription",))
+    assert atom.parse_description(element) == {
+        "LockDuration": 10.0, "DefaultRuleDescription": RuleConfig("first", "Sql", sql_expression="a = 1")}

@@ -1,0 +1,160 @@
+"""devhost against real local services: sbemulator (started by the host) and Azurite.
+
+The whole pipeline runs through the real Functions code for a few seconds; then the host's own
+behaviour is checked on small apps: a failing function (abandoned, logged with its name, finally
+dead-lettered by the broker), a session trigger (ordered per session) and the SDK-type binding
+(the leveler dead-letters poison with its reason through ``ReceiverActions``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import azure.functions as func
+import pytest
+from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
+
+from devhost.demo.metrics import TelemetryCollector
+from devhost.host import Host, HostOptions
+from devhost.instances import InstanceId
+from devhost.local_services import AZURITE_KEY
+from devhost.scale import RoleScale
+from shared.topology import QUEUE_LEVELING
+
+pytestmark = pytest.mark.timeout(180)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _azurite_available() -> bool:
+    return (ROOT / "node_modules" / ".bin" / "azurite").exists()
+
+
+def _wait(predicate: Any, timeout: float, interval: float = 0.25) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+@pytest.mark.skipif(not _azurite_available(), reason="azurite is not installed (npm install)")
+def test_the_pipeline_runs_under_devhost_with_separate_pools() -> None:
+    options = HostOptions(
+        use_local_settings=False, env={},
+        overrides={"SENDER_SCHEDULE": "*/1 * * * * *", "SENDER_BATCH_SIZE": "3", "RESULTS_TABLE": "devhostit",
+                   "CONSUMER_WORK_MS_HIGH": "0", "CONSUMER_WORK_MS_LOW": "0",
+                   "LEVELER_MAX_WRITES_PER_SECOND": "100"},
+        instances={"consumer-high": 2, "consumer-low": 2, "leveler": 2},
+    )
+    previous_table = os.environ.get("RESULTS_TABLE")
+    with TelemetryCollector() as collector, Host(options) as host:
+        assert host.services.service_bus_connection and host.services.storage_connection  # both started
+        assert AZURITE_KEY in host.settings.get("TableStorageConnection")
+        assert os.environ["LEVELER_MAX_INSTANCES"] == "2"  # the cap is split over the instances run
+        with host.service_bus_client() as client, client.get_queue_sender(QUEUE_LEVELING) as sender:
+            sender.send_messages(ServiceBusMessage(b"{not json", message_id="poison-devhost"))
+        table = host.table_client("devhostit")
+
+        def rows() -> list[dict]:
+            try:
+                return list(table.list_entities())
+            except Exception:  # the leveler creates the table on its first write
+                return []
+
+        assert _wait(lambda: len(rows()) >= 12, 40), "fewer than two sender ticks reached the table"
+        host.stop_functions()
+        landed = rows()
+        with host.service_bus_client() as client, client.get_queue_receiver(
+                QUEUE_LEVELING, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
+            dead = dlq.peek_messages(max_message_count=10)
+        stats = host.stats
+        workers = host.instance_values("functions.runtime.leveling_worker")
+
+    assert os.environ.get("RESULTS_TABLE") == previous_table  # the host restored the environment
+    assert {row["Priority"] for row in landed} == {"High", "Low"}
+    assert all(json.loads(row["Result"])["consumer"] in ("consumer_high", "consumer_low") for row in landed)
+    high, low = stats.instances_of("consumer_high"), stats.instances_of("consumer_low")
+    assert high and {i.role for i in high} == {"consumer-high"}
+    assert low and {i.role for i in low} == {"consumer-low"}
+    assert {i.role for i in stats.instances_of("sender")} == {"sender"}
+    # each leveler instance has its own worker (its own token bucket at half the cap), as separate processes would
+    assert workers and all(isinstance(key, InstanceId) and key.role == "leveler" for key in workers)
+    assert len({id(worker) for worker in workers.values()}) == len(workers)
+    assert all(worker.limiter.rate == 50 for worker in workers.values())
+    # the SDK-type binding: the leveler dead-lettered the poison message itself, with the reason
+    assert [(m.message_id, m.dead_letter_reason) for m in dead] == [("poison-devhost", "InvalidJson")]
+    by_priority = {p: [s for s in collector.snapshot() if s.stage == f"consumer_{p.lower()}"] for p in ("High", "Low")}
+    assert all(s.priority == "High" for s in by_priority["High"]) and by_priority["High"]
+    assert all(s.priority == "Low" for s in by_priority["Low"]) and by_priority["Low"]
+
+
+def _topology(tmp_path: Path) -> Path:
+    doc = {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [
+        {"Name": "flaky", "Properties": {"MaxDeliveryCount": 2, "LockDuration": "PT30S"}},
+        {"Name": "sessions", "Properties": {"RequiresSession": True, "LockDuration": "PT30S"}},
+    ], "Topics": []}], "Logging": {"Type": "Console"}}}
+    path = tmp_path / "topology.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _only(app: func.FunctionApp, tmp_path: Path, calls: int = 2) -> HostOptions:
+    return HostOptions(roles=(), use_local_settings=False, env={}, topology=_topology(tmp_path),
+                       extra_apps={"test": (app, RoleScale("test", 1, calls))})
+
+
+def test_a_failing_function_is_logged_abandoned_and_finally_dead_lettered(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    app = func.FunctionApp()
+    attempts: list[int] = []
+
+    @app.function_name("always_fails")
+    @app.service_bus_queue_trigger(arg_name="message", queue_name="flaky", connection="ServiceBusConnection")
+    def always_fails(message: func.ServiceBusMessage) -> None:
+        attempts.append(message.delivery_count)
+        raise ValueError("cannot handle this")
+
+    caplog.set_level(logging.ERROR, logger="devhost")
+    with Host(_only(app, tmp_path)) as host:
+        with host.service_bus_client() as client, client.get_queue_sender("flaky") as sender:
+            sender.send_messages(ServiceBusMessage(b"x", message_id="m-1"))
+        assert _wait(lambda: len(attempts) >= 2, 30)
+        with host.service_bus_client() as client, client.get_queue_receiver(
+                "flaky", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
+            assert _wait(lambda: bool(dlq.peek_messages(max_message_count=1)), 10)
+            (dead,) = dlq.peek_messages(max_message_count=5)
+        failed = host.stats.by_function()["always_fails"]["failed"]
+    assert dead.message_id == "m-1" and dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+    assert failed == 2 and len(attempts) == 2  # abandoned each time, redelivered, then dead-lettered
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("function always_fails (instance test#0) failed on message m-1; abandoning it" in m for m in messages)
+    assert any("cannot handle this" in (r.exc_text or "") for r in caplog.records)
+
+
+def test_a_session_trigger_processes_each_session_in_order(tmp_path: Path) -> None:
+    app = func.FunctionApp()
+    seen: dict[str, list[int]] = {}
+    lock = threading.Lock()
+
+    @app.function_name("ordered")
+    @app.service_bus_queue_trigger(arg_name="message", queue_name="sessions", connection="ServiceBusConnection",
+                                   is_sessions_enabled=True)
+    def ordered(message: func.ServiceBusMessage) -> None:
+        with lock:
+            seen.setdefault(message.session_id, []).append(int(message.get_body()))
+
+    with Host(_only(app, tmp_path)) as host:
+        with host.service_bus_client() as client, client.get_queue_sender("sessions") as sender:
+            for i in range(5):
+                sender.send_messages([ServiceBusMessage(str(i), session_id=s) for s in ("a", "b", "c")])
+        assert _wait(lambda: sum(len(v) for v in seen.values()) >= 15, 60)
+        listener = host.listeners[0]
+    assert seen == {s: [0, 1, 2, 3, 4] for s in ("a", "b", "c")}
+    assert listener.sessions and listener.slots == 8  # maxConcurrentSessions from host.json
