@@ -136,16 +136,15 @@ class TimerListener(Listener):
 
 
 class SlotGate:
-    """How many slots are busy; slot ``i`` is wanted while at least ``i - SPARE`` others are busy."""
+    """How many slots are busy; slot ``i`` is wanted while at least ``i - spare`` others are busy."""
 
-    SPARE = 1
-
-    def __init__(self) -> None:
+    def __init__(self, spare: int = 1) -> None:
         self.busy = 0
+        self.spare = spare
         self._cond = threading.Condition()
 
     def wanted(self, index: int) -> bool:
-        return index <= self.busy + self.SPARE
+        return index <= self.busy + self.spare
 
     def wait_until_wanted(self, index: int, stop: threading.Event) -> bool:
         with self._cond:
@@ -179,7 +178,8 @@ class ServiceBusListener(Listener):
         self.auto_complete = options.auto_complete_messages if auto is None else bool(auto)
         self.slots = options.max_concurrent_sessions if self.sessions else options.max_concurrent_calls
         self.connected = threading.Event()
-        self.gate = SlotGate()
+        # a session slot holds a session even while idle, so every session slot stays open
+        self.gate = SlotGate(spare=self.slots if self.sessions else 1)
         self.open_receivers = 0
 
     def start(self) -> None:

@@ -62,6 +62,8 @@ class BacklogProbe:
         if admin_factory is not None:
             try:
                 admin = admin_factory()
+                if admin is None:
+                    raise RuntimeError("the endpoint has no management API")
                 self._admin_counts(admin)
                 self._admin = admin
                 self.source = "runtime properties"
