@@ -68,3 +68,33 @@ def test_state_survives_a_process_kill(tmp_path):
                 receiver.complete_message(new)
     finally:
         assert second.terminate() == 0
+
+
+def test_session_state_and_session_messages_survive_a_process_kill(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(STANDARD_TOPOLOGY))
+    args = ("--config", str(config), "--data-dir", str(tmp_path / "data"))
+
+    first = start_emulator_process(*args)
+    try:
+        with ServiceBusClient.from_connection_string(first.connection_string) as client:
+            with client.get_queue_sender("sessions") as sender:
+                sender.send_messages([ServiceBusMessage(f"t{i}", session_id="tenant-1") for i in range(3)])
+            with client.get_queue_receiver("sessions", session_id="tenant-1") as receiver:
+                (first_message,) = _receive(receiver, 1)
+                receiver.complete_message(first_message)
+                receiver.session.set_state(b"applied-up-to:0")
+    finally:
+        first.kill()
+
+    second = start_emulator_process(*args)
+    try:
+        with ServiceBusClient.from_connection_string(second.connection_string) as client:
+            with client.get_queue_receiver("sessions", session_id="tenant-1") as receiver:
+                assert receiver.session.get_state() == b"applied-up-to:0"
+                rest = _receive(receiver, 2)
+                assert [str(m) for m in rest] == ["t1", "t2"]
+                for m in rest:
+                    receiver.complete_message(m)
+    finally:
+        assert second.terminate() == 0
