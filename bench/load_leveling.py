@@ -6,7 +6,8 @@ sent as fast as one sender can. Every write is the leveler's own ``stored`` tele
 after the upsert returned; the rows are counted in the table afterwards.
 
 Reported: the peak writes/s over 1-second windows (fixed windows from the first write, and the
-strictest sliding window) against the cap, the time from the first send to the last write, and rows
+strictest sliding window), as the store saw them (the rows' Timestamp) and as the leveler did, against the
+cap, the time from the first send to the last write, and rows
 written vs messages sent. Goals: peak <= cap x 1.05, rows == messages sent, no message written twice.
 Exit code 0 when all hold, 1 otherwise.
 """
@@ -23,6 +24,7 @@ from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 from bench._util import DOC_INTRO, DOC_PATH, command_line, machine, markdown_table, today, write_section
 from devhost.demo.metrics import STORED, TelemetryCollector, peak_sliding, per_second
 from devhost.host import Host, HostOptions
+from devhost.scale import parameter_default
 from sender.messages import publish
 from shared.contract import ContractMessage, utc_now
 from shared.topology import HIGH, LOW, QUEUE_LEVELING
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> dict:
     with TelemetryCollector() as collector, Host(options) as host:
         host.wait_connected(60)
         plan = host.plans["leveler"]
+        host.table_client(TABLE).create_table()  # in Azure the Bicep creates it (infra/modules/storage.bicep)
         messages = burst_messages(count)
         ids = {m.message_id for m in messages}
         started = time.time()
@@ -78,15 +81,22 @@ def run(args: argparse.Namespace) -> dict:
         writes = [s for s in collector.snapshot() if s.stage == STORED and s.message_id in ids]
         host.stop_functions()
         table = host.table_client(TABLE)
-        rows = sum(1 for _ in table.list_entities(select=["RowKey"]))
+        entities = list(table.list_entities())
+        rows = len(entities)
+        # when the store applied each write (the table's own Timestamp): what the store experienced
+        store_times = sorted(e.metadata["timestamp"].timestamp() for e in entities)
         dead = dead_letters(host)
     times = sorted(s.at for s in writes)
     first = times[0] if times else started
     windows = per_second(times, first, times[-1] + 1e-9 if times else first)
+    store_first = store_times[0] if store_times else 0.0
+    store_windows = per_second(store_times, store_first, store_times[-1] + 1e-9 if store_times else 0.0)
     return {
         "count": count, "sent_seconds": sent_seconds, "writes": len(writes),
         "unique": len({s.message_id for s in writes}), "rows": rows, "dead": dead,
         "peak_fixed": max(windows, default=0), "peak_sliding": peak_sliding(times),
+        "store_windows": store_windows,
+        "store_peak_fixed": max(store_windows, default=0), "store_peak_sliding": peak_sliding(store_times),
         "drain": (times[-1] - started) if times else float("nan"),
         "mean_rate": len(times) / (times[-1] - first) if len(times) > 1 else float("nan"),
         "plan": f"{plan.instances} x {plan.options.max_concurrent_calls}",
@@ -96,29 +106,39 @@ def run(args: argparse.Namespace) -> dict:
 
 def report(r: dict, args: argparse.Namespace) -> tuple[str, bool]:
     limit = args.cap * 1.05
-    ok_peak = r["peak_fixed"] <= limit
+    ok_peak = r["store_peak_fixed"] <= limit
     ok_rows = r["rows"] == r["count"] and r["writes"] == r["unique"] == r["count"]
     verdict = lambda ok: "met" if ok else "**missed**"  # noqa: E731
     table = markdown_table(["measure", "value"], [
         ["messages in the burst (20 x cap)", f"{r['count']:,} (sent in {r['sent_seconds']:.2f} s)"],
         ["cap (LEVELER_MAX_WRITES_PER_SECOND)", f"{args.cap:g}/s ({r['per_instance_rate']:g}/s per instance)"],
         ["leveler instances x maxConcurrentCalls", r["plan"]],
-        ["peak writes in a 1-s window (fixed, from the first write)", r["peak_fixed"]],
-        ["peak writes in any 1-s window (sliding)", r["peak_sliding"]],
+        ["store's peak writes/s: 1-s windows from the first write (table Timestamp)", r["store_peak_fixed"]],
+        ["store's peak writes in any 1-s window (sliding, table Timestamp)", r["store_peak_sliding"]],
+        ["leveler's peak writes/s: 1-s windows from the first write (upsert returned)", r["peak_fixed"]],
+        ["leveler's peak writes in any 1-s window (sliding, upsert returned)", r["peak_sliding"]],
         ["mean write rate", f"{r['mean_rate']:.1f}/s"],
         ["time from first send to last write", f"{r['drain']:.1f} s (ideal {r['count'] / args.cap:.0f} s)"],
         ["writes / distinct messages written / rows in the table", f"{r['writes']} / {r['unique']} / {r['rows']}"],
         ["dead-lettered", r["dead"]],
+        ["store's writes per 1-s window, first 6 and last 3", " ".join(map(str, r["store_windows"][:6])) + " ... "
+         + " ".join(map(str, r["store_windows"][-3:]))],
     ])
     body = f"""`{command_line()}` on {machine()}, {today()}.
 
-The leveler under devhost, against sbemulator and Azurite; a write is the leveler's `stored` sample, logged
-when the upsert returned.
+The leveler under devhost, against sbemulator and Azurite. The store's view is the `Timestamp` Azurite
+gave each row when it applied the write; the leveler's view is its `stored` sample, logged when the upsert
+returned.
 
 {table}
 
-- peak {r['peak_fixed']}/s against cap x 1.05 = {limit:g}/s: {verdict(ok_peak)}
-  (the sliding window, which may straddle two instances' tokens, saw {r['peak_sliding']})
+- the store's peak {r['store_peak_fixed']}/s against cap x 1.05 = {limit:g}/s: {verdict(ok_peak)}
+  (see the windows above: the steady state is at the cap, the excess is in the first window. Each
+  instance's token bucket paces when writes *start*, at cap / instances; an instance's first write after
+  idling starts at once and is slower than the next ones (a fresh connection, all instances at once), so
+  the second lands less than one interval after it at the store: up to one extra write per instance in
+  the first second. Staying under cap x 1.05 at 1-s resolution needs the per-instance rate to leave that
+  headroom, or pacing on completions.)
 - rows == messages sent, each written once: {verdict(ok_rows)}
 """
     return body, ok_peak and ok_rows
@@ -135,10 +155,13 @@ def write_doc(body: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cap", type=float, default=50.0, help="LEVELER_MAX_WRITES_PER_SECOND (default 50)")
+    parser.add_argument("--cap", type=float, default=None,
+                        help="LEVELER_MAX_WRITES_PER_SECOND (default: levelerMaxWritesPerSecond in infra/main.bicep)")
     parser.add_argument("--factor", type=float, default=20.0, help="burst size in seconds of cap (default 20)")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     args = parser.parse_args(argv)
+    if args.cap is None:
+        args.cap = float(parameter_default("levelerMaxWritesPerSecond"))
     from devhost.cli import configure_logging
 
     configure_logging("WARNING")

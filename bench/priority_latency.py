@@ -305,6 +305,7 @@ def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
                 plans = {p.role: f"{p.instances} x {p.options.max_concurrent_calls}" for p in host.plans.values()}
                 plans["fifo-baseline"] = f"{base_scale.max_instances} x {base_scale.max_concurrent_calls}"
                 print(f"devhost up in {setup:.1f}s: {plans}", flush=True)
+                time.sleep(args.warmup)
                 print(f"phase 1: {args.rate:g} high/s for {args.seconds:g}s, no backlog", flush=True)
                 design1, base1 = stream_high(host, args.rate, args.seconds)
                 wait_for(collector, "consumer_high", design1, 30)
@@ -320,6 +321,7 @@ def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
             with Host(options) as host:
                 host.wait_connected(120)
                 baseline.command("start", "started")
+                time.sleep(args.warmup)
                 print(f"  published in {backlog_seconds:.1f}s; consumers restarted; streaming {args.rate:g} "
                       f"high/s for {args.seconds:g}s", flush=True)
                 phase2 = time.time()
@@ -355,7 +357,8 @@ def report(results: list[Result], info: dict, args: argparse.Namespace) -> tuple
 
 Pools (instances x maxConcurrentCalls): {', '.join(f'{k} {v}' for k, v in info['plans'].items())}.
 Consumer work {SETTINGS['CONSUMER_WORK_MS_HIGH']} ms (high) and {SETTINGS['CONSUMER_WORK_MS_LOW']} ms (low);
-{args.rate:g} high-priority messages/s for {args.seconds:g} s per phase; a backlog of {args.backlog:,}
+{args.rate:g} high-priority messages/s for {args.seconds:g} s per phase, starting {args.warmup:g} s after the
+consumers (so receivers opening at start-up are not measured); a backlog of {args.backlog:,}
 low-priority messages published to both between the phases, while no consumer ran
 ({info['backlog_seconds']:.1f} s), so both designs start phase 2 with all of it. Latency is `created_at` to
 processed, as `consumer_high` (or the baseline) records it, so it includes the simulated work. In the
@@ -393,8 +396,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds to wait for the baseline's high messages after the stream (default 60)")
     parser.add_argument("--instances", action="append", default=[], metavar="ROLE=N",
                         help="override a role's instance limit from infra/main.bicep")
-    parser.add_argument("--baseline-nice", type=int, default=10,
-                        help="niceness of the baseline's process (default 10: it gets the CPU the design leaves)")
+    parser.add_argument("--warmup", type=float, default=5.0,
+                        help="seconds between starting the consumers and the stream (default 5)")
+    parser.add_argument("--baseline-nice", type=int, default=19,
+                        help="niceness of the baseline's process (default 19: it gets the CPU the design leaves)")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--baseline-instances", type=int, default=1, help=argparse.SUPPRESS)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from consumers.table_sink import ResultSink, to_entity
 from shared.contract import ContractMessage, PoisonMessageError, parse_message, utc_now
-from shared.rate_limit import TokenBucket
+from shared.rate_limit import TokenBucket, WritePacer
 from shared.telemetry import LatencyRecorder, end_to_end_latency_ms
 
 log = logging.getLogger("pipeline.leveler")
@@ -93,7 +93,7 @@ class LevelingWorker:
     def __init__(
         self,
         sink: ResultSink,
-        limiter: TokenBucket | None = None,
+        limiter: TokenBucket | WritePacer | None = None,
         *,
         recorder: LatencyRecorder | None = None,
         now: Callable[[], datetime] = utc_now,
@@ -114,9 +114,13 @@ class LevelingWorker:
     def handle(self, body: bytes | str) -> ContractMessage:
         message = self.parse(body)
         to_entity(message)  # validates the keys before spending a token
-        if self.limiter is not None:
-            self.limiter.acquire()
-        self.sink.upsert(message)
+        if isinstance(self.limiter, WritePacer):
+            with self.limiter.slot():
+                self.sink.upsert(message)
+        else:
+            if self.limiter is not None:
+                self.limiter.acquire()
+            self.sink.upsert(message)
         if self.recorder is not None:
             latency = end_to_end_latency_ms(message.created_at, None, self._now())
             self.recorder.record(message.priority, latency, stage="stored", message_id=message.message_id)

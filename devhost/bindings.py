@@ -173,29 +173,38 @@ class ServiceBusOutputs:
 
 
 class TableOutputs:
-    """The Table output binding: entities (dicts with PartitionKey/RowKey) created in ``tableName``."""
+    """The Table output binding: entities (dicts with PartitionKey/RowKey) created in ``tableName``.
 
-    def __init__(self, service_factory: Callable[[], Any]) -> None:
+    ``service_factory(connection)`` makes a TableServiceClient for the binding's connection setting.
+    """
+
+    def __init__(self, service_factory: Callable[[str], Any], default_connection: str = "AzureWebJobsStorage") -> None:
         self._service_factory = service_factory
-        self._service: Any = None
+        self._default_connection = default_connection
+        self._services: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def send(self, binding: dict[str, Any], value: Any) -> None:
+        connection = binding.get("connection") or self._default_connection
         with self._lock:
-            if self._service is None:
-                self._service = self._service_factory()
-        table = self._service.create_table_if_not_exists(binding["tableName"])
+            if connection not in self._services:
+                self._services[connection] = self._service_factory(connection)
+            service = self._services[connection]
+        table = service.create_table_if_not_exists(binding["tableName"])
         entities = value if isinstance(value, list) else [value]
         for entity in entities:
-            if isinstance(entity, str):
+            if isinstance(entity, str | bytes):
                 entity = json.loads(entity)
-            if binding.get("partitionKey") and "PartitionKey" not in entity:
-                entity = {**entity, "PartitionKey": binding["partitionKey"]}
+            for key, field in (("partitionKey", "PartitionKey"), ("rowKey", "RowKey")):
+                if binding.get(key) and field not in entity:
+                    entity = {**entity, field: binding[key]}
             table.create_entity(entity)
 
     def close(self) -> None:
-        if self._service is not None:
-            self._service.close()
+        with self._lock:
+            for service in self._services.values():
+                service.close()
+            self._services.clear()
 
 
 def timer_request(past_due: bool, scheduled: datetime, next_run: datetime | None) -> func.TimerRequest:

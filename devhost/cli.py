@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from devhost.host import Host, HostError, HostOptions
+from devhost.host import ROOT, Host, HostError, HostOptions
 from devhost.local_services import LocalServiceError
 from shared.settings import ROLES, SettingsError
 
@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         host = Host(options).start()
     except (SettingsError, HostError, LocalServiceError) as exc:
         print(f"devhost: {exc}", file=sys.stderr)
+        if isinstance(exc, SettingsError) and args.settings is None and not (ROOT / "local.settings.json").exists():
+            print("devhost: there is no local.settings.json: copy local.settings.json.example (and remove its "
+                  "connection settings to let devhost start the emulator and Azurite)", file=sys.stderr)
         return 2
     try:
         host.run(args.duration)

@@ -112,6 +112,11 @@ class Host:
 
     def _ensure_connections(self, settings: HostSettings, roles: tuple[str, ...]) -> None:
         """Start sbemulator/Azurite for what is not configured; probe what is (bounded timeout)."""
+        needs_service_bus = any(binding["type"] in (SERVICE_BUS_TRIGGER, "serviceBus")
+                                for plan in self.plans.values() for spec in plan.specs
+                                for binding in (spec.trigger, *spec.outputs)) or bool(roles)
+        if not needs_service_bus:
+            return
         if not (settings.get(SERVICE_BUS) or settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace")):
             topology = self.options.path(self.options.topology, "infra/servicebus.json")
             log.info("no %s configured: starting sbemulator on %s", SERVICE_BUS, topology)
@@ -311,7 +316,7 @@ class Host:
         assert self.settings is not None
         outputs = Outputs(
             ServiceBusOutputs(self.service_bus_client),
-            TableOutputs(lambda: self._table_service("AzureWebJobsStorage")),
+            TableOutputs(self._table_service),
         )
         self.outputs.append(outputs)
         for spec in plan.specs:

@@ -45,7 +45,7 @@ def _resolve(doc: dict[str, Any], value: Any, where: str) -> Any:
         seen.add(value)
         if value in doc.get("parameters", {}):
             parameter = doc["parameters"][value]
-            if "default" not in parameter:
+            if parameter.get("default") is None:
                 raise SettingsError(f"{where}: parameter {value!r} has no default")
             value = parameter["default"]
         elif value in doc.get("variables", {}):
@@ -53,6 +53,15 @@ def _resolve(doc: dict[str, Any], value: Any, where: str) -> Any:
         else:
             break
     return value
+
+
+def parameter_default(name: str, bicep: str | Path = DEFAULT_BICEP) -> Any:
+    """The default of one Bicep parameter (e.g. ``levelerMaxWritesPerSecond``)."""
+    path = Path(bicep)
+    doc = _parse(path.resolve())
+    if name not in doc.get("parameters", {}):
+        raise SettingsError(f"{path.name} has no parameter {name!r}")
+    return _resolve(doc, name, f"{path.name}: {name}")
 
 
 def load_role_scales(bicep: str | Path = DEFAULT_BICEP) -> dict[str, RoleScale]:

@@ -14,7 +14,7 @@ from azure.servicebus import ServiceBusClient
 from consumers.leveling import LevelingWorker
 from consumers.table_sink import TableSink
 from shared.clients import service_bus_client, table_service_client
-from shared.rate_limit import TokenBucket
+from shared.rate_limit import WritePacer
 from shared.settings import AppSettings, load_app, load_service_bus, load_table
 from shared.telemetry import LatencyRecorder
 
@@ -45,15 +45,15 @@ def leveling_worker() -> LevelingWorker:
     same share, so the whole app stays at or below LEVELER_MAX_WRITES_PER_SECOND. (With more than one
     worker process per instance, FUNCTIONS_WORKER_PROCESS_COUNT must stay 1 for this to hold.)
 
-    The bucket holds one token, not a second's worth: a full bucket of ``rate`` tokens would let a
-    burst after an idle spell write up to twice the cap in its first second (saved tokens + refill),
-    across every instance at once.
+    Writes are paced (``WritePacer``: one write per ``1 / rate`` s, counted from the previous write's
+    return) rather than drawn from a token bucket: saved-up tokens would let every instance burst into
+    the same second and push the store above the cap in that window.
     """
     settings = app_settings()
     table = load_table()
     sink = TableSink.from_service(table_service_client(table), table.table_name)
     rate = settings.leveler_per_instance_rate
-    return LevelingWorker(sink, TokenBucket(rate, capacity=1.0), recorder=latency_recorder())
+    return LevelingWorker(sink, WritePacer(rate), recorder=latency_recorder())
 
 
 def reset() -> None:

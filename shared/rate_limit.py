@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 
 
 class TokenBucket:
@@ -80,3 +81,43 @@ def per_instance_rate(max_writes_per_second: float, max_instances: int) -> float
     if max_instances < 1:
         raise ValueError("max_instances must be >= 1")
     return max_writes_per_second / max_instances
+
+
+class WritePacer:
+    """At most one write per ``1 / rate`` seconds, counted from when the previous write *returned*.
+
+    A token bucket bounds the average, but its saved-up tokens let several instances burst into the
+    same second, and a store sees writes when they land, not when they are issued. Spacing each write
+    from the end of the previous one keeps the landing times of one instance at least ``1 / rate``
+    apart (a write lands between its start and its return), so no one-second window ever holds more
+    than ``rate`` writes of an instance, and the app-wide cap holds in every window, not just on
+    average. The price is a little throughput: the write's own duration is added to each gap.
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if rate <= 0:
+            raise ValueError(f"rate must be > 0, got {rate}")
+        self.rate = float(rate)
+        self.interval = 1.0 / self.rate
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._next_start = float("-inf")
+
+    @contextmanager
+    def slot(self) -> Iterator[float]:
+        """Hold the instance's write slot for one write; yields the time waited."""
+        with self._lock:  # one write at a time per instance: its share is only `rate` per second anyway
+            waited = max(0.0, self._next_start - self._clock())
+            if waited > 0:
+                self._sleep(waited)
+            try:
+                yield waited
+            finally:
+                self._next_start = self._clock() + self.interval

@@ -96,7 +96,7 @@ class BacklogProbe:
 
     def _peek_count(self, entity: Entity, dead_letter: bool) -> tuple[int, bool]:
         receiver = self._receiver(entity, dead_letter)
-        count, sequence = 0, 0
+        count, sequence = 0, 1  # sequence numbers start at 1; 0 would mean "after the last peek" to the SDK
         while count < self.peek_limit:
             page = receiver.peek_messages(max_message_count=PAGE, sequence_number=sequence)
             if not page:

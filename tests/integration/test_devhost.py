@@ -69,13 +69,13 @@ def test_the_pipeline_runs_under_devhost_with_separate_pools() -> None:
                 return []
 
         assert _wait(lambda: len(rows()) >= 12, 40), "fewer than two sender ticks reached the table"
+        workers = host.instance_values("functions.runtime.leveling_worker")
         host.stop_functions()
         landed = rows()
         with host.service_bus_client() as client, client.get_queue_receiver(
                 QUEUE_LEVELING, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
             dead = dlq.peek_messages(max_message_count=10)
         stats = host.stats
-        workers = host.instance_values("functions.runtime.leveling_worker")
 
     assert os.environ.get("RESULTS_TABLE") == previous_table  # the host restored the environment
     assert {row["Priority"] for row in landed} == {"High", "Low"}
@@ -128,8 +128,8 @@ def test_a_failing_function_is_logged_abandoned_and_finally_dead_lettered(
         assert _wait(lambda: len(attempts) >= 2, 30)
         with host.service_bus_client() as client, client.get_queue_receiver(
                 "flaky", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
-            assert _wait(lambda: bool(dlq.peek_messages(max_message_count=1)), 10)
-            (dead,) = dlq.peek_messages(max_message_count=5)
+            assert _wait(lambda: bool(dlq.peek_messages(max_message_count=1, sequence_number=1)), 10)
+            (dead,) = dlq.peek_messages(max_message_count=5, sequence_number=1)
         failed = host.stats.by_function()["always_fails"]["failed"]
     assert dead.message_id == "m-1" and dead.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert failed == 2 and len(attempts) == 2  # abandoned each time, redelivered, then dead-lettered
@@ -158,3 +158,70 @@ def test_a_session_trigger_processes_each_session_in_order(tmp_path: Path) -> No
         listener = host.listeners[0]
     assert seen == {s: [0, 1, 2, 3, 4] for s in ("a", "b", "c")}
     assert listener.sessions and listener.slots == 8  # maxConcurrentSessions from host.json
+
+
+def test_backlog_counts_by_peeking_and_by_runtime_properties() -> None:
+    """The dashboard's counts: peeking must count from the start every time (the SDK's peek otherwise
+    continues after the last one), and agree with the management API where the emulator serves it."""
+    from devhost.demo.backlog import PIPELINE_ENTITIES, BacklogProbe
+    from devhost.local_services import LocalServices
+
+    services = LocalServices()
+    try:
+        connection = services.start_service_bus(ROOT / "infra" / "servicebus.json")
+        options = HostOptions(roles=(), use_local_settings=False, env={},
+                              overrides={"ServiceBusConnection": connection})
+        host = Host(options).start()
+        try:
+            with host.service_bus_client() as client, client.get_queue_sender(QUEUE_LEVELING) as sender:
+                sender.send_messages([ServiceBusMessage(str(i)) for i in range(3)])
+            peek = BacklogProbe(host.service_bus_client, None, PIPELINE_ENTITIES, peek_limit=2)
+            assert peek.source == "peek"
+            for _ in range(2):  # the same answer on every poll
+                counts = peek.counts()
+                assert (counts["leveling"].active, counts["leveling"].capped) == (3, True)  # 3 >= limit 2: "3+"
+                assert counts["leveling"].show(3) == "3+"
+                assert counts["messages/highPriority"].active == 0
+            peek.close()
+            if not LocalServices.emulator_supports_admin():
+                return
+            assert _wait(lambda: services.admin_url is not None, 5)  # printed after the ready line
+            host.services = services  # the admin client is built from the emulator devhost knows about
+            admin = BacklogProbe(host.service_bus_client, host.admin_client, PIPELINE_ENTITIES)
+            assert admin.source == "runtime properties"
+            assert admin.counts()["leveling"].active == 3
+            admin.close()
+        finally:
+            host.stop()
+    finally:
+        services.stop()
+
+
+def test_a_table_output_binding_writes_the_entity(azurite: Any) -> None:
+    """A timer (runOnStartup) with a Table output: the value set on ``func.Out`` becomes a row."""
+    app = func.FunctionApp()
+
+    @app.function_name("stamp")
+    @app.timer_trigger(arg_name="timer", schedule="0 0 0 1 1 *", run_on_startup=True)
+    @app.table_output(arg_name="row", table_name="stamps", connection="StampStorage", partition_key="p")
+    def stamp(timer: func.TimerRequest, row: func.Out[str]) -> None:
+        row.set(json.dumps({"RowKey": "r1", "PastDue": timer.past_due}))
+
+    options = HostOptions(roles=(), use_local_settings=False, env={},
+                          overrides={"StampStorage": azurite.connection_string},
+                          extra_apps={"stamps": (app, RoleScale("stamps", 1, 1))})
+    from azure.data.tables import TableServiceClient
+
+    with Host(options) as host:
+        assert host.services.processes == []  # nothing needs Service Bus: no emulator started
+        service = TableServiceClient.from_connection_string(azurite.connection_string)
+
+        def rows() -> list[dict]:
+            try:
+                return list(service.get_table_client("stamps").list_entities())
+            except Exception:
+                return []
+
+        assert _wait(lambda: bool(rows()), 20)
+    (row,) = rows()
+    assert (row["PartitionKey"], row["RowKey"], row["PastDue"]) == ("p", "r1", False)
