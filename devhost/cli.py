@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         host.run(args.duration)
     finally:
         host.stop()
+        if not host.stats.by_function():
+            print("devhost: no function was invoked", flush=True)
         for function, counts in sorted(host.stats.by_function().items()):
             print(f"devhost: {function}: {counts['succeeded']} succeeded, {counts['failed']} failed, "
                   f"{counts['instances']} instance(s)")

@@ -308,7 +308,7 @@ class Host:
             for index in range(plan.instances):
                 self._start_instance(plan, InstanceId(plan.role, index))
         self.started_at = time.monotonic()
-        log.info("devhost: %s", ", ".join(
+        log.info("running %s", ", ".join(
             f"{p.role} x{p.instances} ({', '.join(s.name for s in p.specs)}; "
             f"maxConcurrentCalls={p.options.max_concurrent_calls})" for p in self.plans.values()))
 
