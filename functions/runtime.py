@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from azure.servicebus import ServiceBusClient
+from azure.servicebus import ServiceBusClient, ServiceBusSender
 
 from consumers.leveling import LevelingWorker
 from consumers.table_sink import TableSink
@@ -17,6 +17,7 @@ from shared.clients import service_bus_client, table_service_client
 from shared.rate_limit import WritePacer
 from shared.settings import AppSettings, load_app, load_service_bus, load_table
 from shared.telemetry import LatencyRecorder
+from shared.topology import TOPIC
 
 DEFAULT_TENANTS = tuple(f"tenant-{i}" for i in range(1, 6))
 
@@ -34,6 +35,14 @@ def latency_recorder() -> LatencyRecorder:
 @functools.cache
 def service_bus() -> ServiceBusClient:
     return service_bus_client(load_service_bus())
+
+
+@functools.cache
+def topic_sender() -> ServiceBusSender:
+    """One sender for the life of the worker: opening a link costs a round trip or two (about half
+    a second with the SDK's polling), which every timer tick would otherwise add to every message's
+    latency. The SDK re-opens the link by itself after a failure."""
+    return service_bus().get_topic_sender(TOPIC)
 
 
 @functools.cache
@@ -58,7 +67,7 @@ def leveling_worker() -> LevelingWorker:
 
 def reset() -> None:
     """Forget the cached resources (tests, or after settings changed)."""
-    for name in ("app_settings", "latency_recorder", "service_bus", "leveling_worker"):
+    for name in ("app_settings", "latency_recorder", "service_bus", "topic_sender", "leveling_worker"):
         clear = getattr(globals()[name], "cache_clear", None)
         if clear is not None:  # a test may have replaced the factory
             clear()

@@ -11,7 +11,6 @@ import azure.functions as func
 
 from functions import runtime
 from sender.messages import build_messages, publish
-from shared.topology import TOPIC
 
 FUNCTION_NAME = "sender"
 
@@ -24,8 +23,7 @@ def blueprint() -> func.Blueprint:
     def sender(timer: func.TimerRequest) -> None:
         n = runtime.app_settings().sender_batch_size
         messages = build_messages(n, n, runtime.DEFAULT_TENANTS)
-        with runtime.service_bus().get_topic_sender(TOPIC) as topic_sender:
-            batches = publish(topic_sender, messages)
+        batches = publish(runtime.topic_sender(), messages)
         logging.info("sender: published %d messages in %d batch(es); past_due=%s",
                      len(messages), batches, timer.past_due)
 
