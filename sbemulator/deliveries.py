@@ -34,6 +34,11 @@ VIA_PARTITION_KEY = Symbol("x-opt-via-partition-key")
 DEADLETTER_SOURCE = Symbol("x-opt-deadletter-source")
 ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
 MESSAGE_STATE = Symbol("x-opt-message-state")
+# Annotations the broker owns: rebuilt on every delivery, never taken from the sender.
+BROKER_ANNOTATIONS = frozenset({
+    SEQUENCE_NUMBER, ENQUEUED_TIME, LOCKED_UNTIL, SCHEDULED_ENQUEUE_TIME, PARTITION_KEY, DEADLETTER_SOURCE,
+    ENQUEUE_SEQUENCE_NUMBER, MESSAGE_STATE,
+})
 
 __all__ = [
     "BATCH_MESSAGE_FORMAT",
@@ -94,6 +99,7 @@ def to_incoming(parsed: ParsedMessage, size: int) -> IncomingMessage:
         time_to_live_ms=int(header.ttl) if header is not None and header.ttl else None,
         scheduled_enqueue_time_ms=_millis(annotations.get(SCHEDULED_ENQUEUE_TIME)),
         size=size,
+        annotations={k: v for k, v in annotations.items() if k not in BROKER_ANNOTATIONS},
     )
 
 
@@ -128,10 +134,9 @@ def encode_delivery(
     locked_until_ms: int | None,
 ) -> bytes:
     """Encode a stored message as the payload of a delivery (or a peek/deferred response entry)."""
-    annotations: dict = {
-        ENQUEUED_TIME: Timestamp(message.enqueued_time_ms),
-        SEQUENCE_NUMBER: Long(message.sequence_number),
-    }
+    annotations: dict = dict(message.annotations) if message.annotations else {}
+    annotations[ENQUEUED_TIME] = Timestamp(message.enqueued_time_ms)
+    annotations[SEQUENCE_NUMBER] = Long(message.sequence_number)
     if locked_until_ms is not None:
         annotations[LOCKED_UNTIL] = Timestamp(locked_until_ms)
     if message.partition_key is not None:

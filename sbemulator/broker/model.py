@@ -45,6 +45,8 @@ class IncomingMessage:
     time_to_live_ms: int | None = None
     scheduled_enqueue_time_ms: int | None = None
     size: int = 0
+    # The sender's own message annotations (those the broker does not set itself), kept as sent.
+    annotations: dict[Any, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -87,6 +89,8 @@ class BrokerMessage:
     hops: int = 0
     # True when a rule action changed a system property (server must re-encode the properties section).
     properties_changed: bool = False
+    # The sender's own message annotations, delivered back beside the ones the broker sets.
+    annotations: dict[Any, Any] = field(default_factory=dict)
     # --- broker bookkeeping, not part of the message -----------------------------------------
     queued: bool = False  # present in an available-heap
     lock_owner: Any = None  # the Receiver holding the lock (None: locked via $management)
@@ -109,6 +113,7 @@ class BrokerMessage:
             time_to_live_ms=msg.time_to_live_ms,
             scheduled_enqueue_time_ms=msg.scheduled_enqueue_time_ms,
             size=msg.size,
+            annotations=dict(msg.annotations),
         )
 
     def copy(self) -> BrokerMessage:
@@ -140,6 +145,7 @@ class BrokerMessage:
             dead_letter_description=self.dead_letter_description,
             hops=self.hops,
             properties_changed=self.properties_changed,
+            annotations=dict(self.annotations),
         )
 
     @property

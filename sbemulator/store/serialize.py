@@ -15,7 +15,7 @@ from typing import Any
 from sbemulator.amqp import codec
 from sbemulator.broker.model import BrokerMessage
 
-_LENGTHS = struct.Struct(">III")
+_LENGTHS = struct.Struct(">IIII")
 _CODEC = b"A"
 _PICKLE = b"P"
 
@@ -66,19 +66,21 @@ def encode_message(msg: BrokerMessage) -> bytes:
         separators=(",", ":"),
     ).encode()
     props = encode_properties(msg.application_properties)
+    annotations = encode_properties(msg.annotations)
     return b"".join(
         (
-            _LENGTHS.pack(len(head), len(msg.properties_raw), len(props)),
+            _LENGTHS.pack(len(head), len(msg.properties_raw), len(props), len(annotations)),
             head,
             msg.properties_raw,
             props,
+            annotations,
             msg.body_raw,
         )
     )
 
 
 def decode_message(data: bytes) -> BrokerMessage:
-    lh, lp, la = _LENGTHS.unpack_from(data, 0)
+    lh, lp, la, ln = _LENGTHS.unpack_from(data, 0)
     off = _LENGTHS.size
     head = json.loads(data[off : off + lh])
     off += lh
@@ -86,6 +88,8 @@ def decode_message(data: bytes) -> BrokerMessage:
     off += lp
     app = decode_properties(bytes(data[off : off + la]))
     off += la
+    annotations = decode_properties(bytes(data[off : off + ln]))
+    off += ln
     body = bytes(data[off:])
     (
         message_id,
@@ -128,5 +132,6 @@ def decode_message(data: bytes) -> BrokerMessage:
         dead_letter_reason=dl_reason,
         dead_letter_description=dl_desc,
         hops=hops,
+        annotations=annotations,
         properties_changed=changed,
     )

@@ -311,3 +311,17 @@ def test_prefetched_messages_released_on_close_return_without_counting(sb_connec
             assert sorted(str(m) for m in rest) == sorted(f"f{i}" for i in range(1, 10))
             for m in rest:
                 receiver.complete_message(m)
+
+
+def test_sender_message_annotations_are_delivered_back(sb_connection_string):
+    message = ServiceBusMessage("annotated")
+    message.raw_amqp_message.annotations = {"x-app-trace": "abc", "x-opt-sequence-number": 999}
+    with _client(sb_connection_string) as client:
+        with client.get_queue_sender("orders") as sender:
+            sender.send_messages(message)
+        with client.get_queue_receiver("orders", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as r:
+            (received,) = _receive_all(r, 1)
+    annotations = received.raw_amqp_message.annotations
+    assert annotations[b"x-app-trace"] == "abc" or annotations[b"x-app-trace"] == b"abc"
+    # the broker's own annotations are never taken from the sender
+    assert received.sequence_number != 999

@@ -44,7 +44,9 @@ def test_message_blob_roundtrip_keeps_amqp_types():
         )
     )
     m.dead_letter_reason, m.hops, m.properties_changed = "r", 2, True
+    m.annotations = {Symbol("x-app-trace"): "abc", Symbol("x-count"): UInt(3)}
     back = decode_message(encode_message(m))
+    assert back.annotations == m.annotations and type(back.annotations[Symbol("x-count")]) is UInt
     assert back.application_properties == m.application_properties
     assert type(back.application_properties["u"]) is UInt
     assert type(back.application_properties["sym"]) is Symbol
