@@ -10,24 +10,21 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import shlex
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sbemulator.launcher import EmulatorProcess, start_emulator_process
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOC_PATH = REPO_ROOT / "docs" / "benchmarks.md"
-READY = re.compile(r"ready on [^:]+:(\d+) in ([\d.]+)s; connection string: (\S+)")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 DOC_INTRO = """# Benchmarks
@@ -107,75 +104,14 @@ class Deadline:
 
 # --------------------------------------------------------------------------- emulator process
 
-@dataclass
-class EmulatorProcess:
-    """A running ``python -m sbemulator`` and what its ready line said."""
-
-    process: subprocess.Popen[str]
-    port: int
-    connection_string: str
-    reported_startup: float
-    measured_startup: float
-    output: list[str] = field(default_factory=list)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def stop(self, timeout: float = 15) -> int:
-        """SIGTERM, then SIGKILL if it does not exit within ``timeout``."""
-        if self.process.poll() is not None:
-            return self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait(timeout)
-
-
 def start_emulator(config: str | Path, *args: str, timeout: float = 20) -> EmulatorProcess:
-    """Start the CLI (``--port 0`` plus ``args``) and wait for its ready line.
+    """Start the CLI (``--port 0 --config config`` plus ``args``) and wait for its ready line.
 
-    Benchmarks of the AMQP path pass ``--no-admin``: the HTTPS management endpoint defaults to the
-    fixed port 5300, which two emulators at once cannot share.
-
-    ``measured_startup`` runs from just before ``Popen`` to the moment the ready line is read, so it
-    includes interpreter start and imports, which the emulator's own figure cannot see.
+    Benchmarks of the AMQP path pass ``--no-admin``. ``measured_startup`` runs from just before
+    ``Popen`` to the moment the ready line is read, so it includes interpreter start and imports,
+    which the emulator's own figure cannot see.
     """
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sbemulator", "--config", str(config), "--port", "0", *args],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout
-    lines: list[str] = []
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        match = READY.search(line)
-        if match:
-            elapsed = time.perf_counter() - started
-            emu = EmulatorProcess(process, int(match.group(1)), match.group(3), float(match.group(2)),
-                                  elapsed, lines)
-            # Keep reading so a chatty emulator can never block on a full pipe mid-benchmark.
-            threading.Thread(target=_keep_reading, args=(process, lines), daemon=True).start()
-            return emu
-    process.kill()
-    process.wait(5)
-    raise RuntimeError("sbemulator did not become ready:\n" + "".join(lines))
-
-
-def _keep_reading(process: subprocess.Popen[str], lines: list[str], keep: int = 200) -> None:
-    assert process.stdout is not None
-    for line in process.stdout:
-        lines.append(line)
-        if len(lines) > keep:
-            del lines[: len(lines) - keep]
+    return start_emulator_process("--config", str(config), *args, timeout=timeout, cwd=REPO_ROOT)
 
 
 @contextmanager
@@ -185,7 +121,7 @@ def emulator(config: str | Path, *args: str) -> Iterator[EmulatorProcess]:
     try:
         yield proc
     finally:
-        proc.stop()
+        proc.terminate()
 
 
 @contextmanager

@@ -37,8 +37,8 @@ def measure_once(mode_args: tuple[str, ...], settle: float) -> tuple[float, floa
         time.sleep(settle)
         rss = process_rss_mb(proc.pid)
     finally:
-        proc.stop()
-    return proc.measured_startup, proc.reported_startup, rss
+        proc.terminate()
+    return proc.measured_startup, proc.startup_seconds, rss
 
 
 VARIANTS = [

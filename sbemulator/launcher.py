@@ -1,0 +1,113 @@
+"""Run the emulator as its own process (``python -m sbemulator``) and wait until it is ready.
+
+Tests that kill it, benchmarks that measure its CPU and tools that must not share its interpreter
+lock all need the same thing: start the CLI on a free port, read its ``ready`` line (and the admin
+line after it), and keep draining its output so it never blocks on a full pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE_PARENT = Path(__file__).resolve().parents[1]
+READY = re.compile(r"ready on [^:]+:(\d+) in ([\d.]+)s; connection string: (\S+)")
+ADMIN = re.compile(r"admin on (https://\S+?):(\d+); CA certificate: (.+)$")
+
+
+@dataclass
+class EmulatorProcess:
+    """A running emulator process and what its start-up lines said."""
+
+    process: subprocess.Popen[str]
+    port: int
+    connection_string: str
+    startup_seconds: float  # the emulator's own figure (after imports)
+    measured_startup: float  # from just before Popen to reading the ready line
+    admin_port: int | None = None  # the HTTPS management endpoint (None with --no-admin)
+    admin_url: str | None = None
+    ca_path: str | None = None
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self, timeout: float = 10) -> int:
+        """SIGTERM and the exit code; SIGKILL if it does not exit within ``timeout``."""
+        if self.process.poll() is not None:
+            return self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout)
+            raise
+
+
+def start_emulator_process(*args: str, timeout: float = 20, cwd: Path | None = None) -> EmulatorProcess:
+    """Start ``python -m sbemulator --port 0 [--admin-port 0] *args`` and wait for it to be ready.
+
+    The admin endpoint gets a free port unless ``args`` names one or says ``--no-admin`` (its default,
+    5300, cannot be shared by two emulators).
+    """
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_PARENT), env.get("PYTHONPATH")]))
+    admin_args = [] if "--no-admin" in args or "--admin-port" in args else ["--admin-port", "0"]
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sbemulator", "--port", "0", *admin_args, *args],
+        cwd=cwd or PACKAGE_PARENT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    result: EmulatorProcess | None = None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        match = READY.search(line)
+        if match and result is None:
+            result = EmulatorProcess(
+                process, int(match.group(1)), match.group(3), float(match.group(2)),
+                time.perf_counter() - started, output=lines,
+            )
+            if "--no-admin" in args:
+                break
+            continue
+        admin = ADMIN.search(line.strip())
+        if admin and result is not None:
+            result.admin_url = f"{admin.group(1)}:{admin.group(2)}"
+            result.admin_port = int(admin.group(2))
+            result.ca_path = admin.group(3)
+            break
+    else:
+        result = None
+    if result is None or (result.admin_port is None and "--no-admin" not in args):
+        process.kill()
+        process.wait(5)
+        raise RuntimeError("sbemulator did not become ready:\n" + "".join(lines))
+    threading.Thread(target=_keep_reading, args=(process, lines), daemon=True).start()
+    return result
+
+
+def _keep_reading(process: subprocess.Popen[str], lines: list[str], keep: int = 200) -> None:
+    assert process.stdout is not None
+    for line in process.stdout:
+        lines.append(line)
+        if len(lines) > keep:
+            del lines[: len(lines) - keep]
