@@ -210,6 +210,8 @@ SECTIONS = {
     "emulator": "## Emulator\n\n### Queue throughput",
     "startup": "### Start-up",
     "fanout": "## Topic fan-out",
+    "priority": "## Priority",
+    "leveling": "## Load leveling",
 }
 
 

@@ -21,7 +21,7 @@ import uuid
 
 from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 
-from bench._util import DOC_INTRO, DOC_PATH, command_line, machine, markdown_table, today, write_section
+from bench._util import command_line, machine, markdown_table, today, write_section
 from devhost.demo.metrics import STORED, TelemetryCollector, peak_sliding, per_second
 from devhost.host import Host, HostOptions
 from devhost.scale import parameter_default
@@ -29,7 +29,7 @@ from sender.messages import publish
 from shared.contract import ContractMessage, utc_now
 from shared.topology import HIGH, LOW, QUEUE_LEVELING
 
-SECTION_KEY, SECTION_HEADING = "leveling", "## Load leveling"
+SECTION_KEY = "leveling"
 TABLE = "benchleveling"
 TENANTS = tuple(f"tenant-{i}" for i in range(1, 6))
 
@@ -143,15 +143,6 @@ returned.
     return body, ok_peak and ok_rows
 
 
-def write_doc(body: str) -> None:
-    text = DOC_PATH.read_text() if DOC_PATH.exists() else DOC_INTRO
-    start = f"<!-- bench:{SECTION_KEY}:start -->"
-    if start not in text:
-        text = text.rstrip("\n") + f"\n\n{SECTION_HEADING}\n\n{start}\n<!-- bench:{SECTION_KEY}:end -->\n"
-        DOC_PATH.write_text(text)
-    write_section(SECTION_KEY, body)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cap", type=float, default=None,
@@ -168,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     body, ok = report(result, args)
     print(body)
     if not args.no_doc:
-        write_doc(body)
+        write_section(SECTION_KEY, body)
     return 0 if ok else 1
 
 

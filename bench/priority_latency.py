@@ -34,8 +34,6 @@ from dataclasses import dataclass
 import azure.functions as func
 
 from bench._util import (
-    DOC_INTRO,
-    DOC_PATH,
     REPO_ROOT,
     command_line,
     config_file,
@@ -58,7 +56,7 @@ from shared.topology import HIGH, LOW, PRIORITY_PROPERTY, QUEUE_LEVELING, TOPIC
 BASELINE_QUEUE = "fifo-baseline"
 BASELINE_CONNECTION = "BaselineServiceBusConnection"
 BASELINE_FUNCTION = "fifo_baseline"
-SECTION_KEY, SECTION_HEADING = "priority", "## Priority"
+SECTION_KEY = "priority"
 SETTINGS = {"CONSUMER_WORK_MS_HIGH": "50", "CONSUMER_WORK_MS_LOW": "200"}
 TENANTS = ("tenant-1", "tenant-2", "tenant-3")
 
@@ -379,15 +377,6 @@ its high-priority wait is the backlog ahead divided by its drain rate.)
     return body, within and better
 
 
-def write_doc(body: str) -> None:
-    text = DOC_PATH.read_text() if DOC_PATH.exists() else DOC_INTRO
-    start = f"<!-- bench:{SECTION_KEY}:start -->"
-    if start not in text:
-        text = text.rstrip("\n") + f"\n\n{SECTION_HEADING}\n\n{start}\n<!-- bench:{SECTION_KEY}:end -->\n"
-        DOC_PATH.write_text(text)
-    write_section(SECTION_KEY, body)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backlog", type=int, default=20_000, help="low-priority messages (default 20000)")
@@ -415,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     body, ok = report(results, info, args)
     print(body)
     if not args.no_doc:
-        write_doc(body)
+        write_section(SECTION_KEY, body)
     return 0 if ok else 1
 
 
