@@ -89,7 +89,7 @@ def _check_section_type(code: int | None, value: Any) -> None:
         raise MessageDecodeError(f"message section 0x{code:02x} holds a {type(value).__name__}")
 
 
-def parse_message(payload: bytes, decode_body: bool = False) -> ParsedMessage:
+def parse_message(payload: bytes) -> ParsedMessage:
     """Split an encoded message into its sections."""
     msg = ParsedMessage()
     off = 0
