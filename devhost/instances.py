@@ -1,10 +1,10 @@
 """Instance scope: what is process-wide in a Functions worker is per instance here.
 
 In Azure each instance of a Function App is its own worker process, so a module-level
-``functools.cache`` factory (a client, a token bucket, a recorder) exists once per instance. devhost
+``functools.cache`` factory (a client, a write pacer, a recorder) exists once per instance. devhost
 runs every instance as threads of one process, so it swaps such zero-argument cached factories in the
 app's modules for ones that cache per instance (the instance of the calling thread). Without this,
-four leveler instances would share one token bucket sized for a quarter of the cap.
+four leveler instances would share one write pacer sized for a quarter of the cap.
 """
 
 from __future__ import annotations

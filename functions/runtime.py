@@ -1,6 +1,6 @@
 """Process-wide resources for the Functions, created on first use and then reused.
 
-Clients, the leveler's token bucket and the latency recorder live for the life of the worker process:
+Clients, the topic sender, the leveler's write pacer and the latency recorder live for the life of the worker process:
 a client per invocation would open a new AMQP connection each time, and a bucket per invocation
 would not limit anything.
 """

@@ -62,7 +62,7 @@ class AppSettings:
     def leveler_per_instance_rate(self) -> float:
         """Writes per second one leveler instance may do.
 
-        The cap protects the store across the whole app, but the token buckets are in-process, so
+        The cap protects the store across the whole app, but the write pacers are in-process, so
         the cap is split statically: each of at most ``leveler_max_instances`` instances (the app's
         scale-out limit, enforced by the platform) gets cap / instances. The sum can never exceed the
         cap; the price is that a single running instance uses only its share.
