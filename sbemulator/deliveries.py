@@ -162,9 +162,3 @@ def encode_delivery(
         body_raw=message.body_raw,
     )
 
-
-def lock_token_from_tag(tag: bytes) -> uuid.UUID | None:
-    """The SDK derives lock tokens as UUID(bytes_le=delivery_tag); we reverse it."""
-    if len(tag) != 16:
-        return None
-    return uuid.UUID(bytes_le=tag)

@@ -160,13 +160,10 @@ class AmqpServer:
                 except TimeoutError:
                     pass
             try:
-                self.broker.tick()
+                self.broker.tick()  # receivers with new work are told through on_available -> request_flush
                 self.commit()
             except Exception:
                 log.exception("broker timer failed")
-            for protocol in list(self.connections):
-                if protocol.gateway is not None and protocol.gateway._pump_pending:
-                    protocol.request_flush()
 
     async def stop(self) -> None:
         if self._ticker is not None:

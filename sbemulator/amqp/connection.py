@@ -422,7 +422,7 @@ class Connection:
                     self.sasl_username = username
                     self._events.append(SaslPlainAuthenticated(username))
         code = 0 if ok else 1
-        self._out += build_frame(0, SaslOutcome(codec_ubyte(code)), frame_type=FRAME_SASL)
+        self._out += build_frame(0, SaslOutcome(UByte(code)), frame_type=FRAME_SASL)
         if ok:
             self._state = "expect-amqp-header"
         else:
@@ -457,6 +457,9 @@ class Connection:
                 UInt(self.idle_timeout_ms) if self.idle_timeout_ms else None,
             ),
         )
+
+    def _on_second_open(self, channel: int, open_: Any) -> None:
+        raise ProtocolError(NOT_ALLOWED, "open received twice")
 
     def _on_close(self, channel: int, close: Any) -> None:
         for session in list(self.sessions_by_channel.values()):
@@ -581,14 +584,14 @@ class Connection:
                 link.name,
                 UInt(link.handle),
                 ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
-                codec_ubyte(link.snd_settle_mode if snd_settle_mode is None else snd_settle_mode),
-                codec_ubyte(link.rcv_settle_mode if rcv_settle_mode is None else rcv_settle_mode),
+                UByte(link.snd_settle_mode if snd_settle_mode is None else snd_settle_mode),
+                UByte(link.rcv_settle_mode if rcv_settle_mode is None else rcv_settle_mode),
                 link.source,
                 link.target,
                 None,
                 None,
                 UInt(link.delivery_count) if link.is_sender else None,
-                codec_ulong(max_message_size) if max_message_size is not None else None,
+                ULong(max_message_size) if max_message_size is not None else None,
                 None,
                 None,
                 properties,
@@ -607,7 +610,7 @@ class Connection:
                 link.session.channel,
                 Attach(
                     link.name, UInt(link.handle), ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
-                    codec_ubyte(link.snd_settle_mode), codec_ubyte(link.rcv_settle_mode),
+                    UByte(link.snd_settle_mode), UByte(link.rcv_settle_mode),
                     None if link.is_sender else link.source,
                     link.target if link.is_sender else None,
                     None, None, UInt(0) if link.is_sender else None,
@@ -891,14 +894,6 @@ def _patch_header(frame: bytearray, channel: int) -> None:
     )
 
 
-def codec_ubyte(value: int) -> UByte:
-    return UByte(value)
-
-
-def codec_ulong(value: int) -> ULong:
-    return ULong(value)
-
-
 Connection._HANDLERS = {
     Begin: Connection._on_begin,
     Attach: Connection._on_attach,
@@ -908,9 +903,7 @@ Connection._HANDLERS = {
     Detach: Connection._on_detach,
     End: Connection._on_end,
     Close: Connection._on_close,
-    Open: lambda self, channel, body: (_ for _ in ()).throw(
-        ProtocolError(NOT_ALLOWED, "open received twice")
-    ),
+    Open: Connection._on_second_open,
 }
 
 __all__ = ["Connection", "Error", "Link", "ProtocolError", "Session"]

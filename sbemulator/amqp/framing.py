@@ -38,14 +38,3 @@ def build_frame(channel: int, body: Any = None, payload: bytes = b"", frame_type
     _header.pack_into(out, 0, len(out), 2, frame_type, channel)
     return bytes(out)
 
-
-def frame_prefix(channel: int, body: Any, frame_type: int = FRAME_AMQP) -> bytearray:
-    """Header plus encoded performative, with the size left for the caller to patch in."""
-    out = bytearray(FRAME_HEADER_SIZE)
-    codec.encode_into(out, body)
-    _header.pack_into(out, 0, 0, 2, frame_type, channel)
-    return out
-
-
-def patch_size(frame: bytearray) -> None:
-    struct.pack_into(">I", frame, 0, len(frame))
