@@ -57,6 +57,7 @@ BASELINE_QUEUE = "fifo-baseline"
 BASELINE_CONNECTION = "BaselineServiceBusConnection"
 BASELINE_FUNCTION = "fifo_baseline"
 SECTION_KEY = "priority"
+PUBLISH_TIMEOUT_S = 300  # the 20,000-message backlog takes seconds; this only bounds a hang
 SETTINGS = {"CONSUMER_WORK_MS_HIGH": "50", "CONSUMER_WORK_MS_LOW": "200"}
 TENANTS = ("tenant-1", "tenant-2", "tenant-3")
 
@@ -119,7 +120,9 @@ def publish_backlog(host: Host, count: int) -> float:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(PUBLISH_TIMEOUT_S)
+        if thread.is_alive():
+            raise TimeoutError(f"publishing the backlog took longer than {PUBLISH_TIMEOUT_S} s")
     return time.monotonic() - started
 
 

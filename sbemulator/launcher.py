@@ -8,6 +8,7 @@ line after it), and keep draining its output so it never blocks on a full pipe.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -71,15 +72,25 @@ def start_emulator_process(*args: str, timeout: float = 20, cwd: Path | None = N
         [sys.executable, "-m", "sbemulator", "--port", "0", *admin_args, *args],
         cwd=cwd or PACKAGE_PARENT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
-    assert process.stdout is not None
     lines: list[str] = []
+    incoming: queue.Queue[str | None] = queue.Queue()
+    # One reader thread for the process's life: it feeds the start-up loop below, then keeps draining
+    # the pipe so a chatty emulator never blocks on it. The loop waits on the queue with a timeout,
+    # so an emulator that hangs silently cannot hang its caller.
+    waiting = threading.Event()
+    waiting.set()
+    threading.Thread(target=_read_output, args=(process, incoming, waiting, lines), daemon=True).start()
     deadline = time.monotonic() + timeout
     result: EmulatorProcess | None = None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            line = incoming.get(timeout=max(0.0, remaining)) if remaining > 0 else None
+        except queue.Empty:
+            line = None
+        if line is None:
+            result = None
             break
-        lines.append(line)
         match = READY.search(line)
         if match and result is None:
             result = EmulatorProcess(
@@ -95,19 +106,21 @@ def start_emulator_process(*args: str, timeout: float = 20, cwd: Path | None = N
             result.admin_port = int(admin.group(2))
             result.ca_path = admin.group(3)
             break
-    else:
-        result = None
+    waiting.clear()  # from here on the reader only keeps the last lines
     if result is None or (result.admin_port is None and "--no-admin" not in args):
         process.kill()
         process.wait(5)
         raise RuntimeError("sbemulator did not become ready:\n" + "".join(lines))
-    threading.Thread(target=_keep_reading, args=(process, lines), daemon=True).start()
     return result
 
 
-def _keep_reading(process: subprocess.Popen[str], lines: list[str], keep: int = 200) -> None:
+def _read_output(process: subprocess.Popen[str], incoming: queue.Queue[str | None], waiting: threading.Event,
+                 lines: list[str], keep: int = 200) -> None:
     assert process.stdout is not None
     for line in process.stdout:
         lines.append(line)
         if len(lines) > keep:
             del lines[: len(lines) - keep]
+        if waiting.is_set():
+            incoming.put(line)
+    incoming.put(None)  # the process closed its output (it exited)
