@@ -67,6 +67,13 @@ RESOURCE_MODELS: dict[str, str] = {
     "microsoft.managedidentity/userassignedidentities": "Identity",
 }
 
+# Where the PUT body model differs from what a deployed resource returns, reads such as
+# ``storage.properties.primaryEndpoints`` go to the GET model.
+RUNTIME_MODELS: dict[str, str] = {
+    "microsoft.storage/storageaccounts": "StorageAccount",
+    "microsoft.authorization/roleassignments": "RoleAssignment",
+}
+
 # Microsoft.Web/sites/config: the model depends on the resource name.
 SITE_CONFIG_MODELS: dict[str, str] = {
     "appsettings": "StringDictionary",
@@ -216,8 +223,10 @@ def model_set(resource_type: str, api_version: str) -> ModelSet:
     return ModelSet(entry[0], entry[1], api_version, importlib.import_module(versions[api_version]))
 
 
-def model_name_for(resource_type: str, resource_name: Any) -> str:
+def model_name_for(resource_type: str, resource_name: Any, runtime: bool = False) -> str:
     key = resource_type.lower()
+    if runtime and key in RUNTIME_MODELS:
+        return RUNTIME_MODELS[key]
     if key == "microsoft.web/sites/config":
         leaf = resource_name.split("/")[-1].lower() if isinstance(resource_name, str) else ""
         if leaf not in SITE_CONFIG_MODELS:
@@ -228,9 +237,12 @@ def model_name_for(resource_type: str, resource_name: Any) -> str:
     return RESOURCE_MODELS[key]
 
 
-def resource_schema(resource_type: str, api_version: str, resource_name: Any = None) -> tuple[ObjectSchema, ModelSet]:
+def resource_schema(
+    resource_type: str, api_version: str, resource_name: Any = None, runtime: bool = False
+) -> tuple[ObjectSchema, ModelSet]:
+    """The schema of a PUT body, or with ``runtime`` of the resource as ARM returns it."""
     models = model_set(resource_type, api_version)
-    name = model_name_for(resource_type, resource_name)
+    name = model_name_for(resource_type, resource_name, runtime)
     cls = getattr(models.module, name, None)
     if cls is None:
         raise SchemaError(f"{models.label} has no model {name} for {resource_type}")
@@ -292,7 +304,7 @@ def _type_hints(obj: Any, module: types.ModuleType) -> dict[str, Any]:
         namespace.setdefault("_models", models_pkg)
     try:
         return typing.get_type_hints(obj, globalns=namespace)
-    except Exception:  # noqa: BLE001 - generated code with hints some Pythons cannot resolve
+    except Exception:
         return {}
 
 

@@ -35,11 +35,11 @@ param pythonVersion string = '3.11'
 @description('App settings (APP_ROLES, connection settings, tuning knobs).')
 param appSettings object
 
-resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+resource storage 'Microsoft.Storage/storageAccounts@2026-09-01' existing = {
   name: storageAccountName
 }
 
-resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+resource plan 'Microsoft.Web/serverfarms@2025-05-01' = {
   name: planName
   location: location
   tags: tags
@@ -53,7 +53,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   }
 }
 
-resource site 'Microsoft.Web/sites@2024-04-01' = {
+resource site 'Microsoft.Web/sites@2025-05-01' = {
   name: name
   location: location
   tags: tags

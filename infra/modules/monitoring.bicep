@@ -9,7 +9,7 @@ param applicationInsightsName string
 @minValue(30)
 param retentionInDays int = 30
 
-resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
+resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2025-07-01' = {
   name: logAnalyticsName
   location: location
   tags: tags

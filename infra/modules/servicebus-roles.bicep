@@ -32,31 +32,31 @@ var roleIds = {
   serviceBusDataReceiver: '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
 }
 
-resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
+resource namespace 'Microsoft.ServiceBus/namespaces@2026-01-01' existing = {
   name: namespaceName
 }
 
-resource sendTopics 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' existing = [for topicName in topicSenders: {
+resource sendTopics 'Microsoft.ServiceBus/namespaces/topics@2026-01-01' existing = [for topicName in topicSenders: {
   parent: namespace
   name: topicName
 }]
 
-resource sendQueues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existing = [for queueName in queueSenders: {
+resource sendQueues 'Microsoft.ServiceBus/namespaces/queues@2026-01-01' existing = [for queueName in queueSenders: {
   parent: namespace
   name: queueName
 }]
 
-resource receiveQueues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existing = [for queueName in queueReceivers: {
+resource receiveQueues 'Microsoft.ServiceBus/namespaces/queues@2026-01-01' existing = [for queueName in queueReceivers: {
   parent: namespace
   name: queueName
 }]
 
-resource receiveSubscriptionTopics 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' existing = [for entry in subscriptionReceivers: {
+resource receiveSubscriptionTopics 'Microsoft.ServiceBus/namespaces/topics@2026-01-01' existing = [for entry in subscriptionReceivers: {
   parent: namespace
   name: entry.topic
 }]
 
-resource receiveSubscriptions 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' existing = [for (entry, i) in subscriptionReceivers: {
+resource receiveSubscriptions 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2026-01-01' existing = [for (entry, i) in subscriptionReceivers: {
   parent: receiveSubscriptionTopics[i]
   name: entry.subscription
 }]

@@ -9,16 +9,16 @@ param topicName string
 @description('One entry of Subscriptions from servicebus.json: { Name, Properties, Rules }.')
 param subscription object
 
-resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
+resource namespace 'Microsoft.ServiceBus/namespaces@2026-01-01' existing = {
   name: namespaceName
 }
 
-resource topic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' existing = {
+resource topic 'Microsoft.ServiceBus/namespaces/topics@2026-01-01' existing = {
   parent: namespace
   name: topicName
 }
 
-resource subscriptionResource 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = {
+resource subscriptionResource 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2026-01-01' = {
   parent: topic
   name: subscription.Name
   properties: {
@@ -34,7 +34,7 @@ resource subscriptionResource 'Microsoft.ServiceBus/namespaces/topics/subscripti
 
 // Config.json's FilterType is 'Sql' or 'Correlation'; ARM's is 'SqlFilter' or 'CorrelationFilter'.
 // union() keeps the filter kind that is not used out of the request instead of sending it as null.
-resource rules 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2024-01-01' = [for rule in (subscription.?Rules ?? []): {
+resource rules 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2026-01-01' = [for rule in (subscription.?Rules ?? []): {
   parent: subscriptionResource
   name: rule.Name
   properties: union(rule.Properties.FilterType == 'Sql' ? {

@@ -5,11 +5,11 @@ param namespaceName string
 @description('One entry of Topics from servicebus.json: { Name, Properties, Subscriptions }.')
 param topic object
 
-resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
+resource namespace 'Microsoft.ServiceBus/namespaces@2026-01-01' existing = {
   name: namespaceName
 }
 
-resource topicResource 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' = {
+resource topicResource 'Microsoft.ServiceBus/namespaces/topics@2026-01-01' = {
   parent: namespace
   name: topic.Name
   properties: {

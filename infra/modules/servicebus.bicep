@@ -18,7 +18,7 @@ param entities object
 @description('Standard is the smallest tier with topics.')
 param skuName string = 'Standard'
 
-resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
+resource namespace 'Microsoft.ServiceBus/namespaces@2026-01-01' = {
   name: namespaceName
   location: location
   tags: tags
@@ -35,7 +35,7 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
 }
 
 // Config.json writes "no forwarding" as an empty string; ARM wants the property left out (null).
-resource queues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = [for queue in (entities.?Queues ?? []): {
+resource queues 'Microsoft.ServiceBus/namespaces/queues@2026-01-01' = [for queue in (entities.?Queues ?? []): {
   parent: namespace
   name: queue.Name
   properties: {

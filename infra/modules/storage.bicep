@@ -12,7 +12,7 @@ param tableName string
 @description('One Flex Consumption deployment container per Function App.')
 param deploymentContainerNames array
 
-resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
+resource storage 'Microsoft.Storage/storageAccounts@2026-09-01' = {
   name: name
   location: location
   tags: tags
@@ -35,12 +35,12 @@ resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   }
 }
 
-resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' = {
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2026-09-01' = {
   parent: storage
   name: 'default'
 }
 
-resource deploymentContainers 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = [for containerName in deploymentContainerNames: {
+resource deploymentContainers 'Microsoft.Storage/storageAccounts/blobServices/containers@2026-09-01' = [for containerName in deploymentContainerNames: {
   parent: blobService
   name: containerName
   properties: {
@@ -48,12 +48,12 @@ resource deploymentContainers 'Microsoft.Storage/storageAccounts/blobServices/co
   }
 }]
 
-resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2023-05-01' = {
+resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2026-09-01' = {
   parent: storage
   name: 'default'
 }
 
-resource resultsTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' = {
+resource resultsTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2026-09-01' = {
   parent: tableService
   name: tableName
 }
