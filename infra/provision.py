@@ -30,7 +30,7 @@ from azure.core.pipeline.policies import SansIOHTTPPolicy
 
 DEFAULT_TOPOLOGY = Path(__file__).resolve().parent / "servicebus.json"
 # The Microsoft.ServiceBus API version the plan targets; main.bicep uses the same one.
-API_VERSION = "2024-01-01"
+API_VERSION = "2026-01-01"
 
 # Config.json property -> ARM property, per entity kind.  Anything not listed is rejected, so a
 # property that the emulator knows but this script would silently drop cannot slip through.

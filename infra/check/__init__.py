@@ -15,6 +15,7 @@ from infra.check.bicep import BicepSyntaxError, named, parse, text
 from infra.check.body import BodyChecker
 from infra.check.evaluate import FileInstance, ResourceRef
 from infra.check.findings import Finding, Findings
+from infra.check.params import check_param_defaults
 
 INFRA = Path(__file__).resolve().parents[1]
 DEFAULT_FILES = (INFRA / "main.bicep",)
@@ -31,7 +32,9 @@ def check(paths: list[Path] | tuple[Path, ...] = DEFAULT_FILES, root: Path | Non
         except (BicepSyntaxError, OSError) as error:
             findings.add(path, 1, Path(path).name, "", str(error))
             continue
-        _visit(FileInstance(doc, {}, Path(path).name, findings), findings)
+        entry = FileInstance(doc, {}, Path(path).name, findings)
+        check_param_defaults(entry)
+        _visit(entry, findings)
     return findings.sorted()
 
 
@@ -112,7 +115,10 @@ def _check_resource(instance: FileInstance, ref: ResourceRef, findings: Findings
         return
     if decl.existing:
         return
-    BodyChecker(report).check_resource(ref.body, schema, decl.line)
+    runtime = None
+    if decl.type.lower() in schemas.RUNTIME_MODELS:
+        runtime, _ = schemas.resource_schema(decl.type, decl.api_version, ref.name, runtime=True)
+    BodyChecker(report).check_resource(ref.body, schema, decl.line, runtime)
     if decl.type.lower() == "microsoft.authorization/roleassignments":
         node = _property_node(ref.node, "properties", "roleDefinitionId")
         roles.check_role_assignment(ref, text(node) if node is not None else "", report)

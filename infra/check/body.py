@@ -33,14 +33,18 @@ class BodyChecker:
         self.report = report  # report(line, path, message, file=None)
         self.file = None  # the file whose lines are being reported (values passed into a module keep theirs)
 
-    def check_resource(self, body: Any, schema: schemas.ObjectSchema, line: int) -> None:
+    def check_resource(self, body: Any, schema: schemas.ObjectSchema, line: int,
+                       runtime: schemas.ObjectSchema | None = None) -> None:
+        """``runtime`` is the GET model where it differs from the PUT one: a key that only it has is
+        a read-only property, not a misspelling."""
         if not isinstance(body, dict):
             return
         request = LDict({k: v for k, v in body.items() if k not in schemas.TEMPLATE_KEYS},
-                        lines=getattr(body, "lines", {}))
-        self.check_object(request, schema, "", line)
+                        lines=getattr(body, "lines", {}), file=getattr(body, "file", None))
+        self.check_object(request, schema, "", line, runtime)
 
-    def check_object(self, value: Any, schema: schemas.ObjectSchema, path: str, line: int) -> None:
+    def check_object(self, value: Any, schema: schemas.ObjectSchema, path: str, line: int,
+                     shadow: schemas.ObjectSchema | None = None) -> None:
         if isinstance(value, Unknown):
             if value.type not in ("object", "any"):
                 self._report(line, path, f"expects an object ({schema.name}), the expression gives {value.type}")
@@ -57,7 +61,7 @@ class BodyChecker:
         elif not lines:
             lines = {}
         try:
-            self._check_keys(value, schema, path, line, lines)
+            self._check_keys(value, schema, path, line, lines, shadow)
         finally:
             self.file = outer_file
 
@@ -65,18 +69,28 @@ class BodyChecker:
         self.report(line, path, message, self.file)
 
     def _check_keys(self, value: dict, schema: schemas.ObjectSchema, path: str, line: int,
-                    lines: dict[str, int]) -> None:
+                    lines: dict[str, int], shadow: schemas.ObjectSchema | None) -> None:
         for key, item in value.items():
             item_line = lines.get(key, line)
             item_path = f"{path}.{key}" if path else key
             entry = schema.fields.get(key)
+            shadow_entry = shadow.fields.get(key) if shadow is not None else None
             if entry is None:
                 if schema.open:
+                    continue
+                if isinstance(shadow_entry, schemas.FieldSchema) and shadow_entry.readonly:
+                    self._report(item_line, item_path,
+                                 f"is read-only ({shadow.name} returns it; {schema.name} does not accept it)")
                     continue
                 self._report(item_line, item_path, self._unknown_message(key, schema))
                 continue
             if isinstance(entry, schemas.ObjectSchema):  # a flattened level such as "properties"
-                self.check_object(item, entry, item_path, item_line)
+                self.check_object(item, entry, item_path, item_line,
+                                  shadow_entry if isinstance(shadow_entry, schemas.ObjectSchema) else None)
+                continue
+            if (not entry.readonly and entry.type.kind == "model" and entry.type.model is not None
+                    and isinstance(shadow_entry, schemas.FieldSchema) and shadow_entry.type.model is not None):
+                self.check_object(item, entry.type.model, item_path, item_line, shadow_entry.type.model)
                 continue
             if entry.readonly and item is not None:
                 self._report(item_line, item_path, f"is read-only in {schema.name}: ARM sets it, a template may not")

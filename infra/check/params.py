@@ -61,3 +61,18 @@ def _check_decorators(parent: FileInstance, child: FileInstance, name: str, valu
                 parent.findings.add(parent.file.path, line, where, f"params.{name}",
                                     f"{measured} breaks @{decorator}({limit}) at line "
                                     f"{line_of(decorators[decorator][0])} of {child.file.path.name}")
+
+
+def check_param_defaults(instance: FileInstance) -> None:
+    """An entry file's defaults must respect their own decorators (what a deployment without a
+    parameters file would send)."""
+    for name, param in instance.file.params.items():
+        if param.default is None or name in instance.args:
+            continue
+        value = instance.param(name)
+        where = f"param {name}"
+        if not _compatible(param.type, value):
+            instance.findings.add(instance.file.path, param.line, where, "",
+                                  f"default is {bicep_type(value)}, the parameter is {param.type}")
+            continue
+        _check_decorators(instance, instance, name, value, line_of(param.default), where)

@@ -278,7 +278,7 @@ def test_end_to_end_puts_every_entity(capsys: pytest.CaptureFixture[str]) -> Non
     assert {r["base"] for r in reqs} == {"http://127.0.0.1:1"}
     assert {r["authorization"] for r in reqs} == {"Bearer test-token"}
     assert all(r["query"] == {"api-version": [provision.API_VERSION]} for r in reqs)
-    assert provision.API_VERSION == "2024-01-01"  # the version main.bicep uses
+    assert provision.API_VERSION == "2026-01-01"  # the version main.bicep uses
     assert [r["path"] for r in reqs] == [
         f"{NS_PATH}/queues/leveling",
         f"{NS_PATH}/queues/leader-election",
@@ -349,7 +349,7 @@ def test_dry_run_prints_plan_and_sends_nothing(capsys: pytest.CaptureFixture[str
     assert provision.main(_args("--dry-run"), transport=transport) == 0
     out = capsys.readouterr().out
     assert transport.requests == []
-    assert f"PUT {NS_PATH}/queues/leveling?api-version=2024-01-01" in out
+    assert f"PUT {NS_PATH}/queues/leveling?api-version={provision.API_VERSION}" in out
     assert "Priority IS NULL OR Priority NOT IN ('High', 'Low')" in out
 
 
