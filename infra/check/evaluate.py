@@ -94,7 +94,11 @@ class ResourceRef:
     def body(self) -> Any:
         if not self._evaluated:
             self._evaluated = True
-            self._body = self.instance.eval(self.node, self.env)
+            outer, self.instance.current = self.instance.current, f"{self.label} ({self.decl.type})"
+            try:
+                self._body = self.instance.eval(self.node, self.env)
+            finally:
+                self.instance.current = outer
         return self._body
 
     @property
@@ -136,6 +140,11 @@ class FileInstance:
     _modules: dict[str, list[ModuleRef]] = field(default_factory=dict)
     _outputs: dict[str, Any] | None = None
     _resolving: set[str] = field(default_factory=set)
+    current: str | None = None  # the resource whose body is being evaluated, for findings
+
+    @property
+    def where(self) -> str:
+        return self.current or self.label
 
     # --- symbols -------------------------------------------------------------------------------
 
@@ -250,7 +259,7 @@ class FileInstance:
             return refs if self.file.modules[name].body.type == "for_statement" else refs[0]
         if name in {"az", "sys"}:
             return Unknown("object", origin=name)
-        self.findings.add(self.file.path, line_of(node), self.label, "", f"unknown symbol '{name}'")
+        self.findings.add(self.file.path, line_of(node), self.where, "", f"unknown symbol '{name}'")
         return Unknown("any")
 
     # --- expressions ---------------------------------------------------------------------------
@@ -387,7 +396,7 @@ class FileInstance:
     def member(self, value: Any, name: str, safe: bool, node: Any) -> Any:
         if value is None:
             if not safe:
-                self.findings.add(self.file.path, line_of(node), self.label, "", f"reads '{name}' of null")
+                self.findings.add(self.file.path, line_of(node), self.where, "", f"reads '{name}' of null")
             return None
         if isinstance(value, dict):
             if name in value:
@@ -397,7 +406,7 @@ class FileInstance:
                 return value[folded[name.lower()]]
             if not safe:
                 self.findings.add(
-                    self.file.path, line_of(node), self.label, "",
+                    self.file.path, line_of(node), self.where, "",
                     f"reads property '{name}' that the object does not have (use '.?' if it is optional)",
                 )
             return None if safe else Unknown("any")
@@ -432,7 +441,7 @@ class FileInstance:
         entry = obj.schema.fields.get(name)
         if entry is None:
             self.findings.add(
-                self.file.path, line_of(node), self.label, "",
+                self.file.path, line_of(node), self.where, "",
                 f"reads '{name}', which {obj.schema.name} of {obj.label} does not have",
             )
             return Unknown("any")
@@ -450,7 +459,7 @@ class FileInstance:
             if isinstance(index, int):
                 if 0 <= index < len(target):
                     return target[index]
-                self.findings.add(self.file.path, line_of(node), self.label, "", f"index {index} out of range")
+                self.findings.add(self.file.path, line_of(node), self.where, "", f"index {index} out of range")
                 return Unknown("any")
             return target[0] if target and isinstance(target[0], ResourceRef | ModuleRef) else Unknown("any")
         if isinstance(target, dict | ResourceRef | ModuleRef | RuntimeObject) and isinstance(index, str):

@@ -86,7 +86,7 @@ def call_function(instance: FileInstance, name: str, arg_nodes: list[Any], env: 
         try:
             return load_json(instance, path)
         except (OSError, ValueError) as error:
-            instance.findings.add(instance.file.path, line_of(node), instance.label, "", f"loadJsonContent: {error}")
+            instance.findings.add(instance.file.path, line_of(node), instance.where, "", f"loadJsonContent: {error}")
             return Unknown("any")
     if name == "loadTextContent":
         path = instance.eval(arg_nodes[0], env)
@@ -200,5 +200,5 @@ def call_function(instance: FileInstance, name: str, arg_nodes: list[Any], env: 
                         "padLeft": "string", "items": "array", "filter": "array", "map": "array",
                         "sort": "array", "toObject": "object", "flatten": "array", "objectKeys": "array",
                         "shallowMerge": "object"}.get(name, "any"))
-    instance.findings.add(instance.file.path, line_of(node), instance.label, "", f"unknown function '{name}'")
+    instance.findings.add(instance.file.path, line_of(node), instance.where, "", f"unknown function '{name}'")
     return Unknown("any")
