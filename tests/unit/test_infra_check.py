@@ -182,7 +182,8 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
             id="bad-enum-value",
         ),
         pytest.param(
-            "main.bicep", "      APP_ROLES: app.role\n", "      APP_ROLES: app.role\n      FUNCTIONS_WORKER_RUNTIME: 'python'\n",
+            "main.bicep", "      APP_ROLES: app.role\n",
+            "      APP_ROLES: app.role\n      FUNCTIONS_WORKER_RUNTIME: 'python'\n",
             "main.bicep:242: site (Microsoft.Web/sites) properties.FUNCTIONS_WORKER_RUNTIME: app setting "
             "FUNCTIONS_WORKER_RUNTIME is rejected on Flex Consumption: replaced by functionAppConfig.runtime.name",
             id="flex-rejected-app-setting",
@@ -225,8 +226,8 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
         pytest.param(
             "modules/servicebus.bicep", "maxDeliveryCount: queue.Properties.?MaxDeliveryCount",
             "maxDeliveryCount: queue.Properties.MaxDeliveries",
-            "modules/servicebus.bicep:43: queues (Microsoft.ServiceBus/namespaces/queues): reads property 'MaxDeliveries' that the object "
-            "does not have (use '.?' if it is optional)",
+            "modules/servicebus.bicep:43: queues (Microsoft.ServiceBus/namespaces/queues): reads property "
+            "'MaxDeliveries' that the object does not have (use '.?' if it is optional)",
             id="expression-reads-a-missing-topology-property",
         ),
     ],
@@ -257,7 +258,7 @@ def test_multi_api_package_resolves_the_version_folder() -> None:
 
 
 def test_version_missing_from_a_multi_api_package_is_an_error() -> None:
-    with pytest.raises(schemas.SchemaError, match="API version 2099-01-01 of Microsoft.Insights/components"):
+    with pytest.raises(schemas.SchemaError, match=r"API version 2099-01-01 of Microsoft\.Insights/components"):
         schemas.resource_schema("Microsoft.Insights/components", "2099-01-01")
 
 
