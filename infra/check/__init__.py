@@ -76,7 +76,11 @@ def _visit(instance: FileInstance, findings: Findings) -> None:
     flex_sites: list[ResourceRef] = []
     for decl in instance.file.resources.values():
         for ref in instance.resource_refs(decl):
-            _check_resource(instance, ref, findings)
+            try:
+                _check_resource(instance, ref, findings)
+            except Exception as error:  # a checker bug must fail the check, not hide it
+                _reporter(instance, ref, findings)(ref.decl.line, "", f"could not be checked: {error!r}")
+                continue
             kind = ref.decl.type.lower()
             is_settings = isinstance(ref.name, str) and ref.name.lower().endswith("appsettings")
             if kind == "microsoft.web/sites/config" and is_settings:

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     if findings:
         print(f"{len(findings)} finding(s)", file=sys.stderr)
         return 1
-    print(f"ok: {checked_resources(files)} resource declarations checked against the Azure SDK models")
+    print(f"ok: {checked_resources(files)} resources checked against the Azure SDK models")
     return 0
 
 

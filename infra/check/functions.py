@@ -129,7 +129,7 @@ def call_function(instance: FileInstance, name: str, arg_nodes: list[Any], env: 
         value = args[0] if args else None
         if value is None:
             return True
-        if isinstance(value, str | list | dict) and known(value) is not None:
+        if isinstance(value, str | list | dict):
             return len(value) == 0
         return Unknown("bool")
     if name == "length":
