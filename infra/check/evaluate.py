@@ -87,6 +87,7 @@ class ResourceRef:
     env: dict[str, Any]
     label: str
     node: Any
+    nested_in: ResourceRef | None = None
     _body: Any = None
     _evaluated: bool = False
 
@@ -111,8 +112,8 @@ class ResourceRef:
         return self.decl.type
 
     def parent_ref(self) -> ResourceRef | None:
-        if self.decl.parent is not None:
-            return self.instance.resource_refs(self.decl.parent)[0]
+        if self.nested_in is not None:
+            return self.nested_in
         body = self.body
         parent = body.get("parent") if isinstance(body, dict) else None
         return parent if isinstance(parent, ResourceRef) else None
@@ -200,15 +201,16 @@ class FileInstance:
 
     def resource_refs(self, decl: ResourceDecl) -> list[ResourceRef]:
         if decl.symbol not in self._resources:
-            parent_env: dict[str, Any] = {}
-            label = decl.symbol
-            if decl.parent is not None:  # a nested declaration sees its parent's loop variables
-                parent = self.resource_refs(decl.parent)[0]
-                parent_env, label = parent.env, f"{parent.label}::{decl.symbol}"
-            self._resources[decl.symbol] = [
-                ResourceRef(decl, self, env, name, obj)
-                for obj, env, name in self._unwrap(decl.body, parent_env, label)
-            ]
+            parents: list[ResourceRef | None] = [None]
+            if decl.parent is not None:  # a nested declaration, once per instance of its parent
+                parents = list(self.resource_refs(decl.parent))
+            refs = []
+            for parent in parents:
+                env = parent.env if parent is not None else {}
+                label = f"{parent.label}::{decl.symbol}" if parent is not None else decl.symbol
+                for obj, loop_env, name in self._unwrap(decl.body, env, label):
+                    refs.append(ResourceRef(decl, self, loop_env, name, obj, nested_in=parent))
+            self._resources[decl.symbol] = refs
         return self._resources[decl.symbol]
 
     def module_refs(self, decl: ModuleDecl) -> list[ModuleRef]:
