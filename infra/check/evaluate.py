@@ -288,12 +288,12 @@ class FileInstance:
             iterations, body = self._loop_items(node, env)
             out = []
             for loop_env, _ in iterations:
-                if body.type == "if_statement":
-                    condition = self.eval(named(body)[0], loop_env)
-                    if condition is False:
+                item = body
+                if item.type == "if_statement":
+                    if self.eval(named(item)[0], loop_env) is False:
                         continue
-                    body = named(body)[-1]
-                out.append(self.eval(body, loop_env))
+                    item = named(item)[-1]
+                out.append(self.eval(item, loop_env))
             return out
         if kind == "member_expression":
             return self._member(node, env)
@@ -321,8 +321,10 @@ class FileInstance:
                 return self.eval(node.child_by_field_name("alternative"), env)
             a = self.eval(node.child_by_field_name("consequence"), env)
             b = self.eval(node.child_by_field_name("alternative"), env)
+            if a is None or b is None:  # null is "left out": the other branch is what gets checked
+                return b if a is None else a
             ta, tb = bicep_type(a), bicep_type(b)
-            return Unknown(ta if ta == tb or tb == "null" else tb if ta == "null" else "any")
+            return Unknown(ta if ta == tb else "any")
         if kind == "lambda_expression":
             return Unknown("any", origin="lambda")
         return Unknown("any", origin=kind)
