@@ -41,7 +41,7 @@ ALLOWED_SCOPES: dict[str, tuple[set[str], str]] = {
     ),
     "Storage Blob Data Owner": (
         {ST, f"{ST}/blobservices/containers"},
-        "the Functions host uses several containers of AzureWebJobsStorage, so the account is the narrowest",
+        "the Functions host creates its containers in AzureWebJobsStorage, an account-level request",
     ),
     "Storage Blob Data Contributor": ({ST, f"{ST}/blobservices/containers"}, "account or container"),
     "Storage Blob Data Reader": ({ST, f"{ST}/blobservices/containers"}, "account or container"),
