@@ -96,7 +96,7 @@ def check_plan(ref: ResourceRef, report: Any) -> None:
     body = ref.body
     props = _get(body, "properties")
     if _get(props, "reserved") is not True:
-        report(_line(body, "properties", ref.decl.line), "properties.reserved",
+        report(_line(props, "reserved", _line(body, "properties", ref.decl.line)), "properties.reserved",
                "a Flex Consumption plan runs Linux only: set reserved: true")
 
 

@@ -205,6 +205,26 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
             id="role-scope-wider-than-needed",
         ),
         pytest.param(
+            "modules/monitoring-roles.bicep", "  scope: applicationInsights\n", "",
+            "modules/monitoring-roles.bicep:18: metricsPublisher (Microsoft.Authorization/roleAssignments) scope: "
+            "Monitoring Metrics Publisher is granted on the deployment's resource group; narrowest that works: the "
+            "Application Insights resource",
+            id="role-without-scope-lands-on-the-resource-group",
+        ),
+        pytest.param(
+            "modules/functionapp.bicep", "  identity: {\n    type: 'SystemAssigned'\n  }\n", "",
+            "modules/functionapp.bicep:72: site (Microsoft.Web/sites) "
+            "properties.functionAppConfig.deployment.storage.authentication.type: SystemAssignedIdentity, but the "
+            "site has no system-assigned identity",
+            id="flex-deployment-identity-the-site-does-not-have",
+        ),
+        pytest.param(
+            "modules/functionapp.bicep", "    reserved: true\n", "    reserved: false\n",
+            "modules/functionapp.bicep:52: plan (Microsoft.Web/serverfarms) properties.reserved: a Flex "
+            "Consumption plan runs Linux only: set reserved: true",
+            id="flex-plan-not-linux",
+        ),
+        pytest.param(
             "modules/storage.bicep", "  kind: 'StorageV2'\n", "",
             "modules/storage.bicep:15: storage (Microsoft.Storage/storageAccounts) kind: is required by "
             "StorageAccountCreateParameters and missing",
