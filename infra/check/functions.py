@@ -190,6 +190,12 @@ def call_function(instance: FileInstance, name: str, arg_nodes: list[Any], env: 
         if values and all(isinstance(v, int) for v in values):
             return min(values) if name == "min" else max(values)
         return Unknown("int")
+    if name == "items" and args and isinstance(args[0], dict):
+        return [LDict({"key": k, "value": args[0][k]}) for k in sorted(args[0], key=str.lower)]
+    if name == "objectKeys" and args and isinstance(args[0], dict):
+        return sorted(args[0], key=str.lower)
+    if name in ("take", "skip") and len(args) == 2 and isinstance(args[0], list | str) and isinstance(args[1], int):
+        return args[0][: args[1]] if name == "take" else args[0][args[1] :]
     if name == "any":
         return args[0] if args else None
     if name in ("json",):
