@@ -356,3 +356,52 @@ def test_the_body_check_rejects_a_provision_body_with_a_wrong_property() -> None
     assert _check_body("queue", {"properties": {"lockDuration": "PT1M", "maxDeliveryCount": "5"}}) == [
         "properties.maxDeliveryCount: wrong type: expects int, got string '5'"
     ]
+
+
+# --- the evaluator ----------------------------------------------------------------------------------
+
+
+def _variables(tmp_path: Path, source: str) -> dict:
+    from infra.check.evaluate import FileInstance
+    from infra.check.findings import Findings
+
+    path = tmp_path / "eval.bicep"
+    path.write_text(source)
+    doc = parse(path)
+    instance = FileInstance(doc, {}, "eval.bicep", Findings(tmp_path))
+    return {name: instance.variable(name) for name in doc.variables}
+
+
+def test_evaluator_rebinds_a_ternary_before_member_access_the_bicep_way(tmp_path: Path) -> None:
+    # tree-sitter-bicep parses `c ? a : b.x` as `(c ? a : b).x`; Bicep means `c ? a : (b.x)`.
+    source = "var o = {\n  x: 'inner'\n}\nvar yes = true ? 'first' : o.x\nvar no = false ? 'first' : o.x\n"
+    values = _variables(tmp_path, source)
+    assert values["yes"] == "first"
+    assert values["no"] == "inner"
+
+
+def test_evaluator_unrolls_loops_and_computes_functions(tmp_path: Path) -> None:
+    source = """param names array = [
+  'a'
+  'b'
+]
+var pairs = [for (n, i) in names: '${n}-${i}']
+var merged = union({
+  x: 1
+}, {
+  y: toLower('Z')
+})
+var kept = [for n in names: if (n != 'a') {
+  name: n
+}]
+var known = string(length(names))
+var unknown = uniqueString(names[0])
+var typed = int('7')
+"""
+    values = _variables(tmp_path, source)
+    assert values["pairs"] == ["a-0", "b-1"]
+    assert values["merged"] == {"x": 1, "y": "z"}
+    assert values["kept"] == [{"name": "b"}]
+    assert values["known"] == "2"
+    assert values["unknown"].type == "string"
+    assert values["typed"] == 7
