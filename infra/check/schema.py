@@ -29,6 +29,7 @@ import sys
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # Resource provider namespace -> the SDK package (import path, distribution name) that models it.
@@ -186,7 +187,7 @@ def _module_api_versions(package: types.ModuleType) -> dict[str, str]:
         config = sys.modules.get(f"{package.__name__}._configuration") or importlib.import_module(
             f"{package.__name__}._configuration"
         )
-        source = open(config.__file__, encoding="utf-8").read()  # noqa: SIM115 - read once, small
+        source = Path(config.__file__).read_text(encoding="utf-8")
         match = re.search(r'api_version[^=\n]*=\s*kwargs\.pop\("api_version",\s*"([^"]+)"\)', source)
         if match:
             found[match[1]] = f"{package.__name__}.models"
