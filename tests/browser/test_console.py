@@ -240,3 +240,30 @@ def test_paging_through_messages(page: Any, console_emulator: Emulator) -> None:
     assert page.get_by_role("button", name="Next page").is_disabled()
     page.get_by_role("button", name="Previous page").click()
     page.locator("#page-info").filter(has_text="1 to 10").wait_for()
+
+
+def test_keyboard_only_navigation_keeps_focus_through_live_updates(page: Any, console_emulator: Emulator) -> None:
+    sign_in_by_keyboard(page, console_emulator.key)
+    assert page.evaluate("document.activeElement.id") == "overview-title"  # focus moved to the new view
+    # Tab to the first entity link; the live update (every 2 s) must not take the focus away.
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "orders":
+            break
+    assert page.evaluate("document.activeElement.textContent") == "orders"
+    with ServiceBusClient.from_connection_string(console_emulator.connection_string) as client:
+        with client.get_queue_sender("orders") as sender:
+            sender.send_messages(ServiceBusMessage("counted"))
+    row(page, "orders").locator("td").nth(2).filter(has_text="1").wait_for()
+    assert page.evaluate("document.activeElement.textContent") == "orders"
+    page.keyboard.press("Enter")
+    page.locator("#entity-title").filter(has_text="orders").wait_for()
+    assert page.evaluate("document.activeElement.id") == "entity-title"
+    # Tabs are links: Tab to 'Messages', Enter, and the focus stays on that tab in the new view.
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "tab-messages":
+            break
+    page.keyboard.press("Enter")
+    page.get_by_role("list", name="Messages").wait_for()
+    assert page.evaluate("document.activeElement.id") == "tab-messages"

@@ -130,10 +130,26 @@ async function route() {
   const r = parseRoute();
   const previous = state.route;
   state.route = r;
-  try {
-    if (r.view === "entity") await showEntity(r, previous);
-    else await showOverview();
-  } catch (err) { fail(err); }
+  await keepFocus(async () => {
+    try {
+      if (r.view === "entity") await showEntity(r, previous);
+      else await showOverview();
+    } catch (err) { fail(err); }
+  });
+}
+
+// Views are re-rendered, which would drop keyboard focus to the top of the page: put it back on the
+// control with the same id (a tab, a paging button), or else on the new view's heading.
+async function keepFocus(render) {
+  const active = document.activeElement;
+  const id = active && active !== document.body ? active.id : "";
+  await render();
+  const usable = (el) => el && el.isConnected && !el.disabled && el.offsetParent !== null;
+  if (active && active !== document.body && usable(active) && document.activeElement === active) return;
+  const again = id ? document.getElementById(id) : null;
+  if (usable(again)) { again.focus(); return; }
+  const heading = document.querySelector("main section:not([hidden]) h1");
+  if (heading) heading.focus({ preventScroll: true });
 }
 
 function stopPolling() { if (state.timer) { clearInterval(state.timer); state.timer = null; } }
@@ -169,7 +185,20 @@ async function refreshOverview() {
     for (const s of e.subscriptions || []) rows.push(entityRow(s, true));
   }
   if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 8, className: "empty" }, "No queues or topics.")));
-  $("#entities tbody").replaceChildren(...rows);
+  const tbody = $("#entities tbody");
+  const current = [...tbody.children];
+  const samePaths = current.length === rows.length &&
+    current.every((tr, i) => tr.dataset.path && tr.dataset.path === rows[i].dataset.path);
+  if (samePaths) {
+    // Same entities: change only the counts, so a focused link keeps its focus while counts update.
+    current.forEach((tr, i) => {
+      [...tr.children].slice(2).forEach((td, j) => {
+        const fresh = rows[i].children[j + 2];
+        td.textContent = fresh.textContent;
+        td.className = fresh.className;
+      });
+    });
+  } else tbody.replaceChildren(...rows);
   $("#overview-title").textContent = "Namespace " + data.namespace;
   $("#updated").textContent = "Updated " + new Date().toLocaleTimeString();
 }
@@ -214,7 +243,7 @@ async function showEntity(r, previous) {
   const tabs = tabsFor(e);
   const tab = tabs.some(([id]) => id === r.tab) ? r.tab : "overview";
   $("#tabs").replaceChildren(...tabs.map(([id, label]) => h("li", {},
-    h("a", { href: entityHref(e.path, id), "aria-current": id === tab ? "page" : null }, label))));
+    h("a", { href: entityHref(e.path, id), id: "tab-" + id, "aria-current": id === tab ? "page" : null }, label))));
   const body = $("#tab-body");
   if (tab === "overview") body.replaceChildren(...renderEntityOverview(e));
   else if (tab === "send") body.replaceChildren(renderSendForm(e));
@@ -231,13 +260,13 @@ async function showEntity(r, previous) {
   });
 }
 
-function propertyList(props) {
-  return h("dl", { className: "props" }, Object.entries(props).flatMap(([k, v]) =>
+function propertyList(props, className = "props") {
+  return h("dl", { className }, Object.entries(props).flatMap(([k, v]) =>
     [h("dt", {}, k), h("dd", {}, v === null || v === undefined ? "—" : String(v))]));
 }
 
 function rulesTable(rules) {
-  return h("table", { className: "grid" },
+  return h("table", { className: "grid rules" },
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Rule"), h("th", { scope: "col" }, "Filter type"),
       h("th", { scope: "col" }, "Filter"), h("th", { scope: "col" }, "Action"))),
     h("tbody", {}, rules.map((rule) => h("tr", {},
@@ -257,7 +286,7 @@ function sessionsTable(sessions) {
 }
 
 function renderEntityOverview(e) {
-  const parts = [h("h2", {}, "Properties"), propertyList(e.properties)];
+  const parts = [];
   if (e.kind === "topic") {
     parts.push(h("h2", {}, "Subscriptions"));
     if (!e.subscriptions.length) parts.push(h("p", { className: "empty" }, "No subscriptions."));
@@ -270,6 +299,7 @@ function renderEntityOverview(e) {
   }
   if (e.kind === "subscription") parts.push(h("h2", {}, "Rules"), rulesTable(e.rules));
   if (e.requiresSession) parts.push(h("h2", {}, "Sessions"), h("div", { id: "sessions-box" }, sessionsTable(e.sessions)));
+  parts.push(h("h2", {}, "Properties"), propertyList(e.properties, "props two-columns"));
   return parts;
 }
 
@@ -355,15 +385,17 @@ async function renderMessages(e, subQueue) {
   const first = data.messages.length ? data.messages[0].sequenceNumber : null;
   const last = data.messages.length ? data.messages[data.messages.length - 1].sequenceNumber : null;
   const sizeSelect = h("select", { id: "page-size", onchange: (ev) => {
-    page.count = Number(ev.target.value); page.stack = []; page.from = 0; renderMessages(e, subQueue).catch(fail);
+    page.count = Number(ev.target.value); page.stack = []; page.from = 0;
+    keepFocus(() => renderMessages(e, subQueue).catch(fail));
   } }, [10, 20, 50, 100].map((n) => h("option", { value: n, selected: n === page.count }, n)));
   const toolbar = h("div", { className: "toolbar" },
-    h("button", { type: "button", className: "secondary", id: "refresh", onclick: () => renderMessages(e, subQueue).catch(fail) }, "Refresh"),
+    h("button", { type: "button", className: "secondary", id: "refresh", onclick: () => keepFocus(() => renderMessages(e, subQueue).catch(fail)) }, "Refresh"),
     h("button", { type: "button", className: "secondary", id: "prev-page", disabled: !page.stack.length, onclick: () => {
-      page.from = page.stack.pop(); renderMessages(e, subQueue).catch(fail);
+      page.from = page.stack.pop(); keepFocus(() => renderMessages(e, subQueue).catch(fail));
     } }, "Previous page"),
     h("button", { type: "button", className: "secondary", id: "next-page", disabled: !data.more, onclick: () => {
-      page.stack.push(page.from); page.from = data.nextFromSequenceNumber; renderMessages(e, subQueue).catch(fail);
+      page.stack.push(page.from); page.from = data.nextFromSequenceNumber;
+      keepFocus(() => renderMessages(e, subQueue).catch(fail));
     } }, "Next page"),
     h("label", { className: "inline", for: "page-size" }, "Page size"), sizeSelect,
     h("span", { className: "muted", id: "page-info" }, first === null ? "No messages" : `Sequence numbers ${first} to ${last}`));
