@@ -65,7 +65,7 @@ def _missing(reason: str) -> None:
 def chromium_path() -> str | None:
     configured = os.environ.get("SBEMULATOR_CHROMIUM")
     if configured:
-        return configured
+        return configured if os.access(configured, os.X_OK) else None
     for name in ("chromium", "chromium-browser", "google-chrome"):
         found = shutil.which(name)
         if found:
