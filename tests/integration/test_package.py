@@ -7,6 +7,7 @@ copied first, so parallel runs never share a build directory).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -94,11 +95,13 @@ def test_cli_entry_point_of_the_installed_wheel(fresh_venv: Path, tmp_path: Path
 
 
 def test_sample_project_under_this_repository_environment(tmp_path: Path) -> None:
-    """The editable install's entry point loads the plugin once (no double registration) and the
-    --sbemulator-config option overrides the ini option."""
+    """The editable install's entry point loads the plugin once (no double registration), the
+    --sbemulator-config option overrides the ini option, and under pytest-xdist (when installed) every
+    worker gets its own emulator."""
     project = tmp_path / "sample"
     shutil.copytree(SAMPLE, project)
     (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\nsbemulator_config = "missing.json"\n')
-    result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    workers = ["-n", "2"] if importlib.util.find_spec("xdist") else []
+    result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers,
                   "--sbemulator-config", str(project / "Config.json")], project, RUN_TIMEOUT_S)
     assert "4 passed" in result.stdout, result.stdout
