@@ -267,3 +267,34 @@ def test_keyboard_only_navigation_keeps_focus_through_live_updates(page: Any, co
     page.keyboard.press("Enter")
     page.get_by_role("list", name="Messages").wait_for()
     assert page.evaluate("document.activeElement.id") == "tab-messages"
+
+
+def test_resubmit_selected_then_all(page: Any, console_emulator: Emulator) -> None:
+    with ServiceBusClient.from_connection_string(console_emulator.connection_string) as client:
+        with client.get_queue_sender("orders") as sender:
+            sender.send_messages([ServiceBusMessage(f"bad {i}") for i in range(1, 5)])
+        with client.get_queue_receiver("orders", max_wait_time=WAIT_S) as receiver:
+            received = []
+            while len(received) < 4:
+                batch = receiver.receive_messages(max_message_count=4, max_wait_time=WAIT_S)
+                assert batch, "the four messages did not arrive"
+                received += batch
+            for m in received:
+                receiver.dead_letter_message(m, reason="Poison")
+    sign_in_by_keyboard(page, console_emulator.key)
+    page.goto("/console/#/entity/orders?tab=deadletter")
+    dlq = page.get_by_role("list", name="Dead-letter queue")
+    dlq.locator("li").nth(3).wait_for()
+    page.get_by_label("Select message #1").check()
+    page.get_by_label("Select message #3").check()
+    page.get_by_role("button", name="Resubmit selected").click()
+    page.get_by_role("status").filter(has_text="Resubmitted 2 messages").wait_for()
+    count(page, "Dead-lettered").filter(has_text="2").wait_for()
+    assert [li.get_attribute("data-seq") for li in dlq.locator("li").all()] == ["2", "4"]
+    page.get_by_role("button", name="Resubmit all").click()  # confirm() is accepted by the fixture
+    page.get_by_role("status").filter(has_text="Resubmitted 2 messages").wait_for()
+    count(page, "Dead-lettered").filter(has_text="0").wait_for()
+    with ServiceBusClient.from_connection_string(console_emulator.connection_string) as client:
+        with client.get_queue_receiver("orders", max_wait_time=WAIT_S) as receiver:
+            bodies = [str(m) for m in receiver.peek_messages(max_message_count=10)]
+    assert bodies == ["bad 1", "bad 3", "bad 2", "bad 4"]  # resubmitted in that order
