@@ -3,10 +3,11 @@
 Authorization is the management API's: a shared access key of the namespace. Because a browser cannot
 be trusted to keep a key out of URLs, history or logs, the key travels once, in the body of
 ``POST /console/api/login``; the server checks it and answers with a random session token in an
-``HttpOnly; Secure; SameSite=Strict`` cookie. Sessions live in memory only (a restart signs everyone
-out) and end after ``SESSION_SECONDS`` or on sign-out. Every API call needs that cookie and the
-``X-Requested-With: sbconsole`` header (a cross-site page cannot add it without a CORS preflight, which
-is never granted); the static files carry no data and are served to anyone.
+``HttpOnly; Secure; SameSite=Strict`` cookie named after the port (browsers do not separate cookies
+by port, and two emulators on one host must not sign each other out). Sessions live in memory only
+(a restart signs everyone out) and end after ``SESSION_SECONDS`` or on sign-out. Every API call needs
+that cookie and the ``X-Requested-With: sbconsole`` header (a cross-site page cannot add it without a
+CORS preflight, which is never granted); the static files carry no data and are served to anyone.
 
 A request with a ``SharedAccessSignature`` Authorization header is never a console request: a queue
 named ``console`` stays reachable through the Atom API (see :func:`is_console_request`).
@@ -33,7 +34,7 @@ from .http import Request, Response
 log = logging.getLogger("sbemulator.admin.console")
 
 PREFIX = "/console"
-COOKIE = "sbconsole"
+COOKIE = "sbconsole"  # + "_<port>"
 SESSION_SECONDS = 8 * 3600
 MAX_SESSIONS = 256
 REQUIRED_HEADER = ("x-requested-with", "sbconsole")
@@ -101,7 +102,7 @@ class Console:
 
     # ------------------------------------------------------------------ sessions
     def _session(self, request: Request) -> _Session:
-        token = _cookie(request.headers.get("cookie", ""), COOKIE)
+        token = _cookie(request.headers.get("cookie", ""), _cookie_name(request))
         session = self._sessions.get(token) if token else None
         if session is None:
             raise Unauthorized("Sign in with a shared access key of the namespace.")
@@ -127,15 +128,15 @@ class Console:
             del self._sessions[next(iter(self._sessions))]
         token = secrets.token_urlsafe(32)
         self._sessions[token] = _Session(key_name, now + SESSION_SECONDS)
-        cookie = (f"{COOKIE}={token}; Path={PREFIX}/; Max-Age={SESSION_SECONDS}; HttpOnly; Secure; "
+        cookie = (f"{_cookie_name(request)}={token}; Path={PREFIX}/; Max-Age={SESSION_SECONDS}; HttpOnly; Secure; "
                   "SameSite=Strict")
         return self._json(200, self._whoami(key_name), [("Set-Cookie", cookie)])
 
     def _logout(self, request: Request) -> Response:
-        token = _cookie(request.headers.get("cookie", ""), COOKIE)
+        token = _cookie(request.headers.get("cookie", ""), _cookie_name(request))
         if token:
             self._sessions.pop(token, None)
-        cookie = f"{COOKIE}=; Path={PREFIX}/; Max-Age=0; HttpOnly; Secure; SameSite=Strict"
+        cookie = f"{_cookie_name(request)}=; Path={PREFIX}/; Max-Age=0; HttpOnly; Secure; SameSite=Strict"
         return self._json(200, {"signedOut": True}, [("Set-Cookie", cookie)])
 
     def _whoami(self, key_name: str) -> dict[str, Any]:
@@ -227,6 +228,12 @@ def _json_body(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     return body
+
+
+def _cookie_name(request: Request) -> str:
+    host = request.headers.get("host", "")
+    port = host.rsplit(":", 1)[1] if ":" in host and not host.endswith("]") else "443"
+    return f"{COOKIE}_{port}" if port.isdigit() else COOKIE
 
 
 def _cookie(header: str, name: str) -> str | None:

@@ -102,8 +102,9 @@ def test_sign_in_checks_the_namespace_keys_and_sets_a_strict_cookie(console: Con
     assert console.call("GET", "/console/api/overview", marker=False)[0] == 400
     form = console.call("POST", "/console/api/purge", headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert form[0] == 400
+    assert headers["set-cookie"].startswith(f"sbconsole_{emu.admin_port}=")  # one cookie per emulator
     # A forged or ended session is refused.
-    assert console.call("GET", "/console/api/overview", cookie="sbconsole=forged")[0] == 401
+    assert console.call("GET", "/console/api/overview", cookie=f"sbconsole_{emu.admin_port}=forged")[0] == 401
     old = console.cookie
     assert console.call("POST", "/console/api/logout", {})[0] == 200
     assert console.call("GET", "/console/api/overview", cookie=old)[0] == 401
