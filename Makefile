@@ -21,13 +21,15 @@ lint: $(PY_STAMP)
 	$(BIN)/ruff check .
 
 test: $(PY_STAMP) $(NODE_STAMP) lint
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || [ -n "$$SBEMULATOR_CHROMIUM" ] || \
+		echo "*** WARNING: no Chromium: the web console's browser tests will be SKIPPED (apt-get install chromium; under CI=true they fail) ***"
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 unit: $(PY_STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
 integration: $(PY_STAMP) $(NODE_STAMP)
-	$(BIN)/python -m pytest -q tests/integration tests/interop
+	$(BIN)/python -m pytest -q tests/integration tests/interop tests/browser
 
 demo: $(PY_STAMP) $(NODE_STAMP)
 	$(BIN)/python -m devhost.demo $(DEMO_ARGS)

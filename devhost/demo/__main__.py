@@ -127,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         print("starting the Service Bus emulator, Azurite and the functions...", flush=True)
         collector = TelemetryCollector().__enter__()
         host.start()
+        if host.services.admin_url:  # the embedded emulator: its web console shows the pipeline's entities live
+            print(f"web console: {host.services.admin_url}/console/ (sign in with key name RootManageSharedAccessKey "
+                  f"and the emulator's key SAS_KEY_VALUE; its certificate comes from the CA {host.services.admin_ca})",
+                  flush=True)
     except (SettingsError, HostError, LocalServiceError) as exc:
         print(f"devhost.demo: {exc}", file=sys.stderr)
         return 2

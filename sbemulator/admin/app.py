@@ -6,6 +6,7 @@ is written, so an entity created here is usable over AMQP as soon as the client 
 * ``GET /health``: 200 ``{"status": "ok"}`` once the emulator serves requests (no authentication).
 * ``POST /$admin/purge/{entity path}`` and ``POST /$admin/reset``: test support (SAS token required).
 * ``/subscriptions/...``: the Azure Resource Manager subset (any ``Bearer`` token).
+* ``/console/...``: the web console (its own sign-in with a SAS key, see console.py).
 * everything else: the Service Bus Atom API (``Authorization: SharedAccessSignature ...``).
 """
 
@@ -21,6 +22,8 @@ from sbemulator.auth import AuthError, SasValidator, path_covers
 
 from . import arm, atom
 from .backend import QUEUE, SUBSCRIPTION, TOPIC, Namespace
+from .console import Console, is_console_request
+from .console_broker import ConsoleBroker
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
 from .http import Request, Response
 
@@ -37,6 +40,7 @@ class AdminApp:
         self.clock = clock
         self.ready = True
         self._arm_namespaces: dict[str, dict[str, Any]] = {}
+        self.console = Console(ConsoleBroker(namespace), validator, clock)
 
     async def __call__(self, request: Request) -> Response:
         return self.handle(request)
@@ -47,6 +51,8 @@ class AdminApp:
         try:
             if path in ("/health", "/$health"):
                 return self._health(request)
+            if is_console_request(request):
+                return self.console.handle(request)
             if is_arm:
                 return self._arm(request)
             return self._atom(request)

@@ -1,0 +1,244 @@
+"""The web console at ``/console/`` on the management endpoint: static pages plus a small JSON API.
+
+Authorization is the management API's: a shared access key of the namespace. Because a browser cannot
+be trusted to keep a key out of URLs, history or logs, the key travels once, in the body of
+``POST /console/api/login``; the server checks it and answers with a random session token in an
+``HttpOnly; Secure; SameSite=Strict`` cookie named after the port (browsers do not separate cookies
+by port, and two emulators on one host must not sign each other out). Sessions live in memory only
+(a restart signs everyone out) and end after ``SESSION_SECONDS`` or on sign-out. Every API call needs
+that cookie and the ``X-Requested-With: sbconsole`` header (a cross-site page cannot add it without a
+CORS preflight, which is never granted); the static files carry no data and are served to anyone.
+
+A request with a ``SharedAccessSignature`` Authorization header is never a console request: a queue
+named ``console`` stays reachable through the Atom API (see :func:`is_console_request`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from sbemulator.auth import SasValidator
+
+from .console_broker import ConsoleBroker
+from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
+from .http import Request, Response
+
+log = logging.getLogger("sbemulator.admin.console")
+
+PREFIX = "/console"
+COOKIE = "sbconsole"  # + "_<port>"
+SESSION_SECONDS = 8 * 3600
+MAX_SESSIONS = 256
+REQUIRED_HEADER = ("x-requested-with", "sbconsole")
+DEFAULT_PAGE = 20
+
+_CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+}
+_SECURITY_HEADERS = [
+    ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+]
+
+
+def is_console_request(request: Request) -> bool:
+    path = request.path
+    if path != PREFIX and not path.startswith(PREFIX + "/"):
+        return False
+    return not request.headers.get("authorization", "").startswith("SharedAccessSignature")
+
+
+@dataclass
+class _Session:
+    key_name: str
+    expires_at: float
+
+
+class Console:
+    def __init__(self, data: ConsoleBroker, validator: SasValidator, clock: Callable[[], float] = time.time) -> None:
+        self.data = data
+        self.validator = validator
+        self.clock = clock
+        self._sessions: dict[str, _Session] = {}
+        static = resources.files("sbemulator.admin") / "console_static"
+        self._static = {entry.name: entry for entry in static.iterdir() if entry.is_file()}
+
+    def handle(self, request: Request) -> Response:
+        try:
+            rest = request.path[len(PREFIX):]
+            if rest == "":
+                return Response(308, b"", None, [("Location", PREFIX + "/")])
+            if rest.startswith("/api/"):
+                return self._api(request, rest[len("/api/"):])
+            return self._file(request, rest.lstrip("/") or "index.html")
+        except AdminError as exc:
+            return self._json(exc.status, {"error": exc.code, "message": exc.detail})
+
+    # ------------------------------------------------------------------ static files
+    def _file(self, request: Request, name: str) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            raise MethodNotAllowed("The console's pages are read with GET.")
+        entry = self._static.get(name)
+        if entry is None:
+            raise NotFound(f"No console page '{name}'.")
+        suffix = name[name.rfind("."):]
+        headers = [*_SECURITY_HEADERS, ("Cache-Control", "no-cache")]
+        return Response(200, entry.read_bytes(), _CONTENT_TYPES.get(suffix, "application/octet-stream"), headers)
+
+    # ------------------------------------------------------------------ sessions
+    def _session(self, request: Request) -> _Session:
+        token = _cookie(request.headers.get("cookie", ""), _cookie_name(request))
+        session = self._sessions.get(token) if token else None
+        if session is None:
+            raise Unauthorized("Sign in with a shared access key of the namespace.")
+        if session.expires_at <= self.clock():
+            self._sessions.pop(token, None)
+            raise Unauthorized("The console session has expired; sign in again.")
+        return session
+
+    def _login(self, request: Request) -> Response:
+        body = _json_body(request)
+        key_name = str(body.get("keyName") or "").strip()
+        key = str(body.get("key") or "")
+        expected = self.validator.keys.get(key_name)
+        # compare_digest also on an unknown key name, so timing does not tell which names exist
+        valid = hmac.compare_digest((expected or "\0").encode(), key.encode()) and expected is not None
+        if not valid:
+            log.warning("console sign-in refused for key name %r", key_name[:64])
+            raise Unauthorized("The key name or key is not valid for this namespace.")
+        now = self.clock()
+        for token in [t for t, s in self._sessions.items() if s.expires_at <= now]:
+            del self._sessions[token]
+        while len(self._sessions) >= MAX_SESSIONS:
+            del self._sessions[next(iter(self._sessions))]
+        token = secrets.token_urlsafe(32)
+        self._sessions[token] = _Session(key_name, now + SESSION_SECONDS)
+        cookie = (f"{_cookie_name(request)}={token}; Path={PREFIX}/; Max-Age={SESSION_SECONDS}; HttpOnly; Secure; "
+                  "SameSite=Strict")
+        return self._json(200, self._whoami(key_name), [("Set-Cookie", cookie)])
+
+    def _logout(self, request: Request) -> Response:
+        token = _cookie(request.headers.get("cookie", ""), _cookie_name(request))
+        if token:
+            self._sessions.pop(token, None)
+        cookie = f"{_cookie_name(request)}=; Path={PREFIX}/; Max-Age=0; HttpOnly; Secure; SameSite=Strict"
+        return self._json(200, {"signedOut": True}, [("Set-Cookie", cookie)])
+
+    def _whoami(self, key_name: str) -> dict[str, Any]:
+        return {"keyName": key_name, "namespace": self.data.ns.name}
+
+    # ------------------------------------------------------------------ API
+    def _api(self, request: Request, name: str) -> Response:
+        header, value = REQUIRED_HEADER
+        if request.headers.get(header, "").lower() != value:
+            raise BadRequest(f"Console API calls need the header '{header}: {value}'.")
+        method = request.method
+        if name == "login":
+            _only(method, "POST")
+            return self._login(request)
+        if name == "logout":
+            _only(method, "POST")
+            return self._logout(request)
+        session = self._session(request)
+        q = request.query
+        if name == "session":
+            _only(method, "GET")
+            return self._json(200, self._whoami(session.key_name))
+        if name == "overview":
+            _only(method, "GET")
+            return self._json(200, self.data.overview())
+        if name == "entity":
+            _only(method, "GET")
+            return self._json(200, self.data.entity(_required(q, "path")))
+        if name == "messages":
+            _only(method, "GET")
+            page = self.data.peek(_required(q, "path"), q.get("subqueue", "active"),
+                                  _int(q, "from", 0), _int(q, "count", DEFAULT_PAGE))
+            return self._json(200, page)
+        if name in ("send", "resubmit", "purge"):
+            _only(method, "POST")
+            body = _json_body(request)
+            path = str(body.get("path") or "")
+            if not path:
+                raise BadRequest("The request needs the entity 'path'.")
+            if name == "send":
+                result = self.data.send(path, body)
+            elif name == "resubmit":
+                numbers = None if body.get("all") is True else body.get("sequenceNumbers")
+                if numbers is not None and (not isinstance(numbers, list) or not numbers
+                                            or not all(isinstance(n, int) for n in numbers)):
+                    raise BadRequest("Give 'sequenceNumbers' (a non-empty list of integers) or 'all': true.")
+                result = self.data.resubmit(path, numbers)
+            else:
+                result = self.data.purge(path, str(body.get("subQueue") or "all"))
+            log.info("console %s on %s by %s: %s", name, path, session.key_name, result)
+            return self._json(200, result)
+        raise NotFound(f"No console API '{name}'.")
+
+    @staticmethod
+    def _json(status: int, data: Any, headers: list[tuple[str, str]] | None = None) -> Response:
+        extra = [("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"), *(headers or [])]
+        return Response(status, json.dumps(data).encode(), "application/json; charset=utf-8", extra)
+
+
+def _only(method: str, allowed: str) -> None:
+    if method != allowed:
+        raise MethodNotAllowed(f"Use {allowed} here.")
+
+
+def _required(query: dict[str, str], name: str) -> str:
+    value = query.get(name)
+    if not value:
+        raise BadRequest(f"The query parameter '{name}' is required.")
+    return value
+
+
+def _int(query: dict[str, str], name: str, default: int) -> int:
+    value = query.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest(f"The query parameter {name}={value!r} is not an integer.") from None
+
+
+def _json_body(request: Request) -> dict[str, Any]:
+    if not request.headers.get("content-type", "").lower().startswith("application/json"):
+        raise BadRequest("Send the request body as application/json.")
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        raise BadRequest("The request body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    return body
+
+
+def _cookie_name(request: Request) -> str:
+    host = request.headers.get("host", "")
+    port = host.rsplit(":", 1)[1] if ":" in host and not host.endswith("]") else "443"
+    return f"{COOKIE}_{port}" if port.isdigit() else COOKIE
+
+
+def _cookie(header: str, name: str) -> str | None:
+    for part in header.split(";"):
+        key, sep, value = part.strip().partition("=")
+        if sep and key == name:
+            return value
+    return None

@@ -1,0 +1,133 @@
+"""pytest plugin (registered through the ``pytest11`` entry point): a Service Bus emulator for a test run.
+
+Why a session-scoped emulator with purging rather than one emulator per test: starting is cheap, but
+SDK clients reconnecting to a new port in every test are not; purging every entity between tests keeps
+tests independent at a fraction of the cost. Under pytest-xdist every worker process gets its own
+emulator on its own free loopback port, so workers never see each other's messages.
+
+Configuration (a Config.json in the official emulator's schema; none: an empty namespace)::
+
+    pytest --sbemulator-config infra/servicebus.json
+    # or in pytest.ini / pyproject.toml [tool.pytest.ini_options]:
+    sbemulator_config = "infra/servicebus.json"     # relative to the ini file
+
+Fixtures:
+
+* ``servicebus_emulator`` (session): a :class:`ServiceBusEmulator` with ``connection_string``,
+  ``admin_url``, ``admin_connection_string``, ``ca_path`` and ``purge()`` / ``reset()``.
+* ``clean_servicebus_emulator`` (function): the same object, every entity purged before the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .emulator import Emulator
+
+CONFIG_OPTION = "--sbemulator-config"
+CONFIG_INI = "sbemulator_config"
+
+
+class ServiceBusEmulator:
+    """What the ``servicebus_emulator`` fixture yields: addresses, keys and test-support operations."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.emulator = emulator
+
+    @property
+    def connection_string(self) -> str:
+        """For ``ServiceBusClient.from_connection_string`` (AMQP on a free loopback port)."""
+        return self.emulator.connection_string
+
+    @property
+    def admin_url(self) -> str:
+        """The HTTPS management endpoint (``https://127.0.0.1:<port>``); the web console is at ``/console/``."""
+        url = self.emulator.admin_url
+        assert url is not None
+        return url
+
+    @property
+    def admin_connection_string(self) -> str:
+        """For ``ServiceBusAdministrationClient`` (pass ``connection_verify=ca_path``)."""
+        value = self.emulator.admin_connection_string
+        assert value is not None
+        return value
+
+    @property
+    def ca_path(self) -> str:
+        """The generated CA certificate that the management endpoint's certificate chains to."""
+        value = self.emulator.ca_path
+        assert value is not None
+        return value
+
+    @property
+    def key_name(self) -> str:
+        return self.emulator.key_name
+
+    @property
+    def key(self) -> str:
+        return self.emulator.key
+
+    def entity_paths(self) -> list[str]:
+        """Every queue and topic (subscriptions are purged with their topic)."""
+        return self.emulator.call(_queues_and_topics, self.emulator.admin.namespace)
+
+    def purge(self, *entities: str) -> int:
+        """Remove every message (dead-lettered and scheduled ones too) from the given queues or topics,
+        or from all of them when none is given. Returns how many messages were removed."""
+        namespace = self.emulator.admin.namespace
+        paths = list(entities) or self.entity_paths()
+        return self.emulator.call(_purge_all, namespace, paths)
+
+    def reset(self) -> None:
+        """Back to the configured topology: entities created at run time are deleted, every message goes."""
+        self.emulator.call(self.emulator.admin.namespace.reset)
+
+
+def _queues_and_topics(namespace: Any) -> list[str]:
+    return [info.name for kind in ("queue", "topic") for info in namespace.list_entities(kind)]
+
+
+def _purge_all(namespace: Any, paths: list[str]) -> int:
+    return sum(namespace.purge(path) for path in paths)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("sbemulator", "Azure Service Bus emulator")
+    group.addoption(CONFIG_OPTION, dest="sbemulator_config", default=None, metavar="FILE",
+                    help="topology (Config.json schema) for the servicebus_emulator fixture")
+    parser.addini(CONFIG_INI, "topology (Config.json schema) for the servicebus_emulator fixture, "
+                  "relative to the ini file", default="")
+
+
+def config_path(config: pytest.Config) -> Path | None:
+    """The command-line option wins over the ini option; ini paths are relative to the ini file."""
+    option = config.getoption("sbemulator_config")
+    if option:
+        return Path(option).expanduser().resolve()
+    value = str(config.getini(CONFIG_INI) or "").strip()
+    if not value:
+        return None
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    return (base / value).resolve()
+
+
+@pytest.fixture(scope="session")
+def servicebus_emulator(pytestconfig: pytest.Config) -> Iterator[ServiceBusEmulator]:
+    """An in-memory emulator for the whole test session (one per xdist worker)."""
+    path = config_path(pytestconfig)
+    if path is not None and not path.is_file():
+        raise pytest.UsageError(f"sbemulator: the topology file {path} does not exist")
+    with Emulator(config=path, in_memory=True) as emulator:
+        yield ServiceBusEmulator(emulator)
+
+
+@pytest.fixture
+def clean_servicebus_emulator(servicebus_emulator: ServiceBusEmulator) -> ServiceBusEmulator:
+    """The session's emulator with every entity purged, so this test starts from empty entities."""
+    servicebus_emulator.purge()
+    return servicebus_emulator
