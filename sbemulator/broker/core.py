@@ -33,13 +33,15 @@ incremented when a receiver takes the message (peek-lock or receive-and-delete, 
 receive-by-sequence-number). The AMQP header carries the PREVIOUS deliveries
 (``Delivery.header_delivery_count`` = ``delivery_count - 1``), which is what Service Bus sends: the
 Python SDK shows 0 on a first receive, .NET adds one. A message whose lock ends by abandon, lock
-expiry, session-lock loss or receiver close while ``delivery_count >= MaxDeliveryCount`` moves to
-the dead-letter queue with reason ``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message
-can be received three times. ``release`` (the client's ``released`` outcome) un-counts the delivery.
+expiry, session-lock loss or (plain) receiver close while ``delivery_count >= MaxDeliveryCount`` moves
+to the dead-letter queue with reason ``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message
+can be received three times. ``release`` (the client's ``released`` outcome) and closing a session
+receiver ("Message sessions", impact of delivery count) un-count the delivery.
 
 Sequence numbers are per queue and per subscription (each subscription numbers the copies it
 receives from 1, as Service Bus documents); a topic numbers only the scheduled messages it holds
-until they fan out (the numbers ``schedule`` returns for cancelling). Dead-lettered messages keep
+until they fan out (the numbers ``schedule`` returns for cancelling). A scheduled message gets a new
+number when it becomes active ("Message sequencing and timestamps"). Dead-lettered messages keep
 their number, auto-forwarded ones get a new one in the target with ``enqueue_sequence_number`` =
 the original.
 """
@@ -101,6 +103,8 @@ REASON_SESSION_ID_NULL = "Session id is null."
 DESC_SESSION_ID_NULL = "Session enabled entity doesn't allow a message whose session identifier is null."
 REASON_FILTER_EXCEPTION = "FilterEvaluationException"
 REASON_TRANSFER = "MessageTransferFailed"
+# Set on the copy a rule with an action produced ("Topic filters and actions").
+RULE_NAME = "RuleName"
 
 _LOCK, _TTL, _SCHED, _SESSION = TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION
 _DUP_PRUNE_INTERVAL_MS = 60_000
@@ -287,10 +291,17 @@ class Broker(TopologyMixin, SessionsMixin):
                 return msg
         return None
 
-    def _set_expiry(self, ent: Entity, msg: BrokerMessage) -> None:
+    @staticmethod
+    def _cap_ttl(ent: Entity, msg: BrokerMessage) -> int | None:
+        """The entity's DefaultMessageTimeToLive is a ceiling, applied silently ("Message expiration"):
+        the message carries the effective TTL from here on, so receivers see it (and ExpiresAtUtc)."""
         ttl = msg.time_to_live_ms if msg.time_to_live_ms and msg.time_to_live_ms > 0 else None
-        if ent.ttl_ms is not None:
-            ttl = ent.ttl_ms if ttl is None else min(ttl, ent.ttl_ms)
+        if ent.ttl_ms is not None and (ttl is None or ttl > ent.ttl_ms):
+            ttl = msg.time_to_live_ms = ent.ttl_ms
+        return ttl
+
+    def _set_expiry(self, ent: Entity, msg: BrokerMessage) -> None:
+        ttl = self._cap_ttl(ent, msg)
         msg.expires_at_ms = None if ttl is None else msg.enqueued_time_ms + ttl
         if msg.expires_at_ms is not None:
             self._timer(msg.expires_at_ms, _TTL, ent, msg)
@@ -391,6 +402,7 @@ class Broker(TopologyMixin, SessionsMixin):
         return msg.sequence_number
 
     def _activate(self, target: Entity, msg: BrokerMessage, now: int, stored: bool) -> None:
+        """``stored``: a scheduled message already held by ``target`` whose time has come."""
         msg.state = MessageState.ACTIVE
         msg.enqueued_time_ms = now
         if target.kind == TOPIC:
@@ -400,23 +412,39 @@ class Broker(TopologyMixin, SessionsMixin):
         elif target.forward_to:
             if stored:
                 self._remove(target, msg)
+            self._cap_ttl(target, msg)
             self._forward(target, msg, target.forward_to, now)
         else:
-            if not stored:
-                self._insert(target, msg)
+            if stored:
+                # A scheduled message is appended as if enqueued now, with a new sequence number
+                # ("Message sequencing and timestamps"): the scheduled one is valid only while scheduled.
+                self._remove(target, msg)
+                msg.sequence_number = self._next_sequence(target)
+            self._insert(target, msg)
             self._set_expiry(target, msg)
             self.store.put_message(target.key, msg)
             self._queue(target, msg)
 
     def _fan_out(self, topic: Entity, msg: BrokerMessage, now: int) -> None:
+        """Copies for every subscription ("Topic filters and actions"): the matching rules without an
+        action yield one copy between them; every matching rule with an action yields its own copy,
+        with that action applied and the application property ``RuleName`` set to the rule's name."""
         for sub in topic.subscriptions.values():
+            copies: list[BrokerMessage] = []
+            plain = False
             try:
-                matched = [rule for _, rule in sub.rules if rule.matches(msg)]
-                if not matched:
-                    continue
-                copy = msg.copy()
-                for rule in matched:
+                for _, rule in sub.rules:
+                    if not rule.matches(msg):
+                        continue
+                    if not rule.has_action:
+                        if not plain:
+                            plain = True
+                            copies.append(msg.copy())
+                        continue
+                    copy = msg.copy()
                     rule.apply_action(copy)
+                    copy.application_properties[RULE_NAME] = rule.name
+                    copies.append(copy)
             except FilterEvaluationError as exc:
                 if sub.dead_lettering_on_filter_exceptions:
                     copy = msg.copy()
@@ -424,7 +452,8 @@ class Broker(TopologyMixin, SessionsMixin):
                     self._insert(sub, copy)
                     self._dead_letter(sub, copy, REASON_FILTER_EXCEPTION, str(exc), now)
                 continue
-            self._deliver_to_subscription(sub, copy, now)
+            for copy in copies:
+                self._deliver_to_subscription(sub, copy, now)
 
     def _deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None:
         # Every subscription numbers its own messages (a new subscription starts at 1).
@@ -433,6 +462,7 @@ class Broker(TopologyMixin, SessionsMixin):
             self._insert(sub, msg)
             self._dead_letter(sub, msg, REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL, now)
         elif sub.forward_to:
+            self._cap_ttl(sub, msg)
             self._forward(sub, msg, sub.forward_to, now)
         else:
             self._insert(sub, msg)
@@ -810,7 +840,10 @@ class Broker(TopologyMixin, SessionsMixin):
             self._pending.pop(id(r), None)
             now = self._now()
             s = r.session
-            self._return_locks(ent, r, now)
+            # "Message sessions", impact of delivery count: closing a session with messages locked but
+            # not settled does not count a delivery (a lapsed session lock does). A plain receiver's
+            # locks end as if they had expired: counted, like an abandon.
+            self._return_locks(ent, r, now, counted=s is None)
             if s is not None and s.owner is r:
                 s.owner = None
                 s.generation += 1
@@ -819,10 +852,10 @@ class Broker(TopologyMixin, SessionsMixin):
                 if s.heap:
                     self._notify(ent, s)
 
-    def _return_locks(self, ent: Entity, r: Receiver, now: int) -> None:
+    def _return_locks(self, ent: Entity, r: Receiver, now: int, counted: bool = True) -> None:
         msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=lambda m: m.sequence_number)
         for msg in msgs:
-            self._lock_ended(ent, msg, now)
+            self._lock_ended(ent, msg, now, counted=counted)
         r.locks.clear()
 
     # ================================================================= timers
