@@ -25,8 +25,16 @@ Server-facing API (see also :class:`~sbemulator.broker.receiver.Receiver`)::
     broker.get_session_state(path, sid) / set_session_state(path, sid, bytes | None)
     broker.renew_session_lock(path, sid) -> locked_until_ms
     broker.list_sessions(path, skip=0, top=...) -> [sid]
-    broker.add_rule / remove_rule / list_rules (subscriptions)
-    broker.create_queue / create_topic / create_subscription / delete_entity (runtime, persisted)
+    broker.add_rule / set_rule / remove_rule / list_rules (subscriptions)
+    # management plane (persisted; see topology for what survives a restart, inspection for the rest)
+    broker.create_queue / create_topic / create_subscription / update_entity / delete_entity
+    broker.entity_views(kind=None, topic=None) / entity_view(path) / find_entity(path) -> EntityView
+    broker.counts(path) / purge(path) / reset() / resubmit_dead_lettered(path, seqs=None)
+
+Module dependencies point one way: ``core`` -> ``topology``, ``sessions``, ``inspection`` (mixins
+that declare the broker helpers they use and import nothing from ``core``) -> ``receiver`` ->
+``entity`` -> ``model``; ``errors``, ``views`` and ``rules`` (-> ``filters``) are leaves
+(tests/unit/test_broker_structure.py checks it).
 
 Delivery counts follow Service Bus: ``BrokerMessage.delivery_count`` counts deliveries made and is
 incremented when a receiver takes the message (peek-lock or receive-and-delete, also
@@ -85,6 +93,7 @@ from .errors import (
     SessionLockLostError,
     SessionRequiredError,
 )
+from .inspection import InspectionMixin
 from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, ReceiveMode
 from .receiver import Receiver
 from .rules import FilterEvaluationError
@@ -111,7 +120,7 @@ _DUP_PRUNE_INTERVAL_MS = 60_000
 _MIN_COMPACT = 8192
 
 
-class Broker(TopologyMixin, SessionsMixin):
+class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     def __init__(self, config: NamespaceConfig, store: Store, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.store = store
@@ -127,12 +136,7 @@ class Broker(TopologyMixin, SessionsMixin):
         self._depth = 0
         self._flushing = False
         self._next_dup_prune = 0
-        self._runtime_keys: set[str] = set()
-        for q in config.queues:
-            self._add_queue(q)
-        for t in config.topics:
-            self._add_topic(t)
-        self._load_runtime_entities()
+        self._init_topology()
         self._load_state()
 
     # ================================================================= restart
@@ -793,7 +797,10 @@ class Broker(TopologyMixin, SessionsMixin):
     def peek(
         self, path: str, from_sequence_number: int, count: int, session_id: str | None = None
     ) -> list[BrokerMessage]:
-        """Messages in every state from a sequence number on; no lock, no delivery-count change."""
+        """Messages in every state from a sequence number on; no lock, no delivery-count change.
+        Page through an entity with ``from_sequence_number = last.sequence_number + 1``; ``path`` may be
+        a sub-queue (``q/$DeadLetterQueue``, ``t/Subscriptions/s/$DeadLetterQueue``). The messages are
+        the broker's own objects: read them, do not change them."""
         ent = self._entity(path)
         if count <= 0:
             return []
@@ -812,18 +819,6 @@ class Broker(TopologyMixin, SessionsMixin):
 
     def message_count(self, path: str) -> int:
         return len(self._entity(path).messages)
-
-    def counts(self, path: str) -> dict[str, int]:
-        """Message counts by kind, as the management API reports them (CountDetails)."""
-        ent = self._entity(path)
-        out = {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0, "transfer_dead_letter": 0}
-        for m in ent.messages.values():
-            out[("active", "deferred", "scheduled")[m.state]] += 1
-        if ent.dlq is not None:
-            out["dead_letter"] = len(ent.dlq.messages)
-        if ent.transfer_dlq is not None:
-            out["transfer_dead_letter"] = len(ent.transfer_dlq.messages)
-        return out
 
     def describe(self, path: str) -> Any:
         """The QueueConfig / TopicConfig / SubscriptionConfig an entity was built from (rules current)."""
