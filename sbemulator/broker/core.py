@@ -836,9 +836,9 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             now = self._now()
             s = r.session
             # "Message sessions", impact of delivery count: closing a session with messages locked but
-            # not settled does not count a delivery (a lapsed session lock does). A plain receiver's
-            # locks end as if they had expired: counted, like an abandon.
-            self._return_locks(ent, r, now, counted=s is None)
+            # not settled does not count a delivery (a lapsed session lock does, even if its timer has
+            # not run yet). A plain receiver's locks end as if they had expired: counted, like an abandon.
+            self._return_locks(ent, r, now, counted=s is None or s.locked_until_ms <= now)
             if s is not None and s.owner is r:
                 s.owner = None
                 s.generation += 1

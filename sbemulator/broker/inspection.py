@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
+from typing import Any
 
 from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
@@ -49,7 +50,7 @@ class InspectionMixin:
     _accept: Callable[[Entity, BrokerMessage, int], int]
     _deliver_to_subscription: Callable[[Entity, BrokerMessage, int], None]
     _restore_file_topology: Callable[[], int]
-    is_runtime_entity: Callable[[str], bool]
+    _file_entities: dict[str, Any]
 
     # --- views -------------------------------------------------------------------------------------
     def entity_views(self, kind: str | None = None, topic: str | None = None) -> list[EntityView]:
@@ -98,7 +99,7 @@ class InspectionMixin:
             subscription_count=len(ent.subscriptions),
             rules=tuple(rc for rc, _ in ent.rules),
             requires_session=ent.requires_session,
-            created_at_runtime=self.is_runtime_entity(ent.path),
+            created_at_runtime=ent.key not in self._file_entities,
         )
 
     def counts(self, path: str) -> dict[str, int]:

@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 DEFAULT_RULE = "$Default"
 DELETED = "deleted"  # store kind of a config-file entity deleted at run time
 _FILE_KEY = "__file__"  # in a stored description: fingerprint of the file's description, or null
+_WITH_TOPIC = "__with_topic__"  # a deletion marker of a file subscription deleted with its topic
 
 
 class TopologyMixin:
@@ -215,8 +216,13 @@ class TopologyMixin:
             ent = self._entity_of_kind(path, (QUEUE, TOPIC, SUBSCRIPTION))
             self._drop(ent)
             self.store.delete_entity(ent.key)
-            if ent.key in self._file_entities:
-                self.store.save_entity(ent.key, DELETED, json.dumps({_FILE_KEY: self._file_fingerprint(ent.key)}))
+            # A deleted file entity (and a deleted file topic's file subscriptions) is remembered as deleted,
+            # so that a topic re-created through the API does not get the file's subscriptions back.
+            prefix = ent.key + "/"
+            for key in self._file_entities:
+                if key == ent.key or key.startswith(prefix):
+                    marker = {_FILE_KEY: self._file_fingerprint(key), _WITH_TOPIC: key != ent.key}
+                    self.store.save_entity(key, DELETED, json.dumps(marker))
 
     def _drop(self, ent: Entity) -> None:
         """Forget an entity, its sub-queues and (topics) its subscriptions; close their receivers."""
@@ -266,13 +272,19 @@ class TopologyMixin:
     def _apply_stored_entities(self) -> None:
         records = self.store.load_entities()
         # queues and topics before subscriptions (a subscription may belong to a runtime topic)
-        records.sort(key=lambda r: r[1] == SUBSCRIPTION)
+        records.sort(key=lambda r: (r[1] == SUBSCRIPTION, r[0].count("/")))
+        dropped: set[str] = set()
         for key, kind, data in records:
             desc = json.loads(data)
             stored_against = desc.pop(_FILE_KEY, None)
             in_file = key in self._file_entities
+            if desc.pop(_WITH_TOPIC, False) and key.split("/subscriptions/", 1)[0] in dropped:
+                # deleted only because its topic was; the file brought the topic back, so it comes back too
+                self.store.forget_entity(key)
+                continue
             if in_file and stored_against != self._file_fingerprint(key):
                 self._forget_stored(key, "the config file declares it differently now; the file wins")
+                dropped.add(key)
                 continue
             if not in_file and stored_against is not None:
                 self._forget_stored(key, "the config file no longer declares it")

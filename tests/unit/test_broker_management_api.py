@@ -8,7 +8,7 @@ import pytest
 from sbemulator.broker import ReceiveMode
 from sbemulator.broker.errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
 from sbemulator.broker.testing import FakeClock, make_broker, msg, receiver
-from sbemulator.config import QueueConfig, RuleConfig, SubscriptionConfig
+from sbemulator.config import QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 from sbemulator.store import SqliteStore
 
 QUEUES = [{"Name": "orders", "Properties": {"LockDuration": "PT30S", "MaxDeliveryCount": 1}}]
@@ -205,3 +205,14 @@ def test_stored_subscription_of_a_vanished_topic_is_dropped(tmp_path) -> None:
     assert [v.name for v in b.entity_views(topic="events")] == ["all"]
     _stop(b)
 
+
+
+def test_a_deleted_file_topic_recreated_through_the_api_stays_without_the_file_subscriptions(tmp_path) -> None:
+    db = tmp_path / "db.sqlite"
+    b = _restart(db)
+    b.delete_entity("events")
+    b.create_topic(TopicConfig(name="events"))
+    _stop(b)
+    b = _restart(db)
+    assert b.find_entity("events") is not None and b.entity_views(topic="events") == []
+    _stop(b)
