@@ -21,6 +21,16 @@ console) goes through these methods and the broker's messaging API, never throug
 ``purge(path)`` / ``reset()``                   remove messages / back to the config file
 =============================================  =====================================================
 
+To send from outside AMQP (a console's "send message"), build the IncomingMessage from an encoded
+message so that receivers get exactly what a client would have sent::
+
+    from sbemulator.amqp.message import encode_message
+    from sbemulator.amqp.performatives import Properties
+    from sbemulator.deliveries import incoming_messages
+    payload = encode_message(properties=Properties(message_id="m1", content_type="text/plain"),
+                             application_properties={"k": "v"}, data=b"hello")
+    broker.send("orders", incoming_messages(payload, 0))
+
 Every call that changes state must be followed by ``commit()`` (the server does it per batch; the
 admin plane after each request) to be durable.
 """
