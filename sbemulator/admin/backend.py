@@ -12,15 +12,14 @@ and echoed, so that round trips (get, change, update) behave; they are not enfor
 entities themselves, not kept across restarts.
 
 Updates of an existing entity change the broker's entity in place (messages, locks and receivers stay).
-The broker has no update operation of its own, so :func:`_apply_update` sets the same fields the
-broker's builders set; the broker persists runtime-created entities, and config-file entities always
-come back from the config file on restart.
+Everything here goes through the broker's public management API (``entity_views``, ``update_entity``,
+``set_rule``, ``purge``, ``reset``: see :mod:`sbemulator.broker.inspection`); the broker persists every
+change, and decides what survives a restart (:mod:`sbemulator.broker.topology`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 import urllib.parse
@@ -28,8 +27,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC, Entity
-from sbemulator.broker.errors import BrokerError, EntityAlreadyExistsError, EntityNotFoundError, RuleError
+from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
+from sbemulator.broker.errors import (
+    BrokerError,
+    EntityAlreadyExistsError,
+    EntityNotFoundError,
+    RuleError,
+)
+from sbemulator.broker.views import EntityView
 from sbemulator.config import (
     DEFAULT_DUPLICATE_DETECTION_WINDOW,
     DEFAULT_LOCK_DURATION,
@@ -157,39 +162,30 @@ class Namespace:
         self._rule_times: dict[tuple[str, str], float] = {}
 
     # ------------------------------------------------------------------ plumbing
-    def _entities(self) -> dict[str, Entity]:
-        return self.broker._entities
-
-    def _find(self, path: str, kind: str) -> Entity:
-        ent = self._entities().get(path.strip("/").lower())
-        if ent is None or ent.kind != kind:
+    def _find(self, path: str, kind: str) -> EntityView:
+        view = self.broker.find_entity(path.strip("/"))
+        if view is None or view.kind != kind:
             label = {QUEUE: "queue", TOPIC: "topic", SUBSCRIPTION: "subscription"}[kind]
             raise NotFound(f"The messaging entity '{self.name}:{label}:{path}' could not be found.")
-        return ent
+        return view
 
-    def _meta_for(self, ent: Entity) -> _Meta:
-        meta = self._meta.get(ent.key)
+    def _meta_for(self, view: EntityView) -> _Meta:
+        key = view.path.lower()
+        meta = self._meta.get(key)
         if meta is None:
-            meta = self._meta[ent.key] = _Meta(self.started_at, self.started_at)
+            meta = self._meta[key] = _Meta(self.started_at, self.started_at)
         return meta
 
-    def _info(self, ent: Entity) -> EntityInfo:
-        meta = self._meta_for(ent)
-        counts = self.broker.counts(ent.path)
-        containers = [ent, *(c for c in (ent.dlq, ent.transfer_dlq) if c is not None)]
-        size = sum(m.size for c in containers for m in c.messages.values())
-        last = max((m.enqueued_time_ms for c in containers for m in c.messages.values()), default=0) / 1000
-        extras = {k: meta.extras.get(k, EXTRA_DEFAULTS[k]) for k in _EXTRAS_BY_KIND[ent.kind]}
-        topic = ent.parent.path if ent.kind == SUBSCRIPTION and ent.parent is not None else None
-        name = ent.path.rsplit("/", 1)[1] if ent.kind == SUBSCRIPTION else ent.path
-        default_rule = None
-        if ent.kind == SUBSCRIPTION:
-            default_rule = next((rc for rc, _ in ent.rules if rc.name == DEFAULT_RULE), None)
+    def _info(self, view: EntityView) -> EntityInfo:
+        meta = self._meta_for(view)
+        extras = {k: meta.extras.get(k, EXTRA_DEFAULTS[k]) for k in _EXTRAS_BY_KIND[view.kind]}
+        default_rule = next((rc for rc in view.rules if rc.name == DEFAULT_RULE), None)
+        accessed = max(meta.updated_at, min(view.last_enqueued_ms / 1000, self.clock()))
         return EntityInfo(
-            kind=ent.kind, name=name, topic=topic, config=ent.config, extras=extras, counts=counts,
-            size_in_bytes=size, created_at=meta.created_at, updated_at=meta.updated_at,
-            accessed_at=max(meta.updated_at, min(last, self.clock())),
-            subscription_count=len(ent.subscriptions), default_rule=default_rule,
+            kind=view.kind, name=view.name, topic=view.topic, config=view.config, extras=extras,
+            counts=view.counts.as_dict(), size_in_bytes=view.size_in_bytes, created_at=meta.created_at,
+            updated_at=meta.updated_at, accessed_at=accessed,
+            subscription_count=view.subscription_count, default_rule=default_rule,
         )
 
     def _done(self) -> None:
@@ -200,15 +196,15 @@ class Namespace:
         if kind == SUBSCRIPTION:
             assert topic is not None
             parent = self._find(topic, TOPIC)
-            return [self._info(e) for e in parent.subscriptions.values()]
-        return [self._info(e) for e in self._entities().values() if e.kind == kind]
+            return [self._info(v) for v in self.broker.entity_views(topic=parent.path)]
+        return [self._info(v) for v in self.broker.entity_views(kind)]
 
     def get(self, kind: str, path: str) -> EntityInfo:
         return self._info(self._find(path, kind))
 
     def kind_of(self, path: str) -> str | None:
-        ent = self._entities().get(path.strip("/").lower())
-        return ent.kind if ent is not None and ent.kind in (QUEUE, TOPIC) else None
+        view = self.broker.find_entity(path.strip("/"))
+        return view.kind if view is not None and view.kind in (QUEUE, TOPIC) else None
 
     # ------------------------------------------------------------------ create / update / delete
     def put(self, kind: str, name: str, spec: Mapping[str, Any], *, mode: str,
@@ -223,7 +219,7 @@ class Namespace:
         else:
             topic_name = ""
             path = validate_name(name, child=False, what="queue" if kind == QUEUE else "topic")
-        existing = self._entities().get(path.lower())
+        existing = self.broker.find_entity(path)
         if existing is not None and existing.kind != kind:
             raise Conflict(f"The messaging entity '{path}' already exists as a {existing.kind}.")
         if existing is not None and mode == "create":
@@ -240,15 +236,15 @@ class Namespace:
                     self.broker.create_topic(config)
                 else:
                     self.broker.create_subscription(topic_name, config)
-                ent = self._find(path, kind)
-                self._meta[ent.key] = _Meta(now, now, extras)
+                self._meta[path.lower()] = _Meta(now, now, extras)
                 created = True
             else:
                 meta = self._meta_for(existing)
                 if not _same_config(existing.config, config) or meta.extras != extras:
-                    _apply_update(self.broker, existing, config)
+                    self.broker.update_entity(existing.path, config)
                     meta.updated_at, meta.extras = now, extras
-                ent, created = existing, False
+                created = False
+            view = self._find(path, kind)
         except EntityAlreadyExistsError as exc:
             raise Conflict(exc.description) from None
         except EntityNotFoundError as exc:
@@ -257,16 +253,17 @@ class Namespace:
             raise BadRequest(exc.description) from None
         finally:
             self._done()
-        return self._info(ent), created
+        return self._info(view), created
 
     def delete(self, kind: str, path: str) -> None:
-        ent = self._find(path, kind)
+        view = self._find(path, kind)
         try:
-            self.broker.delete_entity(ent.path)
+            self.broker.delete_entity(view.path)
         finally:
             self._done()
-        for key in [k for k in self._meta if k == ent.key or k.startswith(ent.key + "/")]:
-            del self._meta[key]
+        key = view.path.lower()
+        for k in [k for k in self._meta if k == key or k.startswith(key + "/")]:
+            del self._meta[k]
 
     def _config_from_spec(self, kind: str, name: str, spec: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
         s = _Spec(spec)
@@ -321,56 +318,53 @@ class Namespace:
             return None
         if target.lower() == own_name.lower():
             raise BadRequest(f"The entity '{own_name}' cannot forward to itself.")
-        ent = self._entities().get(target.lower())
-        if ent is None or ent.kind not in (QUEUE, TOPIC):
+        view = self.broker.find_entity(target)
+        if view is None or view.kind not in (QUEUE, TOPIC):
             raise BadRequest(f"The auto-forwarding destination entity '{target}' could not be found.")
-        return ent.path
+        return view.path
 
     # ------------------------------------------------------------------ rules
-    def _subscription(self, topic: str, sub: str) -> Entity:
+    def _subscription(self, topic: str, sub: str) -> EntityView:
         return self._find(f"{topic}/Subscriptions/{sub}", SUBSCRIPTION)
 
     def list_rules(self, topic: str, sub: str) -> list[RuleInfo]:
-        ent = self._subscription(topic, sub)
-        return [self._rule_info(ent, rc) for rc, _ in ent.rules]
+        view = self._subscription(topic, sub)
+        return [self._rule_info(view, rc) for rc in view.rules]
 
     def get_rule(self, topic: str, sub: str, name: str) -> RuleInfo:
-        ent = self._subscription(topic, sub)
-        for rc, _ in ent.rules:
+        view = self._subscription(topic, sub)
+        for rc in view.rules:
             if rc.name.lower() == name.lower():
-                return self._rule_info(ent, rc)
+                return self._rule_info(view, rc)
         raise NotFound(f"The messaging entity '{self.name}:rule:{topic}/{sub}/{name}' could not be found.")
 
-    def _rule_info(self, ent: Entity, rc: RuleConfig) -> RuleInfo:
-        topic = ent.parent.path if ent.parent is not None else ""
-        created = self._rule_times.get((ent.key, rc.name.lower()), self.started_at)
-        return RuleInfo(topic, ent.path.rsplit("/", 1)[1], rc, created)
+    def _rule_info(self, view: EntityView, rc: RuleConfig) -> RuleInfo:
+        created = self._rule_times.get((view.path.lower(), rc.name.lower()), self.started_at)
+        return RuleInfo(view.topic or "", view.name, rc, created)
 
     def put_rule(self, topic: str, sub: str, rule: RuleConfig, *, mode: str,
                  replace_implicit_default: bool = False) -> tuple[RuleInfo, bool]:
         """Add or replace a rule. ``replace_implicit_default``: ARM's behaviour, where the first rule
         created on a subscription that still has only the automatic ``$Default`` (1=1) replaces it."""
         validate_rule_name(rule.name)
-        ent = self._subscription(topic, sub)
-        index = next((i for i, (rc, _) in enumerate(ent.rules) if rc.name.lower() == rule.name.lower()), None)
-        if index is not None and mode == "create":
+        view = self._subscription(topic, sub)
+        current = next((rc for rc in view.rules if rc.name.lower() == rule.name.lower()), None)
+        if current is not None and mode == "create":
             raise Conflict(f"The messaging entity '{self.name}:rule:{topic}/{sub}/{rule.name}' already exists.")
-        if index is None and mode == "update":
+        if current is None and mode == "update":
             raise NotFound(f"The messaging entity '{self.name}:rule:{topic}/{sub}/{rule.name}' could not be found.")
         try:
-            if index is None:
-                implicit = [rc for rc, _ in ent.rules] == [RuleConfig(DEFAULT_RULE, "Sql", "1=1")]
-                self.broker.add_rule(ent.path, rule)
-                self._rule_times[(ent.key, rule.name.lower())] = self.clock()
+            if current is None:
+                implicit = list(view.rules) == [RuleConfig(DEFAULT_RULE, "Sql", "1=1")]
+                self.broker.add_rule(view.path, rule)
+                self._rule_times[(view.path.lower(), rule.name.lower())] = self.clock()
                 if replace_implicit_default and implicit and rule.name != DEFAULT_RULE:
-                    self.broker.remove_rule(ent.path, DEFAULT_RULE)
+                    self.broker.remove_rule(view.path, DEFAULT_RULE)
                 created = True
-            elif ent.rules[index][0] == rule:
+            elif current == rule:
                 created = False  # unchanged: nothing to do (keeps ARM re-runs idempotent)
             else:
-                compiled = self.broker._compile(ent, rule)
-                ent.rules[index] = (rule, compiled)
-                self.broker._save_rules(ent)
+                self.broker.set_rule(view.path, rule)
                 created = False
         except RuleError as exc:
             raise BadRequest(exc.description) from None
@@ -378,119 +372,37 @@ class Namespace:
             raise Conflict(exc.description) from None
         finally:
             self._done()
-        return self._rule_info(ent, rule), created
+        return self._rule_info(view, rule), created
 
     def delete_rule(self, topic: str, sub: str, name: str) -> None:
-        ent = self._subscription(topic, sub)
+        view = self._subscription(topic, sub)
         self.get_rule(topic, sub, name)
         try:
-            self.broker.remove_rule(ent.path, name)
+            self.broker.remove_rule(view.path, name)
         finally:
             self._done()
-        self._rule_times.pop((ent.key, name.lower()), None)
+        self._rule_times.pop((view.path.lower(), name.lower()), None)
 
     # ------------------------------------------------------------------ test support
     def purge(self, path: str) -> int:
         """Remove every message of an entity (and of its dead-letter queues); returns how many."""
-        ent = self._entities().get(path.strip("/").lower())
-        if ent is None:
-            raise NotFound(f"The messaging entity '{path}' could not be found.")
-        containers = [x for c in (ent, *ent.subscriptions.values()) for x in (c, c.dlq, c.transfer_dlq)
-                      if x is not None]
-        removed = 0
         try:
-            for c in containers:
-                for msg in list(c.messages.values()):
-                    self.broker._remove(c, msg)
-                    removed += 1
-                c.available.clear()
-                for s in c.sessions.values():
-                    s.heap.clear()
+            return self.broker.purge(path.strip("/"))
+        except EntityNotFoundError:
+            raise NotFound(f"The messaging entity '{path}' could not be found.") from None
         finally:
             self._done()
-        return removed
 
     def reset(self) -> dict[str, int]:
         """Back to the configured topology: runtime-created entities deleted, config entities recreated
         as configured (if deleted or changed), every message gone."""
-        broker = self.broker
-        deleted = 0
-        runtime = set(broker._runtime_keys)
-        for key in sorted(runtime, key=lambda k: -k.count("/")):
-            ent = self._entities().get(key)
-            if ent is not None:
-                broker.delete_entity(ent.path)
-                deleted += 1
-        purged = 0
-        config = broker.config
-        for q in config.queues:
-            ent = self._entities().get(q.name.lower())
-            if ent is not None:
-                _apply_update(broker, ent, q)
-            else:
-                broker._add_queue(q)
-        for t in config.topics:
-            ent = self._entities().get(t.name.lower())
-            if ent is None:
-                broker._add_topic(t)
-                continue
-            _apply_update(broker, ent, dataclasses.replace(t, subscriptions=()))
-            for s in t.subscriptions:
-                sub = ent.subscriptions.get(s.name.lower())
-                if sub is None:
-                    broker._add_subscription(ent, s)
-                else:
-                    _apply_update(broker, sub, s)
-                    sub.rules = []
-                    rules = s.rules or (RuleConfig(DEFAULT_RULE, "Sql", "1=1"),)
-                    sub.rules = [(rc, broker._compile(sub, rc)) for rc in rules]
-                    sub.config = dataclasses.replace(sub.config, rules=tuple(rc for rc, _ in sub.rules))
-        for ent in list(self._entities().values()):
-            if ent.kind in (QUEUE, TOPIC):
-                purged += self.purge(ent.path)
+        try:
+            result = self.broker.reset()
+        finally:
+            self._done()
         self._meta.clear()
         self._rule_times.clear()
-        self._done()
-        return {"deleted": deleted, "purged": purged}
-
-
-def _apply_update(broker: Any, ent: Entity, config: Any) -> None:
-    """Change an entity's settings in place (the broker's builders set the same fields)."""
-    old = ent.config
-    if getattr(old, "requires_session", False) != getattr(config, "requires_session", False):
-        raise BadRequest("The value of RequiresSession cannot be changed on an existing entity.")
-    if ent.kind in (QUEUE, SUBSCRIPTION):
-        ent.lock_duration_ms = _ms(config.lock_duration)
-        ent.max_delivery_count = config.max_delivery_count
-        ent.dead_lettering_on_expiration = config.dead_lettering_on_message_expiration
-        ent.forward_to = config.forward_to
-        ent.forward_dead_lettered_to = config.forward_dead_lettered_messages_to
-        for sub in (ent.dlq, ent.transfer_dlq):
-            if sub is not None:
-                sub.lock_duration_ms = ent.lock_duration_ms
-    ttl = _ms(config.default_message_ttl)
-    if ent.kind == SUBSCRIPTION:
-        ent.dead_lettering_on_filter_exceptions = config.dead_lettering_on_filter_evaluation_exceptions
-        if ent.parent is not None and ent.parent.ttl_ms is not None:
-            ttl = min(ttl, ent.parent.ttl_ms)
-        config = dataclasses.replace(config, rules=tuple(rc for rc, _ in ent.rules))
-    ent.ttl_ms = ttl
-    if ent.kind in (QUEUE, TOPIC):
-        ent.requires_duplicate_detection = config.requires_duplicate_detection
-        ent.duplicate_window_ms = _ms(config.duplicate_detection_window)
-        ent.max_message_size = config.max_message_size_kb * 1024
-        for sub in (ent.dlq, ent.transfer_dlq, *ent.subscriptions.values()):
-            if sub is not None:
-                sub.max_message_size = ent.max_message_size
-    if ent.kind == TOPIC:
-        config = dataclasses.replace(config, subscriptions=())
-    ent.config = config
-    runtime = broker._runtime_keys
-    if ent.key in runtime:
-        if ent.kind == SUBSCRIPTION:
-            broker._persist_subscription(ent)
-        else:
-            broker.store.save_entity(ent.key, ent.kind, json.dumps(dataclasses.asdict(config), default=str))
+        return result
 
 
 def _same_config(old: Any, new: Any) -> bool:

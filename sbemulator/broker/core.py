@@ -25,21 +25,31 @@ Server-facing API (see also :class:`~sbemulator.broker.receiver.Receiver`)::
     broker.get_session_state(path, sid) / set_session_state(path, sid, bytes | None)
     broker.renew_session_lock(path, sid) -> locked_until_ms
     broker.list_sessions(path, skip=0, top=...) -> [sid]
-    broker.add_rule / remove_rule / list_rules (subscriptions)
-    broker.create_queue / create_topic / create_subscription / delete_entity (runtime, persisted)
+    broker.add_rule / set_rule / remove_rule / list_rules (subscriptions)
+    # management plane (persisted; see topology for what survives a restart, inspection for the rest)
+    broker.create_queue / create_topic / create_subscription / update_entity / delete_entity
+    broker.entity_views(kind=None, topic=None) / entity_view(path) / find_entity(path) -> EntityView
+    broker.counts(path) / purge(path) / reset() / resubmit_dead_lettered(path, seqs=None)
+
+Module dependencies point one way: ``core`` -> ``topology``, ``sessions``, ``inspection`` (mixins
+that declare the broker helpers they use and import nothing from ``core``) -> ``receiver`` ->
+``entity`` -> ``model``; ``errors``, ``views`` and ``rules`` (-> ``filters``) are leaves
+(tests/unit/test_broker_structure.py checks it).
 
 Delivery counts follow Service Bus: ``BrokerMessage.delivery_count`` counts deliveries made and is
 incremented when a receiver takes the message (peek-lock or receive-and-delete, also
 receive-by-sequence-number). The AMQP header carries the PREVIOUS deliveries
 (``Delivery.header_delivery_count`` = ``delivery_count - 1``), which is what Service Bus sends: the
 Python SDK shows 0 on a first receive, .NET adds one. A message whose lock ends by abandon, lock
-expiry, session-lock loss or receiver close while ``delivery_count >= MaxDeliveryCount`` moves to
-the dead-letter queue with reason ``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message
-can be received three times. ``release`` (the client's ``released`` outcome) un-counts the delivery.
+expiry, session-lock loss or (plain) receiver close while ``delivery_count >= MaxDeliveryCount`` moves
+to the dead-letter queue with reason ``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message
+can be received three times. ``release`` (the client's ``released`` outcome) and closing a session
+receiver ("Message sessions", impact of delivery count) un-count the delivery.
 
 Sequence numbers are per queue and per subscription (each subscription numbers the copies it
 receives from 1, as Service Bus documents); a topic numbers only the scheduled messages it holds
-until they fan out (the numbers ``schedule`` returns for cancelling). Dead-lettered messages keep
+until they fan out (the numbers ``schedule`` returns for cancelling). A scheduled message gets a new
+number when it becomes active ("Message sequencing and timestamps"). Dead-lettered messages keep
 their number, auto-forwarded ones get a new one in the target with ``enqueue_sequence_number`` =
 the original.
 """
@@ -83,6 +93,7 @@ from .errors import (
     SessionLockLostError,
     SessionRequiredError,
 )
+from .inspection import InspectionMixin
 from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, ReceiveMode
 from .receiver import Receiver
 from .rules import FilterEvaluationError
@@ -101,13 +112,15 @@ REASON_SESSION_ID_NULL = "Session id is null."
 DESC_SESSION_ID_NULL = "Session enabled entity doesn't allow a message whose session identifier is null."
 REASON_FILTER_EXCEPTION = "FilterEvaluationException"
 REASON_TRANSFER = "MessageTransferFailed"
+# Set on the copy a rule with an action produced ("Topic filters and actions").
+RULE_NAME = "RuleName"
 
 _LOCK, _TTL, _SCHED, _SESSION = TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION
 _DUP_PRUNE_INTERVAL_MS = 60_000
 _MIN_COMPACT = 8192
 
 
-class Broker(TopologyMixin, SessionsMixin):
+class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     def __init__(self, config: NamespaceConfig, store: Store, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.store = store
@@ -123,12 +136,7 @@ class Broker(TopologyMixin, SessionsMixin):
         self._depth = 0
         self._flushing = False
         self._next_dup_prune = 0
-        self._runtime_keys: set[str] = set()
-        for q in config.queues:
-            self._add_queue(q)
-        for t in config.topics:
-            self._add_topic(t)
-        self._load_runtime_entities()
+        self._init_topology()
         self._load_state()
 
     # ================================================================= restart
@@ -287,10 +295,17 @@ class Broker(TopologyMixin, SessionsMixin):
                 return msg
         return None
 
-    def _set_expiry(self, ent: Entity, msg: BrokerMessage) -> None:
+    @staticmethod
+    def _cap_ttl(ent: Entity, msg: BrokerMessage) -> int | None:
+        """The entity's DefaultMessageTimeToLive is a ceiling, applied silently ("Message expiration"):
+        the message carries the effective TTL from here on, so receivers see it (and ExpiresAtUtc)."""
         ttl = msg.time_to_live_ms if msg.time_to_live_ms and msg.time_to_live_ms > 0 else None
-        if ent.ttl_ms is not None:
-            ttl = ent.ttl_ms if ttl is None else min(ttl, ent.ttl_ms)
+        if ent.ttl_ms is not None and (ttl is None or ttl > ent.ttl_ms):
+            ttl = msg.time_to_live_ms = ent.ttl_ms
+        return ttl
+
+    def _set_expiry(self, ent: Entity, msg: BrokerMessage) -> None:
+        ttl = self._cap_ttl(ent, msg)
         msg.expires_at_ms = None if ttl is None else msg.enqueued_time_ms + ttl
         if msg.expires_at_ms is not None:
             self._timer(msg.expires_at_ms, _TTL, ent, msg)
@@ -391,6 +406,7 @@ class Broker(TopologyMixin, SessionsMixin):
         return msg.sequence_number
 
     def _activate(self, target: Entity, msg: BrokerMessage, now: int, stored: bool) -> None:
+        """``stored``: a scheduled message already held by ``target`` whose time has come."""
         msg.state = MessageState.ACTIVE
         msg.enqueued_time_ms = now
         if target.kind == TOPIC:
@@ -400,23 +416,39 @@ class Broker(TopologyMixin, SessionsMixin):
         elif target.forward_to:
             if stored:
                 self._remove(target, msg)
+            self._cap_ttl(target, msg)
             self._forward(target, msg, target.forward_to, now)
         else:
-            if not stored:
-                self._insert(target, msg)
+            if stored:
+                # A scheduled message is appended as if enqueued now, with a new sequence number
+                # ("Message sequencing and timestamps"): the scheduled one is valid only while scheduled.
+                self._remove(target, msg)
+                msg.sequence_number = self._next_sequence(target)
+            self._insert(target, msg)
             self._set_expiry(target, msg)
             self.store.put_message(target.key, msg)
             self._queue(target, msg)
 
     def _fan_out(self, topic: Entity, msg: BrokerMessage, now: int) -> None:
+        """Copies for every subscription ("Topic filters and actions"): the matching rules without an
+        action yield one copy between them; every matching rule with an action yields its own copy,
+        with that action applied and the application property ``RuleName`` set to the rule's name."""
         for sub in topic.subscriptions.values():
+            copies: list[BrokerMessage] = []
+            plain = False
             try:
-                matched = [rule for _, rule in sub.rules if rule.matches(msg)]
-                if not matched:
-                    continue
-                copy = msg.copy()
-                for rule in matched:
+                for _, rule in sub.rules:
+                    if not rule.matches(msg):
+                        continue
+                    if not rule.has_action:
+                        if not plain:
+                            plain = True
+                            copies.append(msg.copy())
+                        continue
+                    copy = msg.copy()
                     rule.apply_action(copy)
+                    copy.application_properties[RULE_NAME] = rule.name
+                    copies.append(copy)
             except FilterEvaluationError as exc:
                 if sub.dead_lettering_on_filter_exceptions:
                     copy = msg.copy()
@@ -424,7 +456,8 @@ class Broker(TopologyMixin, SessionsMixin):
                     self._insert(sub, copy)
                     self._dead_letter(sub, copy, REASON_FILTER_EXCEPTION, str(exc), now)
                 continue
-            self._deliver_to_subscription(sub, copy, now)
+            for copy in copies:
+                self._deliver_to_subscription(sub, copy, now)
 
     def _deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None:
         # Every subscription numbers its own messages (a new subscription starts at 1).
@@ -433,6 +466,7 @@ class Broker(TopologyMixin, SessionsMixin):
             self._insert(sub, msg)
             self._dead_letter(sub, msg, REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL, now)
         elif sub.forward_to:
+            self._cap_ttl(sub, msg)
             self._forward(sub, msg, sub.forward_to, now)
         else:
             self._insert(sub, msg)
@@ -763,7 +797,10 @@ class Broker(TopologyMixin, SessionsMixin):
     def peek(
         self, path: str, from_sequence_number: int, count: int, session_id: str | None = None
     ) -> list[BrokerMessage]:
-        """Messages in every state from a sequence number on; no lock, no delivery-count change."""
+        """Messages in every state from a sequence number on; no lock, no delivery-count change.
+        Page through an entity with ``from_sequence_number = last.sequence_number + 1``; ``path`` may be
+        a sub-queue (``q/$DeadLetterQueue``, ``t/Subscriptions/s/$DeadLetterQueue``). The messages are
+        the broker's own objects: read them, do not change them."""
         ent = self._entity(path)
         if count <= 0:
             return []
@@ -783,18 +820,6 @@ class Broker(TopologyMixin, SessionsMixin):
     def message_count(self, path: str) -> int:
         return len(self._entity(path).messages)
 
-    def counts(self, path: str) -> dict[str, int]:
-        """Message counts by kind, as the management API reports them (CountDetails)."""
-        ent = self._entity(path)
-        out = {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0, "transfer_dead_letter": 0}
-        for m in ent.messages.values():
-            out[("active", "deferred", "scheduled")[m.state]] += 1
-        if ent.dlq is not None:
-            out["dead_letter"] = len(ent.dlq.messages)
-        if ent.transfer_dlq is not None:
-            out["transfer_dead_letter"] = len(ent.transfer_dlq.messages)
-        return out
-
     def describe(self, path: str) -> Any:
         """The QueueConfig / TopicConfig / SubscriptionConfig an entity was built from (rules current)."""
         return self._entity(path).config
@@ -810,7 +835,10 @@ class Broker(TopologyMixin, SessionsMixin):
             self._pending.pop(id(r), None)
             now = self._now()
             s = r.session
-            self._return_locks(ent, r, now)
+            # "Message sessions", impact of delivery count: closing a session with messages locked but
+            # not settled does not count a delivery (a lapsed session lock does, even if its timer has
+            # not run yet). A plain receiver's locks end as if they had expired: counted, like an abandon.
+            self._return_locks(ent, r, now, counted=s is None or s.locked_until_ms <= now)
             if s is not None and s.owner is r:
                 s.owner = None
                 s.generation += 1
@@ -819,10 +847,10 @@ class Broker(TopologyMixin, SessionsMixin):
                 if s.heap:
                     self._notify(ent, s)
 
-    def _return_locks(self, ent: Entity, r: Receiver, now: int) -> None:
+    def _return_locks(self, ent: Entity, r: Receiver, now: int, counted: bool = True) -> None:
         msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=lambda m: m.sequence_number)
         for msg in msgs:
-            self._lock_ended(ent, msg, now)
+            self._lock_ended(ent, msg, now, counted=counted)
         r.locks.clear()
 
     # ================================================================= timers

@@ -12,12 +12,12 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .model import BrokerMessage
 
-if TYPE_CHECKING:
-    from .receiver import Receiver
+# Receivers (receiver.Receiver) are typed Any here: receiver depends on this module, not the reverse.
+Receiver = Any
 
 QUEUE = "queue"
 TOPIC = "topic"

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import SessionLockLostError
 from .model import Delivery, ReceiveMode
 
 if TYPE_CHECKING:
-    from .core import Broker
     from .entity import Entity, Session
+
+
+class ReceiverHost(Protocol):
+    """What a receiver needs from the broker that created it. The broker implements it; this module
+    does not depend on the broker's module (dependencies inside the package point one way)."""
+
+    def _take(self, r: Receiver, max_count: int) -> list[Delivery]: ...
+
+    def _settle(self, ent: Entity, token: uuid.UUID, status: str, **options: Any) -> None: ...
+
+    def _close_receiver(self, r: Receiver) -> None: ...
+
+    def _try_acquire_session(self, r: Receiver) -> str | None: ...
 
 
 class Receiver:
@@ -25,7 +37,7 @@ class Receiver:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: ReceiverHost,
         entity: Entity,
         mode: ReceiveMode,
         on_available: Callable[[], None],

@@ -7,6 +7,8 @@ A mixin of :class:`~sbemulator.broker.core.Broker` sharing its state and helpers
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from .entity import TIMER_SESSION, Entity, Session
@@ -18,6 +20,15 @@ if TYPE_CHECKING:
 
 class SessionsMixin:
     _pending: dict[int, Any]
+    # provided by the broker (this module imports nothing from core)
+    _op: Callable[[], AbstractContextManager[None]]
+    _now: Callable[[], int]
+    _entity: Callable[[str], Entity]
+    _timer: Callable[..., None]
+    _notify: Callable[..., None]
+    _notify_one: Callable[[Entity, Receiver], None]
+    _return_locks: Callable[..., None]
+    store: Any
 
     def _lock_session(self, ent: Entity, s: Session, r: Receiver, now: int) -> None:
         s.owner = r

@@ -1,17 +1,43 @@
-"""Entities of the namespace: built from the config file, created and deleted at run time
-(persisted in the store), and subscription rules.
+"""Entities of the namespace: built from the config file, created, changed and deleted at run time,
+and what survives a restart.
 
 A mixin of :class:`~sbemulator.broker.core.Broker`: it shares the broker's state (``_entities``,
-``store``) and helpers (``_op``, ``_entity``, ``_close_receiver``).
+``store``) and needs two of its operations (``_op`` and ``_close_receiver``, declared below); it
+imports nothing from ``core``.
+
+What survives a restart (durable mode), and who wins when the config file and the store disagree:
+
+* Every change made at run time (create, update, delete, rules added or removed, through the Atom or
+  ARM API or AMQP ``$management``) is stored as the entity's description. A change to an entity the
+  config file declares also stores a fingerprint of the file's description of it at that moment.
+* At start-up the config file is read first, then the stored descriptions are applied on top:
+
+  - an entity only the store knows (created at run time) comes back as it was last changed;
+  - a config-file entity changed or deleted at run time stays changed or deleted **as long as its
+    description in the file is still the one the change was made against**;
+  - once the file's description of that entity has been edited, or the file declares an entity that
+    was created at run time, the file wins: its description applies and the stored change is dropped
+    (the entity's messages stay); an entity the file no longer declares, which the store only knew
+    as a change to a file entity, is gone.
+
+  In short: the most recent intent wins. Editing the file is a deliberate, later act than the API
+  change it contradicts; an untouched file says nothing new, so the API change stands. Users of the
+  official emulator, where the config file is the whole truth at every start, see the file's edits
+  take effect exactly as they expect, and runtime changes are never silently undone by a restart that
+  changed nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
-from sbemulator.config import QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
+from sbemulator.config import NamespaceConfig, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 
 from .entity import (
     DEAD_LETTER,
@@ -32,12 +58,37 @@ from .errors import (
 )
 from .rules import FilterError, compile_rule
 
+log = logging.getLogger(__name__)
+
+DEFAULT_RULE = "$Default"
+DELETED = "deleted"  # store kind of a config-file entity deleted at run time
+_FILE_KEY = "__file__"  # in a stored description: fingerprint of the file's description, or null
+_WITH_TOPIC = "__with_topic__"  # a deletion marker of a file subscription deleted with its topic
+
 
 class TopologyMixin:
-    _entities: dict[str, Entity]
-    _runtime_keys: set[str]
+    config: NamespaceConfig
     store: Any
+    _entities: dict[str, Entity]
+    # provided by the broker
+    _op: Callable[[], AbstractContextManager[None]]
+    _entity: Callable[[str], Entity]
+    _close_receiver: Callable[[Any], None]
 
+    def _init_topology(self) -> None:
+        """Build the config file's entities, then apply what the store remembers (see module doc)."""
+        self._file_entities: dict[str, Any] = {}
+        for q in self.config.queues:
+            self._file_entities[q.name.lower()] = q
+            self._add_queue(q)
+        for t in self.config.topics:
+            ent = self._add_topic(t)
+            self._file_entities[ent.key] = ent.config
+            for s in t.subscriptions:
+                self._file_entities[f"{ent.key}/subscriptions/{s.name.lower()}"] = s
+        self._apply_stored_entities()
+
+    # --- building ---------------------------------------------------------------------------------
     def _register(self, ent: Entity) -> Entity:
         self._entities[ent.key] = ent
         return ent
@@ -62,65 +113,31 @@ class TopologyMixin:
         ent.dlq, ent.transfer_dlq = self._register(dlq), self._register(tdlq)
 
     def _add_queue(self, q: QueueConfig) -> Entity:
-        ent = Entity(
-            key=q.name.lower(),
-            path=q.name,
-            kind=QUEUE,
-            lock_duration_ms=_ms(q.lock_duration),
-            max_delivery_count=q.max_delivery_count,
-            ttl_ms=_ms(q.default_message_ttl),
-            dead_lettering_on_expiration=q.dead_lettering_on_message_expiration,
-            requires_session=q.requires_session,
-            forward_to=q.forward_to,
-            forward_dead_lettered_to=q.forward_dead_lettered_messages_to,
-            max_message_size=q.max_message_size_kb * 1024,
-            requires_duplicate_detection=q.requires_duplicate_detection,
-            duplicate_window_ms=_ms(q.duplicate_detection_window),
-            config=q,
-        )
+        ent = Entity(key=q.name.lower(), path=q.name, kind=QUEUE)
+        _configure(ent, q)
         self._register(ent)
         self._add_sub_queues(ent)
         return ent
 
     def _add_topic(self, t: TopicConfig) -> Entity:
-        ent = Entity(
-            key=t.name.lower(),
-            path=t.name,
-            kind=TOPIC,
-            ttl_ms=_ms(t.default_message_ttl),
-            max_message_size=t.max_message_size_kb * 1024,
-            requires_duplicate_detection=t.requires_duplicate_detection,
-            duplicate_window_ms=_ms(t.duplicate_detection_window),
-            config=dataclasses.replace(t, subscriptions=()),
-        )
+        ent = Entity(key=t.name.lower(), path=t.name, kind=TOPIC)
+        _configure(ent, dataclasses.replace(t, subscriptions=()))
         self._register(ent)
         for s in t.subscriptions:
             self._add_subscription(ent, s)
         return ent
 
     def _add_subscription(self, topic: Entity, s: SubscriptionConfig) -> Entity:
-        ttl = _ms(s.default_message_ttl)
-        if topic.ttl_ms is not None:
-            ttl = min(ttl, topic.ttl_ms)
         ent = Entity(
             key=f"{topic.key}/subscriptions/{s.name.lower()}",
             path=f"{topic.path}/Subscriptions/{s.name}",
             kind=SUBSCRIPTION,
-            lock_duration_ms=_ms(s.lock_duration),
-            max_delivery_count=s.max_delivery_count,
-            ttl_ms=ttl,
-            dead_lettering_on_expiration=s.dead_lettering_on_message_expiration,
-            dead_lettering_on_filter_exceptions=s.dead_lettering_on_filter_evaluation_exceptions,
-            requires_session=s.requires_session,
-            forward_to=s.forward_to,
-            forward_dead_lettered_to=s.forward_dead_lettered_messages_to,
             max_message_size=topic.max_message_size,
             parent=topic,
-            config=s,
         )
-        rules = s.rules or (RuleConfig(name="$Default", filter_type="Sql", sql_expression="1=1"),)
-        for rc in rules:
-            ent.rules.append((rc, self._compile(ent, rc)))
+        rules = s.rules or (RuleConfig(name=DEFAULT_RULE, filter_type="Sql", sql_expression="1=1"),)
+        ent.rules = [(rc, self._compile(ent, rc)) for rc in rules]
+        _configure(ent, s)
         topic.subscriptions[s.name.lower()] = ent
         self._register(ent)
         self._add_sub_queues(ent)
@@ -140,16 +157,14 @@ class TopologyMixin:
         with self._op():
             self._check_new_name(q.name)
             ent = self._add_queue(q)
-            self._runtime_keys.add(ent.key)
-            self.store.save_entity(ent.key, QUEUE, _dumps(dataclasses.asdict(q)))
+            self._persist(ent)
             return ent.ref()
 
     def create_topic(self, t: TopicConfig) -> EntityRef:
         with self._op():
             self._check_new_name(t.name)
             ent = self._add_topic(dataclasses.replace(t, subscriptions=()))
-            self._runtime_keys.add(ent.key)
-            self.store.save_entity(ent.key, TOPIC, _dumps(dataclasses.asdict(ent.config)))
+            self._persist(ent)
             for s in t.subscriptions:
                 self.create_subscription(t.name, s)
             return ent.ref()
@@ -164,62 +179,174 @@ class TopologyMixin:
                     f"The subscription '{s.name}' already exists on '{topic.path}'."
                 )
             ent = self._add_subscription(topic, s)
-            self._persist_subscription(ent)
+            self._persist(ent)
             return ent.ref()
 
-    def _persist_subscription(self, ent: Entity) -> None:
-        self._runtime_keys.add(ent.key)
-        data = dataclasses.asdict(ent.config)
-        data["topic"] = ent.parent.path if ent.parent else ""
-        self.store.save_entity(ent.key, SUBSCRIPTION, _dumps(data))
+    def update_entity(self, path: str, config: QueueConfig | TopicConfig | SubscriptionConfig) -> EntityRef:
+        """Change a queue's, topic's or subscription's settings in place: messages, locks, receivers and
+        (for subscriptions) rules stay; a topic's ``subscriptions`` and a subscription's ``rules`` in
+        ``config`` are ignored (change those with the subscription and rule operations). Persisted.
+        ``RequiresSession`` cannot change (InvalidOperationError), as on Service Bus."""
+        with self._op():
+            ent = self._entity_of_kind(path, (QUEUE, TOPIC, SUBSCRIPTION))
+            expected = {QUEUE: QueueConfig, TOPIC: TopicConfig, SUBSCRIPTION: SubscriptionConfig}[ent.kind]
+            if not isinstance(config, expected):
+                raise InvalidOperationError(f"'{ent.path}' is a {ent.kind}; expected a {expected.__name__}.")
+            if ent.kind != TOPIC and ent.requires_session != config.requires_session:
+                raise InvalidOperationError("The value of RequiresSession cannot be changed on an existing entity.")
+            self._reconfigure(ent, config)
+            self._persist(ent)
+            return ent.ref()
+
+    def _reconfigure(self, ent: Entity, config: Any) -> None:
+        if ent.kind == TOPIC:
+            config = dataclasses.replace(config, subscriptions=())
+        elif ent.kind == SUBSCRIPTION:
+            config = dataclasses.replace(config, rules=tuple(rc for rc, _ in ent.rules))
+        _configure(ent, config)
+        for sub in (ent.dlq, ent.transfer_dlq):
+            if sub is not None:
+                sub.lock_duration_ms = ent.lock_duration_ms
+                sub.max_message_size = ent.max_message_size
+        for sub in ent.subscriptions.values():  # topics: size limit and TTL ceiling reach the subscriptions
+            _configure(sub, sub.config)
 
     def delete_entity(self, path: str) -> None:
         with self._op():
-            ent = self._entity(path)
-            if ent.kind not in (QUEUE, TOPIC, SUBSCRIPTION):
-                raise InvalidOperationError(f"'{ent.path}' cannot be deleted.")
-            doomed = [ent, *ent.subscriptions.values()]
-            for e in doomed:
-                for r in list(e.receivers.values()) + [
-                    r for sub in (e.dlq, e.transfer_dlq) if sub for r in sub.receivers.values()
-                ]:
-                    self._close_receiver(r)
-            prefix = ent.key + "/"
-            for key in [k for k in self._entities if k == ent.key or k.startswith(prefix)]:
-                del self._entities[key]
-            if ent.kind == SUBSCRIPTION and ent.parent is not None:
-                ent.parent.subscriptions.pop(ent.key.rsplit("/", 1)[1], None)
-            self._runtime_keys.discard(ent.key)
+            ent = self._entity_of_kind(path, (QUEUE, TOPIC, SUBSCRIPTION))
+            self._drop(ent)
             self.store.delete_entity(ent.key)
+            # A deleted file entity (and a deleted file topic's file subscriptions) is remembered as deleted,
+            # so that a topic re-created through the API does not get the file's subscriptions back.
+            prefix = ent.key + "/"
+            for key in self._file_entities:
+                if key == ent.key or key.startswith(prefix):
+                    marker = {_FILE_KEY: self._file_fingerprint(key), _WITH_TOPIC: key != ent.key}
+                    self.store.save_entity(key, DELETED, json.dumps(marker))
+
+    def _drop(self, ent: Entity) -> None:
+        """Forget an entity, its sub-queues and (topics) its subscriptions; close their receivers."""
+        for e in (ent, *ent.subscriptions.values()):
+            for c in (e, e.dlq, e.transfer_dlq):
+                for r in list(c.receivers.values()) if c is not None else ():
+                    self._close_receiver(r)
+        prefix = ent.key + "/"
+        for key in [k for k in self._entities if k == ent.key or k.startswith(prefix)]:
+            del self._entities[key]
+        if ent.kind == SUBSCRIPTION and ent.parent is not None:
+            ent.parent.subscriptions.pop(ent.key.rsplit("/", 1)[1], None)
 
     def _check_new_name(self, name: str) -> None:
         if name.lower() in self._entities:
             raise EntityAlreadyExistsError(f"The messaging entity '{name}' already exists.")
 
-    def _load_runtime_entities(self) -> None:
-        subs: list[dict[str, Any]] = []
-        for key, kind, data in self.store.load_entities():
-            desc = json.loads(data)
-            if kind == SUBSCRIPTION:
-                subs.append(desc)
-                continue
-            if key in self._entities:  # the config file wins
-                continue
-            if kind == QUEUE:
-                self._add_queue(QueueConfig(**desc))
-            elif kind == TOPIC:
-                desc.pop("subscriptions", None)
-                self._add_topic(TopicConfig(**desc))
-            self._runtime_keys.add(key)
-        for desc in subs:
-            topic = self._entities.get(str(desc.pop("topic", "")).lower())
-            if topic is None or topic.kind != TOPIC or desc["name"].lower() in topic.subscriptions:
-                continue
-            desc["rules"] = tuple(RuleConfig(**r) for r in desc.get("rules", ()))
-            ent = self._add_subscription(topic, SubscriptionConfig(**desc))
-            self._runtime_keys.add(ent.key)
+    def _entity_of_kind(self, path: str, kinds: tuple[str, ...]) -> Entity:
+        ent = self._entity(path)
+        if ent.kind not in kinds:
+            raise InvalidOperationError(f"'{ent.path}' cannot be changed or deleted.")
+        return ent
 
-    # --- rules ($management add-rule / remove-rule / enumerate-rules) ------------------------------
+    def is_runtime_entity(self, path: str) -> bool:
+        """True for an entity the config file does not declare (created at run time)."""
+        return self._entity(path).key not in self._file_entities
+
+    # --- persistence --------------------------------------------------------------------------------
+    def _file_fingerprint(self, key: str) -> str | None:
+        file_config = self._file_entities.get(key)
+        if file_config is None:
+            return None
+        text = json.dumps(dataclasses.asdict(file_config), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def _persist(self, ent: Entity) -> None:
+        data = dataclasses.asdict(ent.config)
+        if ent.kind == SUBSCRIPTION:
+            data["topic"] = ent.parent.path if ent.parent is not None else ""
+        data[_FILE_KEY] = self._file_fingerprint(ent.key)
+        self.store.save_entity(ent.key, ent.kind, _dumps(data))
+
+    def _forget_stored(self, key: str, why: str) -> None:
+        log.warning("%s: %s; the stored change is dropped", key, why)
+        self.store.forget_entity(key)
+
+    def _apply_stored_entities(self) -> None:
+        records = self.store.load_entities()
+        # queues and topics before subscriptions (a subscription may belong to a runtime topic)
+        records.sort(key=lambda r: (r[1] == SUBSCRIPTION, r[0].count("/")))
+        dropped: set[str] = set()
+        for key, kind, data in records:
+            desc = json.loads(data)
+            stored_against = desc.pop(_FILE_KEY, None)
+            in_file = key in self._file_entities
+            if desc.pop(_WITH_TOPIC, False) and key.split("/subscriptions/", 1)[0] in dropped:
+                # deleted only because its topic was; the file brought the topic back, so it comes back too
+                self.store.forget_entity(key)
+                continue
+            if in_file and stored_against != self._file_fingerprint(key):
+                self._forget_stored(key, "the config file declares it differently now; the file wins")
+                dropped.add(key)
+                continue
+            if not in_file and stored_against is not None:
+                self._forget_stored(key, "the config file no longer declares it")
+                continue
+            existing = self._entities.get(key)
+            if kind == DELETED:
+                if existing is not None:
+                    self._drop(existing)
+                continue
+            config = _config_from(kind, desc)
+            if kind == SUBSCRIPTION:
+                topic = self._entities.get(str(desc.get("topic", "")).lower())
+                if topic is None or topic.kind != TOPIC:
+                    self._forget_stored(key, "its topic no longer exists")
+                    continue
+                if existing is not None:
+                    existing.rules = [(rc, self._compile(existing, rc)) for rc in _rules_of(config)]
+                    _configure(existing, dataclasses.replace(config, rules=tuple(rc for rc, _ in existing.rules)))
+                else:
+                    self._add_subscription(topic, config)
+            elif existing is not None:
+                self._reconfigure(existing, config)
+            elif kind == QUEUE:
+                self._add_queue(config)
+            else:
+                self._add_topic(config)
+
+    def _restore_file_topology(self) -> int:
+        """Back to exactly what the config file declares (test support ``reset``): runtime entities
+        deleted, file entities recreated or reconfigured, stored changes dropped. Returns how many
+        runtime entities (queues, topics, subscriptions) were deleted."""
+        deleted = 0
+        for key in sorted(self._entities, key=lambda k: -k.count("/")):
+            ent = self._entities.get(key)
+            if ent is not None and ent.kind in (QUEUE, TOPIC, SUBSCRIPTION) and key not in self._file_entities:
+                self._drop(ent)
+                self.store.delete_entity(key)
+                deleted += 1
+        for key in list(self._file_entities):
+            self.store.forget_entity(key)
+        for q in self.config.queues:
+            ent = self._entities.get(q.name.lower())
+            if ent is None:
+                self._add_queue(q)
+            else:
+                self._reconfigure(ent, q)
+        for t in self.config.topics:
+            topic = self._entities.get(t.name.lower())
+            if topic is None:
+                self._add_topic(t)
+                continue
+            self._reconfigure(topic, t)
+            for s in t.subscriptions:
+                sub = topic.subscriptions.get(s.name.lower())
+                if sub is None:
+                    self._add_subscription(topic, s)
+                else:
+                    sub.rules = [(rc, self._compile(sub, rc)) for rc in _rules_of(s)]
+                    self._reconfigure(sub, s)
+        return deleted
+
+    # --- rules ($management add-rule / remove-rule / enumerate-rules, admin) --------------------------
     def add_rule(
         self,
         path: str,
@@ -242,17 +369,30 @@ class TopologyMixin:
                 action_expression=action_expression,
             )
         with self._op():
-            sub = self._entity(path)
-            if sub.kind != SUBSCRIPTION:
-                raise InvalidOperationError("Rules exist only on subscriptions.")
+            sub = self._subscription(path)
             if any(rc.name.lower() == rule.name.lower() for rc, _ in sub.rules):
                 raise EntityAlreadyExistsError(f"The rule '{rule.name}' already exists.")
             sub.rules.append((rule, self._compile(sub, rule)))
             self._save_rules(sub)
 
+    def set_rule(self, path: str, rule: RuleConfig) -> bool:
+        """Add a rule, or replace the rule of that name (case-insensitive) in place; True if it was added.
+        RuleError when it does not compile (nothing changes then)."""
+        with self._op():
+            sub = self._subscription(path)
+            compiled = self._compile(sub, rule)
+            for i, (rc, _) in enumerate(sub.rules):
+                if rc.name.lower() == rule.name.lower():
+                    sub.rules[i] = (rule, compiled)
+                    self._save_rules(sub)
+                    return False
+            sub.rules.append((rule, compiled))
+            self._save_rules(sub)
+            return True
+
     def remove_rule(self, path: str, name: str) -> None:
         with self._op():
-            sub = self._entity(path)
+            sub = self._subscription(path)
             keep = [(rc, r) for rc, r in sub.rules if rc.name.lower() != name.lower()]
             if len(keep) == len(sub.rules):
                 # Service Bus answers 404 with its entity wording; the JS SDK maps that wording to
@@ -262,13 +402,57 @@ class TopologyMixin:
             self._save_rules(sub)
 
     def list_rules(self, path: str) -> list[RuleConfig]:
+        return [rc for rc, _ in self._subscription(path).rules]
+
+    def _subscription(self, path: str) -> Entity:
         sub = self._entity(path)
-        return [rc for rc, _ in sub.rules]
+        if sub.kind != SUBSCRIPTION:
+            raise InvalidOperationError("Rules exist only on subscriptions.")
+        return sub
 
     def _save_rules(self, sub: Entity) -> None:
         sub.config = dataclasses.replace(sub.config, rules=tuple(rc for rc, _ in sub.rules))
-        if sub.key in self._runtime_keys:
-            self._persist_subscription(sub)
+        self._persist(sub)
+
+
+def _configure(ent: Entity, config: Any) -> None:
+    """Set an entity's behaviour from its config (building and updating share this one mapping)."""
+    ent.config = config
+    ttl = _ms(config.default_message_ttl)
+    if ent.kind == SUBSCRIPTION and ent.parent is not None and ent.parent.ttl_ms is not None:
+        ttl = min(ttl, ent.parent.ttl_ms)  # the topic's default is a ceiling too
+    ent.ttl_ms = ttl
+    if ent.kind in (QUEUE, SUBSCRIPTION):
+        ent.lock_duration_ms = _ms(config.lock_duration)
+        ent.max_delivery_count = config.max_delivery_count
+        ent.dead_lettering_on_expiration = config.dead_lettering_on_message_expiration
+        ent.requires_session = config.requires_session
+        ent.forward_to = config.forward_to
+        ent.forward_dead_lettered_to = config.forward_dead_lettered_messages_to
+    if ent.kind in (QUEUE, TOPIC):
+        ent.max_message_size = config.max_message_size_kb * 1024
+        ent.requires_duplicate_detection = config.requires_duplicate_detection
+        ent.duplicate_window_ms = _ms(config.duplicate_detection_window)
+    if ent.kind == SUBSCRIPTION:
+        ent.dead_lettering_on_filter_exceptions = config.dead_lettering_on_filter_evaluation_exceptions
+        if ent.parent is not None:
+            ent.max_message_size = ent.parent.max_message_size
+
+
+def _rules_of(s: SubscriptionConfig) -> tuple[RuleConfig, ...]:
+    return s.rules or (RuleConfig(name=DEFAULT_RULE, filter_type="Sql", sql_expression="1=1"),)
+
+
+def _config_from(kind: str, desc: dict[str, Any]) -> Any:
+    desc = dict(desc)
+    if kind == QUEUE:
+        return QueueConfig(**desc)
+    if kind == TOPIC:
+        desc.pop("subscriptions", None)
+        return TopicConfig(**desc)
+    desc.pop("topic", None)
+    desc["rules"] = tuple(RuleConfig(**r) for r in desc.get("rules", ()))
+    return SubscriptionConfig(**desc)
 
 
 def _ms(seconds: float) -> int:

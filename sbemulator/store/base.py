@@ -20,7 +20,7 @@ from sbemulator.broker.model import BrokerMessage
 class Store(Protocol):
     # --- loading at start-up -----------------------------------------------------------------
     def load_entities(self) -> list[tuple[str, str, str]]:
-        """Runtime-created entities: (key, kind, JSON description)."""
+        """Entities created, changed or deleted at run time: (key, kind, JSON description)."""
         ...
 
     def load_messages(self) -> Iterator[tuple[str, BrokerMessage]]:
@@ -58,7 +58,13 @@ class Store(Protocol):
         """Forget duplicate-detection entries that expired before now_ms."""
         ...
 
-    def save_entity(self, key: str, kind: str, description: str) -> None: ...
+    def save_entity(self, key: str, kind: str, description: str) -> None:
+        """Remember an entity's description (created or changed at run time, or a deletion marker)."""
+        ...
+
+    def forget_entity(self, key: str) -> None:
+        """Drop only the stored description of an entity (its messages stay)."""
+        ...
 
     def delete_entity(self, key: str) -> None:
         """Forget a runtime entity and everything stored under it (and under its sub-queues)."""

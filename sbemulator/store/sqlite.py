@@ -142,6 +142,9 @@ class SqliteStore:
             ("INSERT OR REPLACE INTO entities(key, kind, data) VALUES (?, ?, ?)", (key, kind, description))
         )
 
+    def forget_entity(self, key: str) -> None:
+        self._entity_ops.append(("DELETE FROM entities WHERE key = ?", (key,)))
+
     def delete_entity(self, key: str) -> None:
         # Flush pending work first so later buffered writes cannot resurrect rows.
         prefix = key + "/"

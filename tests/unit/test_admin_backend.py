@@ -76,8 +76,9 @@ def test_create_update_and_upsert_modes(ns: Namespace, clock: Clock) -> None:
     clock.now += 10
     info, created = ns.put("queue", "orders", {"MaxDeliveryCount": 7, "LockDuration": 5.0}, mode="update")
     assert not created and info.config.max_delivery_count == 7 and info.updated_at == clock.now
-    entity = ns.broker._entities["orders"]
-    assert (entity.max_delivery_count, entity.lock_duration_ms) == (7, 5000)
+    ref = ns.broker.resolve("orders")  # what the AMQP side now uses
+    assert ref.lock_duration_ms == 5000
+    assert ns.broker.entity_view("orders").config.max_delivery_count == 7
     clock.now += 10
     info, _ = ns.put("queue", "orders", {"MaxDeliveryCount": 7, "LockDuration": 5.0}, mode="upsert")
     assert info.updated_at == clock.now - 10  # nothing changed: not an update

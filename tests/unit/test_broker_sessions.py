@@ -187,3 +187,22 @@ def test_session_max_delivery_count_on_repeated_lock_loss():
         r.close()
     assert b.peek("sq", 0, 5) == []
     assert b.peek("sq/$DeadLetterQueue", 0, 5)[0].dead_letter_reason == "MaxDeliveryCountExceeded"
+
+
+def test_close_does_not_count_a_delivery_but_a_lapsed_lock_does():
+    """"Message sessions", impact of delivery count: closing a session with unsettled messages does not
+    increment their delivery count; a session lock that expired does, also when the receiver closes before
+    the broker's timer has noticed."""
+    b, clock = make_broker([SQ])
+    send_groups(b, ("g", "1"))
+    first = receiver(b, "sq", session_id="g")
+    (d,) = first.take(1)
+    first.close()
+    again = receiver(b, "sq", session_id="g")
+    (d,) = again.take(1)
+    assert d.header_delivery_count == 0
+    clock.advance(31)  # past the 30 s session lock; no tick yet
+    again.close()
+    third = receiver(b, "sq", session_id="g")
+    (d,) = third.take(1)
+    assert d.header_delivery_count == 1

@@ -89,7 +89,8 @@ def test_each_subscription_gets_its_own_copy_and_actions():
     (ma,) = b.peek("t/Subscriptions/a", 0, 1)
     (mb,) = b.peek("t/Subscriptions/b", 0, 1)
     assert ma is not mb
-    assert ma.application_properties == {"x": 1, "tagged": "a"}
+    # a rule with an action makes its own copy, named by RuleName ("Topic filters and actions")
+    assert ma.application_properties == {"x": 1, "tagged": "a", "RuleName": "r"}
     assert mb.application_properties == {"x": 1}
     assert ma.subject == "relabelled" and ma.properties_changed is True
     assert mb.subject == "orig" and mb.properties_changed is False

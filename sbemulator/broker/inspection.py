@@ -1,0 +1,217 @@
+"""What the management plane needs from the broker beyond messaging: entity views with counts,
+purge, reset to the config file, and resubmitting dead-lettered messages.
+
+A mixin of :class:`~sbemulator.broker.core.Broker` (it uses the broker's container primitives,
+declared below, and imports nothing from ``core``). The admin package (Atom and ARM APIs, the web
+console) goes through these methods and the broker's messaging API, never through broker internals:
+
+=============================================  =====================================================
+``entity_views(kind=None, topic=None)``         queues, topics, subscriptions (``topic``: its
+                                                subscriptions) as :class:`EntityView`, with counts
+``entity_view(path)`` / ``find_entity(path)``   one entity (EntityNotFoundError / None)
+``create_queue/topic/subscription(config)``     create (persisted); ``update_entity(path, config)``
+``delete_entity(path)``                         change or delete (persisted); see ``topology``
+``add_rule/set_rule/remove_rule/list_rules``    subscription rules (persisted)
+``peek(path, from_sequence_number, count)``     messages in every state, without locking; page on
+                                                with ``last.sequence_number + 1``; the path may be
+                                                a sub-queue (``orders/$DeadLetterQueue``)
+``send(path, [IncomingMessage])``               send as a client would (``sbemulator.deliveries``
+                                                turns an encoded AMQP message into IncomingMessage)
+``resubmit_dead_lettered(path, seqs=None)``     dead-lettered messages back to their entity
+``purge(path)`` / ``reset()``                   remove messages / back to the config file
+=============================================  =====================================================
+
+To send from outside AMQP (a console's "send message"), build the IncomingMessage from an encoded
+message so that receivers get exactly what a client would have sent::
+
+    from sbemulator.amqp.message import encode_message
+    from sbemulator.amqp.performatives import Properties
+    from sbemulator.deliveries import incoming_messages
+    payload = encode_message(properties=Properties(message_id="m1", content_type="text/plain"),
+                             application_properties={"k": "v"}, data=b"hello")
+    broker.send("orders", incoming_messages(payload, 0))
+
+Every call that changes state must be followed by ``commit()`` (the server does it per batch; the
+admin plane after each request) to be durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
+from .errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
+from .model import BrokerMessage, MessageState
+from .views import EntityView, MessageCounts
+
+_MAIN_KINDS = (QUEUE, TOPIC, SUBSCRIPTION)
+_DEAD_LETTER_PROPERTIES = ("DeadLetterReason", "DeadLetterErrorDescription")
+
+
+class InspectionMixin:
+    _entities: dict[str, Entity]
+    # provided by the broker
+    _op: Callable[[], AbstractContextManager[None]]
+    _now: Callable[[], int]
+    _entity: Callable[[str], Entity]
+    _remove: Callable[[Entity, BrokerMessage], None]
+    _accept: Callable[[Entity, BrokerMessage, int], int]
+    _deliver_to_subscription: Callable[[Entity, BrokerMessage, int], None]
+    _restore_file_topology: Callable[[], int]
+    _file_entities: dict[str, Any]
+
+    # --- views -------------------------------------------------------------------------------------
+    def entity_views(self, kind: str | None = None, topic: str | None = None) -> list[EntityView]:
+        """Queues, topics and subscriptions (in creation order), or only one ``kind``, or the
+        subscriptions of ``topic`` (EntityNotFoundError if there is no such topic)."""
+        if topic is not None:
+            parent = self._entity(topic)
+            if parent.kind != TOPIC:
+                raise EntityNotFoundError(f"The topic '{topic}' could not be found.")
+            return [self._view(s) for s in parent.subscriptions.values()]
+        wanted = _MAIN_KINDS if kind is None else (kind,)
+        return [self._view(e) for e in self._entities.values() if e.kind in wanted]
+
+    def entity_view(self, path: str) -> EntityView:
+        """One queue, topic or subscription; EntityNotFoundError otherwise (sub-queues included)."""
+        view = self.find_entity(path)
+        if view is None:
+            raise EntityNotFoundError(f"The messaging entity '{path}' could not be found.")
+        return view
+
+    def find_entity(self, path: str) -> EntityView | None:
+        try:
+            ent = self._entity(path)
+        except EntityNotFoundError:
+            return None
+        return self._view(ent) if ent.kind in _MAIN_KINDS else None
+
+    def _view(self, ent: Entity) -> EntityView:
+        containers = [c for c in (ent, ent.dlq, ent.transfer_dlq) if c is not None]
+        size = 0
+        last = 0
+        for c in containers:
+            for m in c.messages.values():
+                size += m.size
+                if m.enqueued_time_ms > last:
+                    last = m.enqueued_time_ms
+        return EntityView(
+            kind=ent.kind,
+            path=ent.path,
+            name=ent.path.rsplit("/", 1)[1] if ent.kind == SUBSCRIPTION else ent.path,
+            topic=ent.parent.path if ent.kind == SUBSCRIPTION and ent.parent is not None else None,
+            config=ent.config,
+            counts=_counts(ent),
+            size_in_bytes=size,
+            last_enqueued_ms=last,
+            subscription_count=len(ent.subscriptions),
+            rules=tuple(rc for rc, _ in ent.rules),
+            requires_session=ent.requires_session,
+            created_at_runtime=ent.key not in self._file_entities,
+        )
+
+    def counts(self, path: str) -> dict[str, int]:
+        """Message counts by kind, as the management API reports them (CountDetails)."""
+        return _counts(self._entity(path)).as_dict()
+
+    # --- purge and reset ---------------------------------------------------------------------------
+    def purge(self, path: str) -> int:
+        """Remove every message of an entity and of its dead-letter sub-queues (a topic: its scheduled
+        messages and every subscription's); a sub-queue path purges only that sub-queue. Locks held on
+        them are lost. Returns how many messages were removed."""
+        with self._op():
+            ent = self._entity(path)
+            if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER):
+                containers = [ent]
+            else:
+                containers = [
+                    c for e in (ent, *ent.subscriptions.values()) for c in (e, e.dlq, e.transfer_dlq) if c is not None
+                ]
+            removed = 0
+            for c in containers:
+                for msg in list(c.messages.values()):
+                    self._remove(c, msg)
+                    removed += 1
+                c.available.clear()
+                for s in c.sessions.values():
+                    s.heap.clear()
+            return removed
+
+    def reset(self) -> dict[str, int]:
+        """Back to exactly the config file: runtime entities deleted, file entities recreated or
+        reconfigured as declared, every message gone. Returns ``{"deleted": n, "purged": m}``."""
+        with self._op():
+            deleted = self._restore_file_topology()
+            purged = sum(self.purge(e.path) for e in list(self._entities.values()) if e.kind in (QUEUE, TOPIC))
+            return {"deleted": deleted, "purged": purged}
+
+    # --- dead letters ------------------------------------------------------------------------------
+    def resubmit_dead_lettered(self, path: str, sequence_numbers: Iterable[int] | None = None) -> list[int]:
+        """Send dead-lettered messages back to the queue or subscription they were dead-lettered from,
+        as new messages: a new sequence number and enqueued time, delivery count 0, the dead-letter
+        reason and description removed (as "Message sessions" describes for messages moved back for
+        reprocessing: the original order is lost). A subscription's messages go back to that
+        subscription only, not through the topic. ``path`` is the entity (its dead-letter queue is
+        meant) or one of its sub-queues; ``sequence_numbers`` selects messages (all of them when None;
+        MessageNotFoundError for a missing one). Locked messages are left alone. Returns the new
+        sequence numbers (in the target; for a forwarding entity, in the entity itself)."""
+        with self._op():
+            ent = self._entity(path)
+            if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER):
+                source, owner = ent, ent.parent
+            elif ent.kind in (QUEUE, SUBSCRIPTION):
+                source, owner = ent.dlq, ent
+            else:
+                raise InvalidOperationError(f"'{ent.path}' has no dead-letter queue of its own.")
+            assert source is not None and owner is not None
+            if sequence_numbers is None:
+                chosen = [m for _, m in sorted(source.messages.items()) if not m.locked]
+            else:
+                chosen = []
+                for seq in sequence_numbers:
+                    msg = source.messages.get(seq)
+                    if msg is None or msg.locked:
+                        raise MessageNotFoundError(
+                            f"The dead-lettered message with sequence number {seq} was not found (or is locked)."
+                        )
+                    chosen.append(msg)
+            now = self._now()
+            out = []
+            for msg in chosen:
+                self._remove(source, msg)
+                fresh = _as_new(msg)
+                if owner.kind == SUBSCRIPTION:
+                    self._deliver_to_subscription(owner, fresh, now)
+                    out.append(fresh.sequence_number)
+                else:
+                    out.append(self._accept(owner, fresh, now))
+            return out
+
+
+def _counts(ent: Entity) -> MessageCounts:
+    by_state = [0, 0, 0]
+    for m in ent.messages.values():
+        by_state[m.state] += 1
+    return MessageCounts(
+        active=by_state[MessageState.ACTIVE],
+        deferred=by_state[MessageState.DEFERRED],
+        scheduled=by_state[MessageState.SCHEDULED],
+        dead_letter=len(ent.dlq.messages) if ent.dlq is not None else 0,
+        transfer_dead_letter=len(ent.transfer_dlq.messages) if ent.transfer_dlq is not None else 0,
+    )
+
+
+def _as_new(msg: BrokerMessage) -> BrokerMessage:
+    fresh = msg.copy()
+    for name in _DEAD_LETTER_PROPERTIES:
+        fresh.application_properties.pop(name, None)
+    fresh.dead_letter_reason = fresh.dead_letter_description = fresh.dead_letter_source = None
+    fresh.state = MessageState.ACTIVE
+    fresh.delivery_count = 0
+    fresh.hops = 0
+    fresh.scheduled_enqueue_time_ms = None
+    fresh.enqueue_sequence_number = None
+    fresh.expires_at_ms = None
+    return fresh
