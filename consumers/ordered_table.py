@@ -32,7 +32,7 @@ from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.data.tables import TableClient, TableTransactionError, UpdateMode
+from azure.data.tables import EdmType, EntityProperty, TableClient, TableTransactionError, UpdateMode
 
 from consumers.ordered import OrderedWrite
 from shared.contract import format_timestamp, utc_now
@@ -40,6 +40,16 @@ from shared.contract import format_timestamp, utc_now
 STATE_ROW = "state"
 ORDINAL_WIDTH = 19  # Table Storage sorts RowKeys as strings; zero-padding keeps ordinals in order
 MAX_ATTEMPTS = 5
+
+
+def _int64(value: int) -> EntityProperty:
+    """Sequences are Int64 in the table: the sender's are milliseconds since 1970, beyond 32 bits."""
+    return EntityProperty(value, EdmType.INT64)
+
+
+def _value(stored: Any) -> int:
+    """An Int64 property reads back as ``EntityProperty`` or ``int`` depending on its size."""
+    return int(stored.value if isinstance(stored, EntityProperty) else stored)
 
 
 class ApplyOutcome(enum.Enum):
@@ -80,7 +90,7 @@ class TableSequenceStore:
 
     def last_applied(self, tenant_id: str) -> int:
         state = self._state(tenant_id)
-        return 0 if state is None else int(state["LastSequence"])
+        return 0 if state is None else _value(state["LastSequence"])
 
     def _state(self, tenant_id: str) -> Any:
         try:
@@ -93,7 +103,7 @@ class TableSequenceStore:
         self.ensure_table()
         for _ in range(MAX_ATTEMPTS):
             state = self._state(write.tenant_id)
-            last = 0 if state is None else int(state["LastSequence"])
+            last = 0 if state is None else _value(state["LastSequence"])
             if write.sequence == last:
                 return ApplyOutcome.DUPLICATE
             if write.sequence < last:
@@ -112,10 +122,11 @@ class TableSequenceStore:
 
     def _operations(self, write: OrderedWrite, state: Any, ordinal: int) -> list[tuple[Any, ...]]:
         now = format_timestamp(utc_now())
-        new_state = {"PartitionKey": write.tenant_id, "RowKey": STATE_ROW, "LastSequence": write.sequence,
+        sequence = _int64(write.sequence)
+        new_state = {"PartitionKey": write.tenant_id, "RowKey": STATE_ROW, "LastSequence": sequence,
                      "Applied": ordinal, "UpdatedBy": self.writer_id, "UpdatedAt": now}
         ledger = {"PartitionKey": write.tenant_id, "RowKey": str(ordinal).zfill(ORDINAL_WIDTH),
-                  "Sequence": write.sequence, "MessageId": write.message_id,
+                  "Sequence": sequence, "MessageId": write.message_id,
                   "Value": str(write.payload.get("value", "")), "AppliedBy": self.writer_id, "AppliedAt": now}
         if state is None:
             state_op: tuple[Any, ...] = ("create", new_state)
@@ -142,7 +153,8 @@ def audit_rows(rows: Iterable[dict[str, Any]]) -> dict[str, TenantAudit]:
     for row in rows:
         if row["RowKey"] == STATE_ROW:
             continue
-        by_tenant[row["PartitionKey"]].append((row["RowKey"], int(row["Sequence"]), str(row.get("AppliedBy", ""))))
+        entry = (row["RowKey"], _value(row["Sequence"]), str(row.get("AppliedBy", "")))
+        by_tenant[row["PartitionKey"]].append(entry)
     result = {}
     for tenant, entries in by_tenant.items():
         audit = TenantAudit()

@@ -163,7 +163,7 @@ def test_the_session_holder_fails_mid_stream_and_another_instance_finishes_witho
 
     audit = audit_table(table)[TENANT]
     assert (audit.applied, audit.double_applied, audit.out_of_order) == (WRITES, 0, 0)
-    assert [row["Sequence"] for row in sorted(rows, key=lambda r: r["RowKey"])] == list(range(1, WRITES + 1))
+    assert [row["Sequence"].value for row in sorted(rows, key=lambda r: r["RowKey"])] == list(range(1, WRITES + 1))
     writers = [_writer_pid(row) for row in sorted(rows, key=lambda r: r["RowKey"])]
     switch = writers.index(b.pid)
     assert set(writers[:switch]) == {a.pid} and set(writers[switch:]) == {b.pid}, "A then B, never interleaved"

@@ -50,9 +50,20 @@ def test_writes_apply_once_in_increasing_order(service: TableServiceClient, tabl
     audit = audit_table(store.table)["tenant-1"]
     assert (audit.applied, audit.out_of_order, audit.double_applied, audit.last_sequence) == (4, 0, 0, 6)
     state = store.table.get_entity("tenant-1", STATE_ROW)
-    assert (state["LastSequence"], state["Applied"]) == (6, 4)
-    ledger = [row["Sequence"] for row in store.table.list_entities() if row["RowKey"] != STATE_ROW]
+    assert (state["LastSequence"].value, state["Applied"]) == (6, 4)  # Int64: see the next test
+    ledger = [row["Sequence"].value for row in store.table.list_entities() if row["RowKey"] != STATE_ROW]
     assert ledger == [1, 2, 5, 6]  # RowKeys sort in the order applied
+
+
+def test_sequences_beyond_32_bits(service: TableServiceClient, table_name: str) -> None:
+    """The sender numbers writes by milliseconds since 1970 (about 1.8e12): they must be stored as Int64."""
+    store = _store(service, table_name)
+    base = 1_764_000_000_000
+    outcomes = [store.apply(_write(s)).value for s in (base, base + 1, base + 1, base)]
+    assert outcomes == ["applied", "applied", "duplicate", "stale"]
+    assert store.last_applied("tenant-1") == base + 1
+    audit = audit_table(store.table)["tenant-1"]
+    assert (audit.applied, audit.last_sequence, audit.double_applied) == (2, base + 1, 0)
 
 
 def test_tenants_are_independent(service: TableServiceClient, table_name: str) -> None:
