@@ -1,7 +1,7 @@
 """The Function App: registers the blueprints of the roles that ``APP_ROLES`` names.
 
-One package deploys as several Function Apps (sender, high consumers, low consumers, leveler), each
-with its own scale-out limit; ``APP_ROLES`` unset or empty registers every role (local runs).
+One package deploys as several Function Apps (sender, high consumers, low consumers, leveler, ordered
+writer), each with its own scale-out limit; ``APP_ROLES`` unset or empty registers every role (local runs).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ ROLE_MODULES = {
     "consumer-high": "functions.consumer_high_bp",
     "consumer-low": "functions.consumer_low_bp",
     "leveler": "functions.leveler_bp",
+    "ordered": "functions.ordered_bp",
 }
 
 

@@ -2,9 +2,13 @@
 
 Each tenant's writes carry ``session_id = tenant id``. The broker hands a session to one receiver at
 a time and delivers its messages in order, so different tenants are processed in parallel while one
-tenant's writes are applied strictly in sequence. The last applied sequence number is kept in the
-session state, which moves with the session lock from one receiver to the next; a redelivered or
-stale write (sequence <= last applied) is completed without applying it again.
+tenant's writes are applied strictly in sequence. A redelivered or stale write (sequence <= last
+applied) is completed without applying it again.
+
+Two homes for the last applied sequence: the session state (``process_session``, the SDK worker of the
+command-line demo: the state moves with the session lock from one receiver to the next), and a
+per-tenant Table Storage row (``settle_ordered`` with ``consumers.ordered_table``, the Function: the
+Python Functions bindings can write a session's state but not read it).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
 
@@ -161,3 +165,89 @@ def run_ordered_worker(
 def applied_in_order(ledger: InMemoryLedger, expected: Iterable[tuple[str, int]]) -> bool:
     """True when each tenant's applied sequences are exactly 1..n for its expected count."""
     return all(ledger.applied.get(tenant, []) == list(range(1, n + 1)) for tenant, n in expected)
+
+
+class SequenceStore(Protocol):
+    """Where the last applied sequence per tenant lives (``consumers.ordered_table.TableSequenceStore``)."""
+
+    def apply(self, write: OrderedWrite) -> Any: ...
+
+
+def settle_ordered(
+    store: SequenceStore,
+    message: Any,
+    actions: Any,
+    *,
+    work: Callable[[OrderedWrite], None] | None = None,
+) -> str:
+    """One message of a session-enabled trigger: apply it once, in order, then settle it.
+
+    The broker delivers a session's messages one at a time and in order to whoever holds the session,
+    so all this has to decide is whether the write is new. ``store.apply`` answers that against the
+    tenant's last applied sequence (applied / duplicate / stale); duplicates and stale writes are
+    completed without being applied. A message that can never be applied (not the contract, no
+    positive ``sequence``, or a tenant that is not its session) is dead-lettered at once with the reason;
+    any other failure abandons it, so it comes back first in its session and, after MaxDeliveryCount
+    deliveries, is dead-lettered by the broker. ``actions`` is ``ServiceBusMessageActions`` in Azure or
+    ``consumers.leveling.ReceiverActions`` elsewhere. Returns the outcome's name.
+    """
+    from consumers.leveling import MAX_DESCRIPTION, body_bytes
+
+    message_id = getattr(message, "message_id", "?")
+    try:
+        write = parse_ordered(body_bytes(message))
+        session_id = getattr(message, "session_id", None)
+        if session_id is not None and session_id != write.tenant_id:
+            raise PoisonMessageError("InvalidField", f"tenant_id {write.tenant_id!r} is not the message's "
+                                                     f"session id {session_id!r}: its order is not kept")
+    except PoisonMessageError as exc:
+        log.error("dead-lettering ordered write %s: %s", message_id, exc)
+        actions.deadletter(message, deadletter_reason=exc.reason,
+                           deadletter_error_description=exc.description[:MAX_DESCRIPTION])
+        return "dead-lettered"
+    try:
+        if work is not None:
+            work(write)
+        outcome = store.apply(write)
+    except Exception:
+        log.exception("ordered write %s (tenant %s, sequence %d) failed; abandoning it",
+                      message_id, write.tenant_id, write.sequence)
+        actions.abandon(message)
+        raise
+    name = getattr(outcome, "value", str(outcome))
+    if name != "applied":
+        log.info("ordered write %s (tenant %s, sequence %d) is %s: completed without applying",
+                 message_id, write.tenant_id, write.sequence, name)
+    actions.complete(message)
+    return name
+
+
+class TenantSequence:
+    """Sequence numbers for one producer's ordered writes: increasing per tenant, even across restarts.
+
+    A number is the current time in milliseconds, or one more than the last number this object gave
+    the tenant if the clock has not moved on. A restarted producer (or one that moved to another
+    instance) therefore continues above what it sent before, without storing a counter, as long as the
+    clocks do not step back; if one did, the writer would see stale writes and complete them without
+    applying them (never applying anything out of order). Gaps are expected: the writer needs the numbers
+    to increase, not to be contiguous.
+    """
+
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self._clock = clock or time.time
+        self._last: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def next(self, tenant_id: str) -> int:
+        with self._lock:
+            value = max(int(self._clock() * 1000), self._last.get(tenant_id, 0) + 1)
+            self._last[tenant_id] = value
+            return value
+
+
+def build_tick_writes(tenants: Iterable[str], sequences: TenantSequence, value: Any) -> list[ServiceBusMessage]:
+    """One ordered write per tenant (the sender's feed of ``ordered-writes``)."""
+    return [message for tenant in tenants
+            for message in build_ordered_messages(tenant, [value], start_sequence=sequences.next(tenant))]

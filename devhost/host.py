@@ -44,6 +44,8 @@ SERVICE_BUS = "ServiceBusConnection"
 TABLE = "TableStorageConnection"
 #: Packages whose code runs inside the functions (their process-wide caches become per instance).
 NOT_APP_CODE = ("devhost", "sbemulator", "tests", "bench")
+#: Roles that write to Table Storage (``TableStorageConnection``).
+TABLE_ROLES = {"leveler", "ordered"}
 
 
 class HostError(RuntimeError):
@@ -121,7 +123,7 @@ class Host:
             topology = self.options.path(self.options.topology, "infra/servicebus.json")
             log.info("no %s configured: starting sbemulator on %s", SERVICE_BUS, topology)
             settings.set(SERVICE_BUS, self.services.start_service_bus(topology))
-        needs_table = "leveler" in roles
+        needs_table = bool(TABLE_ROLES & set(roles))
         if needs_table and not (settings.get(TABLE) or settings.get(f"{TABLE}__tableServiceUri")):
             log.info("no %s configured: starting Azurite on loopback", TABLE)
             settings.set(TABLE, self.services.start_azurite())
@@ -165,10 +167,11 @@ class Host:
             instances = self.options.instances.get(role, scale.max_instances)
             if instances < 1:
                 raise SettingsError(f"instances of {role} must be >= 1, got {instances}")
-            # host.json, then the per-role app setting the Bicep sets, then an explicit setting
-            options = host_json.service_bus.with_overrides(
-                {f"{HOST_OVERRIDE_PREFIX}maxConcurrentCalls": str(scale.max_concurrent_calls)}
-            ).with_overrides(explicit)
+            # host.json, then the per-role app settings the Bicep sets, then an explicit setting
+            per_role = {f"{HOST_OVERRIDE_PREFIX}maxConcurrentCalls": str(scale.max_concurrent_calls)}
+            if scale.max_concurrent_sessions is not None:
+                per_role[f"{HOST_OVERRIDE_PREFIX}maxConcurrentSessions"] = str(scale.max_concurrent_sessions)
+            options = host_json.service_bus.with_overrides(per_role).with_overrides(explicit)
             plans[role] = RolePlan(role, instances, options, discover(app, role))
         if "leveler" in plans:  # as infra/main.bicep: the cap is split across the instances that run
             previous = settings.get("LEVELER_MAX_INSTANCES")

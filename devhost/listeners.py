@@ -211,7 +211,11 @@ class ServiceBusListener(Listener):
                         self.open_receivers -= 1
                     backoff = 0.5
             except (OperationTimeoutError, SessionLockLostError):
-                continue  # no session available now, or it was lost: take the next one
+                # No session has messages (the broker answered, so the listener is up and waiting), or
+                # the session was lost: ask for the next one.
+                if index == 0:
+                    self.connected.set()
+                continue
             except Exception as exc:
                 if self.stop_event.is_set():
                     return

@@ -1,9 +1,9 @@
 """Per-role scale-out limits and concurrency, read from infra/main.bicep (the one source).
 
-main.bicep declares a ``functionApps`` array: one entry per role with ``maximumInstanceCount`` and
-``maxConcurrentCalls``, each a parameter with a default. The deployment uses those parameters; the
-local host reads the same defaults (pycep-parser, as tests/unit/test_infra_bicep.py does), so a change
-of a limit in the Bicep changes what devhost simulates.
+main.bicep declares a ``functionApps`` array: one entry per role with ``maximumInstanceCount``,
+``maxConcurrentCalls`` and (optionally) ``maxConcurrentSessions``, each a parameter with a default.
+The deployment uses those parameters; the local host reads the same defaults (pycep-parser, as
+tests/unit/test_infra_bicep.py does), so a change of a limit in the Bicep changes what devhost simulates.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ class RoleScale:
     role: str
     max_instances: int
     max_concurrent_calls: int
+    max_concurrent_sessions: int | None = None  # None: host.json's value
 
 
 @functools.cache
@@ -81,5 +82,8 @@ def load_role_scales(bicep: str | Path = DEFAULT_BICEP) -> dict[str, RoleScale]:
         if not isinstance(instances, int) or not isinstance(calls, int) or instances < 1 or calls < 1:
             raise SettingsError(f"{where}: maximumInstanceCount/maxConcurrentCalls must be positive ints, "
                                 f"got {instances!r}/{calls!r}")
-        scales[role] = RoleScale(role, instances, calls)
+        sessions = _resolve(doc, app.get("maxConcurrentSessions"), where)
+        if sessions is not None and (not isinstance(sessions, int) or sessions < 1):
+            raise SettingsError(f"{where}: maxConcurrentSessions must be a positive int, got {sessions!r}")
+        scales[role] = RoleScale(role, instances, calls, sessions)
     return scales

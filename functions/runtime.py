@@ -12,12 +12,14 @@ import functools
 from azure.servicebus import ServiceBusClient, ServiceBusSender
 
 from consumers.leveling import LevelingWorker
+from consumers.ordered import TenantSequence
+from consumers.ordered_table import TableSequenceStore
 from consumers.table_sink import TableSink
 from shared.clients import service_bus_client, table_service_client
 from shared.rate_limit import WritePacer
 from shared.settings import AppSettings, load_app, load_service_bus, load_table
 from shared.telemetry import LatencyRecorder
-from shared.topology import TOPIC
+from shared.topology import QUEUE_ORDERED_WRITES, TOPIC
 
 DEFAULT_TENANTS = tuple(f"tenant-{i}" for i in range(1, 6))
 
@@ -46,6 +48,25 @@ def topic_sender() -> ServiceBusSender:
 
 
 @functools.cache
+def ordered_sender() -> ServiceBusSender:
+    """The sender's feed of per-tenant ordered writes (one per tenant per tick) into ``ordered-writes``."""
+    return service_bus().get_queue_sender(QUEUE_ORDERED_WRITES)
+
+
+@functools.cache
+def tenant_sequence() -> TenantSequence:
+    """Per-tenant sequence numbers of the ordered writes this sender instance publishes."""
+    return TenantSequence()
+
+
+@functools.cache
+def ordered_store() -> TableSequenceStore:
+    """The ordered writer's table: last applied sequence per tenant (ETag-guarded) and the ledger."""
+    table = load_table()
+    return TableSequenceStore(table_service_client(table).get_table_client(app_settings().ordered_table))
+
+
+@functools.cache
 def leveling_worker() -> LevelingWorker:
     """One bucket per worker process, at this instance's share of the app-wide cap.
 
@@ -67,7 +88,8 @@ def leveling_worker() -> LevelingWorker:
 
 def reset() -> None:
     """Forget the cached resources (tests, or after settings changed)."""
-    for name in ("app_settings", "latency_recorder", "service_bus", "topic_sender", "leveling_worker"):
+    for name in ("app_settings", "latency_recorder", "service_bus", "topic_sender", "leveling_worker",
+                 "ordered_sender", "tenant_sequence", "ordered_store"):
         clear = getattr(globals()[name], "cache_clear", None)
         if clear is not None:  # a test may have replaced the factory
             clear()

@@ -43,6 +43,11 @@ param consumerLowMaximumInstanceCount int = 5
 param levelerMaximumInstanceCount int = 4
 
 @minValue(1)
+@maxValue(1000)
+@description('Flex Consumption maximumInstanceCount of the per-tenant ordered writer: at most this many instances hold tenant sessions.')
+param orderedMaximumInstanceCount int = 4
+
+@minValue(1)
 @description('Service Bus maxConcurrentCalls per instance of the sender app.')
 param senderMaxConcurrentCalls int = 1
 
@@ -57,6 +62,23 @@ param consumerLowMaxConcurrentCalls int = 2
 @minValue(1)
 @description('Service Bus maxConcurrentCalls per instance of the leveling worker.')
 param levelerMaxConcurrentCalls int = 4
+
+@minValue(1)
+@description('Service Bus maxConcurrentCalls of the ordered writer; its trigger is session-enabled, so maxConcurrentSessions is what counts.')
+param orderedMaxConcurrentCalls int = 1
+
+@minValue(1)
+@description('Service Bus maxConcurrentSessions per instance of the ordered writer: tenants one instance processes at once (one message at a time each).')
+param orderedMaxConcurrentSessions int = 2
+
+@minValue(0)
+@description('Simulated work per ordered write, in milliseconds (0: none).')
+param orderedWorkMs int = 0
+
+@minLength(3)
+@maxLength(63)
+@description('Name of the Azure Table holding the ordered writer\'s per-tenant state and ledger (created on first use).')
+param orderedTableName string = 'orderedwrites'
 
 @allowed([
   512
@@ -110,10 +132,13 @@ var priorityTopicName = 'messages'
 var highPrioritySubscriptionName = 'highPriority'
 var lowPrioritySubscriptionName = 'lowPriority'
 var levelingQueueName = 'leveling'
+var orderedWritesQueueName = 'ordered-writes'
 var sessionQueueNames = [
   'leader-election'
-  'ordered-writes'
+  orderedWritesQueueName
 ]
+// host.json's maxConcurrentSessions; only the ordered writer has a session-enabled trigger.
+var hostJsonMaxConcurrentSessions = 8
 
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -127,10 +152,14 @@ var functionApps = [
     role: 'sender'
     maximumInstanceCount: senderMaximumInstanceCount
     maxConcurrentCalls: senderMaxConcurrentCalls
+    maxConcurrentSessions: hostJsonMaxConcurrentSessions
     topicSenders: [
       priorityTopicName
     ]
-    queueSenders: []
+    // the feed of the ordered writer: one write per tenant per tick
+    queueSenders: [
+      orderedWritesQueueName
+    ]
     queueReceivers: []
     subscriptionReceivers: []
     tableWriter: false
@@ -139,6 +168,7 @@ var functionApps = [
     role: 'consumer-high'
     maximumInstanceCount: consumerHighMaximumInstanceCount
     maxConcurrentCalls: consumerHighMaxConcurrentCalls
+    maxConcurrentSessions: hostJsonMaxConcurrentSessions
     topicSenders: []
     queueSenders: [
       levelingQueueName
@@ -156,6 +186,7 @@ var functionApps = [
     role: 'consumer-low'
     maximumInstanceCount: consumerLowMaximumInstanceCount
     maxConcurrentCalls: consumerLowMaxConcurrentCalls
+    maxConcurrentSessions: hostJsonMaxConcurrentSessions
     topicSenders: []
     queueSenders: [
       levelingQueueName
@@ -173,10 +204,25 @@ var functionApps = [
     role: 'leveler'
     maximumInstanceCount: levelerMaximumInstanceCount
     maxConcurrentCalls: levelerMaxConcurrentCalls
+    maxConcurrentSessions: hostJsonMaxConcurrentSessions
     topicSenders: []
     queueSenders: []
     queueReceivers: [
       levelingQueueName
+    ]
+    subscriptionReceivers: []
+    tableWriter: true
+  }
+  {
+    // Message groups: one session per tenant, one instance per session at a time.
+    role: 'ordered'
+    maximumInstanceCount: orderedMaximumInstanceCount
+    maxConcurrentCalls: orderedMaxConcurrentCalls
+    maxConcurrentSessions: orderedMaxConcurrentSessions
+    topicSenders: []
+    queueSenders: []
+    queueReceivers: [
+      orderedWritesQueueName
     ]
     subscriptionReceivers: []
     tableWriter: true
@@ -240,6 +286,7 @@ module apps 'modules/functionapp.bicep' = [for app in functionApps: {
     appSettings: {
       APP_ROLES: app.role
       AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls: string(app.maxConcurrentCalls)
+      AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentSessions: string(app.maxConcurrentSessions)
       ServiceBusConnection__fullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
       AzureWebJobsStorage__accountName: storage.outputs.name
       AzureWebJobsStorage__credential: 'managedidentity'
@@ -251,6 +298,8 @@ module apps 'modules/functionapp.bicep' = [for app in functionApps: {
       CONSUMER_WORK_MS_LOW: string(consumerWorkMsLow)
       LEVELER_MAX_WRITES_PER_SECOND: string(levelerMaxWritesPerSecond)
       LEVELER_MAX_INSTANCES: string(levelerMaximumInstanceCount)
+      ORDERED_TABLE: orderedTableName
+      ORDERED_WORK_MS: string(orderedWorkMs)
       APPLICATIONINSIGHTS_CONNECTION_STRING: monitoring.outputs.applicationInsightsConnectionString
       APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD'
     }
@@ -291,7 +340,7 @@ module developerServiceBusRoles 'modules/servicebus-roles.bicep' = if (!empty(de
 }
 
 // Every app needs blob access for AzureWebJobsStorage and its Flex Consumption deployment container;
-// only the leveler writes to the table.
+// only the leveler and the ordered writer write to tables.
 module storageRoles 'modules/storage-roles.bicep' = [for (app, i) in functionApps: {
   name: 'st-roles-${app.role}'
   scope: rg
@@ -326,3 +375,5 @@ output SERVICE_SENDER_NAME string = apps[0].outputs.name
 output SERVICE_CONSUMER_HIGH_NAME string = apps[1].outputs.name
 output SERVICE_CONSUMER_LOW_NAME string = apps[2].outputs.name
 output SERVICE_LEVELER_NAME string = apps[3].outputs.name
+output SERVICE_ORDERED_NAME string = apps[4].outputs.name
+output ORDERED_TABLE string = orderedTableName

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from shared.topology import SERVICE_BUS_CONNECTION, TABLE_CONNECTION
 
-ROLES = ("sender", "consumer-high", "consumer-low", "leveler")
+ROLES = ("sender", "consumer-high", "consumer-low", "leveler", "ordered")
 DEFAULT_SENDER_SCHEDULE = "0,30 * * * * *"
 
 
@@ -56,6 +56,8 @@ class AppSettings:
     consumer_work_ms_low: int = 0
     leveler_max_writes_per_second: float = 50.0
     leveler_max_instances: int = 1
+    ordered_table: str = "orderedwrites"
+    ordered_work_ms: int = 0
     appinsights_connection_string: str | None = None
 
     @property
@@ -132,13 +134,16 @@ def load_service_bus(env: Mapping[str, str] | None = None) -> ServiceBusSettings
     )
 
 
+def _table_name(env: Mapping[str, str], name: str, default: str) -> str:
+    table = _get(env, name) or default
+    if not (3 <= len(table) <= 63 and table.isalnum() and table[0].isalpha()):
+        raise SettingsError(f"{name} must be 3-63 letters/digits starting with a letter, got {table!r}")
+    return table
+
+
 def load_table(env: Mapping[str, str] | None = None) -> TableSettings:
     env = _env(env)
-    table = _get(env, "RESULTS_TABLE") or "results"
-    if not (3 <= len(table) <= 63 and table.isalnum() and table[0].isalpha()):
-        raise SettingsError(
-            f"RESULTS_TABLE must be 3-63 letters/digits starting with a letter, got {table!r}"
-        )
+    table = _table_name(env, "RESULTS_TABLE", "results")
     conn = _get(env, TABLE_CONNECTION)
     uri = _get(env, f"{TABLE_CONNECTION}__tableServiceUri")
     if conn:
@@ -161,5 +166,7 @@ def load_app(env: Mapping[str, str] | None = None) -> AppSettings:
         consumer_work_ms_low=_int(env, "CONSUMER_WORK_MS_LOW", 0, minimum=0),
         leveler_max_writes_per_second=_float(env, "LEVELER_MAX_WRITES_PER_SECOND", 50.0),
         leveler_max_instances=_int(env, "LEVELER_MAX_INSTANCES", 1, minimum=1),
+        ordered_table=_table_name(env, "ORDERED_TABLE", "orderedwrites"),
+        ordered_work_ms=_int(env, "ORDERED_WORK_MS", 0, minimum=0),
         appinsights_connection_string=_get(env, "APPLICATIONINSIGHTS_CONNECTION_STRING"),
     )

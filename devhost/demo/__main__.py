@@ -2,8 +2,10 @@
 
 sender timer -> topic ``messages`` -> consumer_high / consumer_low -> queue ``leveling`` -> leveler
 -> Table Storage, all under devhost with each role's instance limit from infra/main.bicep. The timer
-gives a steady flow of both priorities; bursts of low-priority work arrive on top. With no settings
-file the Service Bus emulator and Azurite are started and stopped by the host.
+gives a steady flow of both priorities; bursts of low-priority work arrive on top. Each tick also
+sends one ordered write per tenant to ``ordered-writes``, which the session-triggered ordered writer
+applies per tenant in order; the summary audits its table. With no settings file the Service Bus
+emulator and Azurite are started and stopped by the host.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from devhost.demo.chart import write_chart
 from devhost.demo.dashboard import View, render_plain, render_rich
 from devhost.demo.load import BurstPublisher, burst_plan
 from devhost.demo.metrics import TelemetryCollector, per_second, percentile, rate_last
+from devhost.demo.ordered import ordered_audit, ordered_summary_lines
 from devhost.host import Host, HostError, HostOptions
 from devhost.local_services import LocalServiceError
 from shared.settings import SettingsError
@@ -32,6 +35,8 @@ DEMO_SETTINGS = {
     "CONSUMER_WORK_MS_LOW": "200",
     "LEVELER_MAX_WRITES_PER_SECOND": "20",
     "RESULTS_TABLE": "demoresults",
+    "ORDERED_TABLE": "demoordered",
+    "ORDERED_WORK_MS": "20",
 }
 WINDOW = 10.0  # seconds the live latency/throughput figures look back
 
@@ -173,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                             consumer=collector.consumer_samples(start), stored=collector.stored_times(start),
                             cap=cap, backlog=backlog, bursts=publisher.bursts)
         summary(host, collector, start, end, cap, rows, final, chart)
+        for line in ordered_summary_lines(ordered_audit(host, DEMO_SETTINGS["ORDERED_TABLE"])):
+            print(line, flush=True)
     finally:
         publisher.stop()
         if probe is not None:

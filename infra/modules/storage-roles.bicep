@@ -6,7 +6,7 @@ param storageAccountName string
 @description('Object id of the identity (a Function App\'s system-assigned identity).')
 param principalId string
 
-@description('Grant Storage Table Data Contributor (the leveling worker only).')
+@description('Grant Storage Table Data Contributor (the leveling worker and the ordered writer).')
 param grantTableDataContributor bool = false
 
 // Built-in role definition ids.

@@ -30,6 +30,11 @@ def test_demo_runs_to_the_end_and_writes_its_chart(tmp_path: Path) -> None:
     assert "[   0s] backlog:" in out and "messages/lowPriority=" in out  # the plain periodic summary
     assert "Demo summary" in out and "table writes:" in out
     assert re.search(r"web console: https://127\.0\.0\.1:\d+/console/ \(sign in with key name", out)
+    # the ordered writer, audited from its table: every tenant got writes, none out of order or doubled
+    line = next(line for line in out.splitlines() if line.startswith("ordered writes per tenant:"))
+    counts = dict(re.findall(r"(tenant-\d) (\d+)", line.split(";")[0]))
+    assert set(counts) == {f"tenant-{i}" for i in range(1, 6)} and all(int(n) >= 1 for n in counts.values())
+    assert "; 0 out-of-order, 0 double-applied" in line
     chart = tmp_path / "demo.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Traceback" not in result.stderr

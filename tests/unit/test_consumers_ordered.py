@@ -102,3 +102,84 @@ def test_sequence_guard_allows_gaps_but_never_going_back() -> None:
         if ok:
             guard.applied(write)
     assert decisions == [True, True, True, False, True]
+
+
+class RecordingActions:
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def complete(self, message: object) -> None:
+        self.calls.append("complete")
+
+    def abandon(self, message: object) -> None:
+        self.calls.append("abandon")
+
+    def deadletter(self, message: object, deadletter_reason=None, deadletter_error_description=None) -> None:
+        self.calls.append(("deadletter", deadletter_reason, deadletter_error_description))
+
+
+class GuardStore:
+    """``SequenceGuard`` + ledger: the same decisions the table store makes, in memory."""
+
+    def __init__(self) -> None:
+        self.guard = SequenceGuard()
+        self.ledger = InMemoryLedger()
+
+    def apply(self, write: OrderedWrite) -> str:
+        if not self.guard.should_apply(write):
+            return "duplicate"
+        self.ledger.apply(write)
+        self.guard.applied(write)
+        return "applied"
+
+
+def _received(body: bytes, session_id: str | None) -> ServiceBusReceivedMessage:
+    from azure.servicebus._pyamqp.message import Properties
+
+    return ServiceBusReceivedMessage(Message(data=[body], properties=Properties(group_id=session_id)),
+                                     receiver=None)
+
+
+def test_settle_ordered_applies_completes_and_dead_letters() -> None:
+    from consumers.ordered import settle_ordered
+
+    store, actions = GuardStore(), RecordingActions()
+    bodies = _bodies("t1", [1, 2])
+    outcomes = [settle_ordered(store, _received(b, "t1"), actions) for b in (bodies[0], bodies[1], bodies[0])]
+    assert outcomes == ["applied", "applied", "duplicate"]
+    assert store.ledger.applied["t1"] == [1, 2]
+    assert actions.calls == ["complete"] * 3
+    # a write for another tenant in this session would not be ordered with that tenant's writes
+    assert settle_ordered(store, _received(_bodies("t2", [3])[0], "t1"), actions) == "dead-lettered"
+    assert actions.calls[-1][:2] == ("deadletter", "InvalidField") and "session id" in actions.calls[-1][2]
+    assert settle_ordered(store, _received(b"not json", "t1"), actions) == "dead-lettered"
+    assert actions.calls[-1][1] == "InvalidJson"
+
+
+def test_settle_ordered_abandons_when_the_store_fails() -> None:
+    from consumers.ordered import settle_ordered
+
+    class Down:
+        def apply(self, write: OrderedWrite) -> str:
+            raise ConnectionError("table unreachable")
+
+    actions = RecordingActions()
+    try:
+        settle_ordered(Down(), _received(_bodies("t1", [1])[0], "t1"), actions)
+    except ConnectionError:
+        pass
+    else:
+        raise AssertionError("the failure must reach the host (it counts the invocation as failed)")
+    assert actions.calls == ["abandon"]
+
+
+def test_tenant_sequence_increases_per_tenant_even_when_the_clock_does_not() -> None:
+    from consumers.ordered import TenantSequence
+
+    now = [1000.0]
+    sequences = TenantSequence(clock=lambda: now[0])
+    assert [sequences.next("a"), sequences.next("a"), sequences.next("b")] == [1_000_000, 1_000_001, 1_000_000]
+    now[0] = 999.0  # the clock stepped back: still above what was given out
+    assert sequences.next("a") == 1_000_002
+    now[0] = 2000.0
+    assert sequences.next("a") == 2_000_000

@@ -78,8 +78,9 @@ def test_unsupported_trigger_names_the_function() -> None:
 
 def test_role_limits_come_from_the_bicep() -> None:
     scales = load_role_scales(ROOT / "infra" / "main.bicep")
-    assert set(scales) == {"sender", "consumer-high", "consumer-low", "leveler"}
+    assert set(scales) == {"sender", "consumer-high", "consumer-low", "leveler", "ordered"}
     assert scales["consumer-high"].max_instances > scales["consumer-low"].max_instances
+    assert scales["ordered"].max_concurrent_sessions == 2
     assert all(s.max_instances >= 1 and s.max_concurrent_calls >= 1 for s in scales.values())
 
 
@@ -104,6 +105,7 @@ var functionApps = [
     scales = load_role_scales(bicep)
     assert (scales["a"].max_instances, scales["a"].max_concurrent_calls) == (7, 3)
     assert (scales["b"].max_instances, scales["b"].max_concurrent_calls) == (2, 1)
+    assert scales["a"].max_concurrent_sessions is None  # not declared: host.json decides
     bicep.write_text("param x int\nvar functionApps = [\n  {\n    role: 'a'\n    maximumInstanceCount: x\n"
                      "    maxConcurrentCalls: 1\n  }\n]\n")
     with pytest.raises(SettingsError, match="parameter 'x' has no default"):

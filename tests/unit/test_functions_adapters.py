@@ -55,11 +55,17 @@ class RecordingSender:
 class StandInClient:
     def __init__(self) -> None:
         self.sender = RecordingSender()
+        self.queue_sender = RecordingSender()
         self.topics: list[str] = []
+        self.queues: list[str] = []
 
     def get_topic_sender(self, topic: str) -> RecordingSender:
         self.topics.append(topic)
         return self.sender
+
+    def get_queue_sender(self, queue: str) -> RecordingSender:
+        self.queues.append(queue)
+        return self.queue_sender
 
 
 @pytest.fixture
@@ -68,7 +74,7 @@ def functions(monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setattr(runtime, "app_settings",
                         lambda: AppSettings(sender_batch_size=3, consumer_work_ms_high=0,
                                             consumer_work_ms_low=0))
-    app = function_app.create_app(["sender", "consumer-high", "consumer-low", "leveler"])
+    app = function_app.create_app(["sender", "consumer-high", "consumer-low", "leveler", "ordered"])
     yield {fn.get_function_name(): fn.get_user_function() for fn in app.get_functions()}
     runtime.reset()
 
@@ -81,6 +87,54 @@ def test_sender_publishes_n_high_and_n_low_to_the_topic(functions: dict, monkeyp
     (batch,) = client.sender.batches
     priorities = [m.application_properties["Priority"] for m in batch._messages]
     assert sorted(priorities) == ["High"] * 3 + ["Low"] * 3
+
+
+def test_sender_feeds_one_ordered_write_per_tenant_per_tick(functions: dict, monkeypatch) -> None:
+    client = StandInClient()
+    monkeypatch.setattr(runtime, "service_bus", lambda: client)
+    functions["sender"](TimerRequest(past_due=False))
+    functions["sender"](TimerRequest(past_due=False))
+    assert client.queues == ["ordered-writes"]
+    first, second = client.queue_sender.batches
+    assert [m.session_id for m in first] == list(runtime.DEFAULT_TENANTS)
+    for before, after in zip(first, second, strict=True):
+        body_before, body_after = (json.loads(b"".join(m.body)) for m in (before, after))
+        assert body_after["tenant_id"] == body_before["tenant_id"] == after.session_id
+        assert body_after["payload"]["sequence"] > body_before["payload"]["sequence"]
+
+
+def test_ordered_writer_applies_new_writes_and_completes_duplicates(functions: dict, monkeypatch) -> None:
+    from consumers.ordered import build_ordered_messages
+
+    applied: list = []
+
+    class Store:
+        def apply(self, write: object) -> str:
+            if write in applied:
+                return "duplicate"
+            applied.append(write)
+            return "applied"
+
+    class Actions:
+        calls: list = []
+
+        def complete(self, m: object) -> None:
+            self.calls.append("complete")
+
+        def abandon(self, m: object) -> None:
+            self.calls.append("abandon")
+
+        def deadletter(self, m: object, deadletter_reason=None, deadletter_error_description=None) -> None:
+            self.calls.append(("deadletter", deadletter_reason))
+
+    monkeypatch.setattr(runtime, "ordered_store", lambda: Store())
+    (sent,) = build_ordered_messages("tenant-3", ["v"], start_sequence=4)
+    received = ServiceBusReceivedMessage(Message(data=[b"".join(sent.body)], properties=None), receiver=None)
+    actions = Actions()
+    functions["ordered_writer"](message=received, message_actions=actions)
+    functions["ordered_writer"](message=received, message_actions=actions)  # a redelivery
+    assert [(w.tenant_id, w.sequence) for w in applied] == [("tenant-3", 4)]
+    assert actions.calls == ["complete", "complete"]
 
 
 @pytest.mark.parametrize("name", ["consumer_high", "consumer_low"])
@@ -140,3 +194,11 @@ def test_output_binding_annotation_is_a_real_type(functions: dict) -> None:
     assert params["leveling"].annotation == func.Out[str]
     assert params["message"].annotation is func.ServiceBusMessage
     assert json.dumps(sorted(params))
+
+
+def test_ordered_writer_is_a_session_trigger_that_settles_itself() -> None:
+    app = function_app.create_app(["ordered"])
+    (function,) = app.get_functions()
+    trigger = function.get_trigger().get_dict_repr()
+    assert trigger["queueName"] == "ordered-writes"
+    assert trigger["isSessionsEnabled"] is True and trigger["autoCompleteMessages"] is False

@@ -32,11 +32,11 @@ def _by_direction(bindings: list[dict], direction: BindingDirection) -> list[dic
 
 @pytest.fixture(scope="module")
 def all_bindings() -> dict[str, list[dict]]:
-    return _bindings(function_app.create_app(["sender", "consumer-high", "consumer-low", "leveler"]))
+    return _bindings(function_app.create_app(["sender", "consumer-high", "consumer-low", "leveler", "ordered"]))
 
 
 def test_every_role_registers_its_function(all_bindings: dict[str, list[dict]]) -> None:
-    assert sorted(all_bindings) == ["consumer_high", "consumer_low", "leveler", "sender"]
+    assert sorted(all_bindings) == ["consumer_high", "consumer_low", "leveler", "ordered_writer", "sender"]
 
 
 def test_sender_is_a_timer_on_the_schedule_setting(all_bindings: dict[str, list[dict]]) -> None:
@@ -75,6 +75,30 @@ def test_leveler_reads_leveling_and_settles_itself(all_bindings: dict[str, list[
     assert "topicName" not in trigger
 
 
+def test_ordered_writer_is_a_session_trigger_on_ordered_writes(all_bindings: dict[str, list[dict]]) -> None:
+    """Functions docs, Service Bus trigger: ``isSessionsEnabled`` makes the host accept sessions, one per
+    concurrent slot (``maxConcurrentSessions``), and deliver each session's messages in order."""
+    (trigger,) = all_bindings["ordered_writer"]
+    assert trigger["type"] == "serviceBusTrigger"
+    assert trigger["queueName"] == "ordered-writes"
+    assert trigger["connection"] == SERVICE_BUS_CONNECTION
+    assert trigger["isSessionsEnabled"] is True
+    assert trigger["autoCompleteMessages"] is False
+
+
+def test_ordered_writer_binds_to_sdk_types_and_the_actions_have_no_way_to_read_session_state() -> None:
+    """Why the last applied sequence is a table row: the actions can set a session's state, not get it."""
+    user = _user_functions(function_app.create_app(["ordered"]))["ordered_writer"]
+    params = inspect.signature(user).parameters
+    assert params["message"].annotation is servicebus.ServiceBusReceivedMessage
+    assert params["message_actions"].annotation is servicebus.ServiceBusMessageActions
+    methods = {name for name in dir(servicebus.ServiceBusMessageActions) if "session" in name}
+    assert "set_session_state" in methods
+    assert not any("get" in name for name in methods)
+    # the plain binding's ``state`` is the message's (Active/Deferred/Scheduled), not the session's
+    assert not any("session_state" in name.lower() for name in dir(func.ServiceBusMessage))
+
+
 def test_leveler_binds_to_sdk_types_so_the_worker_passes_message_actions() -> None:
     """The Python worker injects ServiceBusMessageActions by annotation, not by a binding entry."""
     user = _user_functions(function_app.create_app(["leveler"]))["leveler"]
@@ -98,7 +122,7 @@ def test_app_roles_accepts_several_and_ignores_spaces(monkeypatch: pytest.Monkey
 
 def test_unset_app_roles_means_every_role(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("APP_ROLES", raising=False)
-    assert len(_bindings(function_app.create_app())) == 4
+    assert len(_bindings(function_app.create_app())) == 5
 
 
 def test_unknown_role_is_rejected_by_name(monkeypatch: pytest.MonkeyPatch) -> None:

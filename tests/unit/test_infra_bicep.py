@@ -30,7 +30,7 @@ INFRA = ROOT / "infra"
 MAIN = INFRA / "main.bicep"
 BICEP_FILES = sorted(INFRA.rglob("*.bicep"))
 
-ROLES = ["sender", "consumer-high", "consumer-low", "leveler"]
+ROLES = ["sender", "consumer-high", "consumer-low", "leveler", "ordered"]
 ROLE_GUIDS = {
     "serviceBusDataSender": "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39",
     "serviceBusDataReceiver": "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0",
@@ -42,6 +42,7 @@ ROLE_GUIDS = {
 REQUIRED_APP_SETTINGS = {
     "APP_ROLES",
     "AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls",
+    "AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentSessions",
     "ServiceBusConnection__fullyQualifiedNamespace",
     "AzureWebJobsStorage__accountName",
     "TableStorageConnection__tableServiceUri",
@@ -50,6 +51,8 @@ REQUIRED_APP_SETTINGS = {
     "SENDER_BATCH_SIZE",
     "LEVELER_MAX_WRITES_PER_SECOND",
     "LEVELER_MAX_INSTANCES",
+    "ORDERED_TABLE",
+    "ORDERED_WORK_MS",
     "APPLICATIONINSIGHTS_CONNECTION_STRING",
 }
 
@@ -324,24 +327,24 @@ def test_application_insights_refuses_keys() -> None:
     assert app_settings()["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == "Authorization=AAD"
 
 
-# --- the four Function Apps --------------------------------------------------------------------
+# --- the five Function Apps --------------------------------------------------------------------
 
 
-def test_four_roles_with_their_own_instance_limits() -> None:
+def test_five_roles_with_their_own_instance_limits() -> None:
     main = parse(MAIN)
     apps = function_apps()
     assert [app["role"] for app in apps] == ROLES
     limit_params = [app["maximumInstanceCount"] for app in apps]
-    assert len(set(limit_params)) == 4, "each role needs its own maximumInstanceCount parameter"
+    assert len(set(limit_params)) == 5, "each role needs its own maximumInstanceCount parameter"
     for param in limit_params:
         assert main["parameters"][param]["type"] == "int"
         marks = decorators(main, param)
         assert marks["min_value"] >= 1 and marks["max_value"] <= 1000
     limits = {app["role"]: resolve(main, app["maximumInstanceCount"]) for app in apps}
     assert limits["consumer-high"] > limits["consumer-low"]
-    assert limits == {"sender": 1, "consumer-high": 40, "consumer-low": 5, "leveler": 4}
+    assert limits == {"sender": 1, "consumer-high": 40, "consumer-low": 5, "leveler": 4, "ordered": 4}
     concurrency = [app["maxConcurrentCalls"] for app in apps]
-    assert len(set(concurrency)) == 4 and all(c in main["parameters"] for c in concurrency)
+    assert len(set(concurrency)) == 5 and all(c in main["parameters"] for c in concurrency)
 
 
 def test_apps_module_wires_each_role() -> None:
@@ -383,6 +386,8 @@ def test_app_settings_cover_what_the_code_reads() -> None:
     assert dotted(settings["APP_ROLES"]) == "app.role"
     calls = settings["AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls"]
     assert dotted(calls["function"]["parameters"]["value_to_convert"]) == "app.maxConcurrentCalls"
+    sessions = settings["AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentSessions"]
+    assert dotted(sessions["function"]["parameters"]["value_to_convert"]) == "app.maxConcurrentSessions"
     # Flex Consumption sets the runtime in functionAppConfig; these settings are rejected there.
     assert not {"FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION"} & set(settings)
     main = parse(MAIN)
@@ -402,7 +407,7 @@ def test_every_setting_read_by_shared_settings_is_set() -> None:
     settings_py = ROOT / "shared" / "settings.py"
     if not settings_py.exists():
         pytest.skip("shared/settings.py not written yet")
-    read = set(re.findall(r'_(?:get|int|float)\(env, "([A-Za-z_]+)"', settings_py.read_text()))
+    read = set(re.findall(r'_(?:get|int|float|table_name)\(env, "([A-Za-z_]+)"', settings_py.read_text()))
     assert read, "the pattern no longer matches how shared/settings.py reads settings"
     missing = read - set(app_settings())
     assert missing == set(), f"settings read by the code but not set by main.bicep: {missing}"
@@ -498,8 +503,9 @@ def test_each_role_gets_exactly_its_entities() -> None:
         "role": None,
         "maximumInstanceCount": 1,
         "maxConcurrentCalls": 1,
+        "maxConcurrentSessions": 8,
         "topicSenders": ["messages"],
-        "queueSenders": empty,
+        "queueSenders": ["ordered-writes"],
         "queueReceivers": empty,
         "subscriptionReceivers": empty,
         "tableWriter": False,
@@ -514,6 +520,33 @@ def test_each_role_gets_exactly_its_entities() -> None:
     assert leveler["queueReceivers"] == ["leveling"]
     assert leveler["topicSenders"] == leveler["queueSenders"] == leveler["subscriptionReceivers"] == empty
     assert leveler["tableWriter"] is True
+    ordered = roles["ordered"]
+    assert ordered["queueReceivers"] == ["ordered-writes"]
+    assert ordered["topicSenders"] == ordered["queueSenders"] == ordered["subscriptionReceivers"] == empty
+    assert ordered["tableWriter"] is True
+    # the only role that can send to ordered-writes is its feed, the sender
+    senders = [role for role, app in roles.items() if "ordered-writes" in app["queueSenders"]]
+    assert senders == ["sender"]
+
+
+def test_ordered_writer_has_its_own_limits_and_a_session_queue() -> None:
+    """The per-tenant writer: its own instance limit and maxConcurrentSessions, on a session queue.
+
+    Functions docs ("Azure Service Bus trigger for Azure Functions", host.json serviceBus section):
+    a session-enabled trigger processes up to maxConcurrentSessions sessions per instance, one message
+    of a session at a time; app settings AzureFunctionsJobHost__extensions__serviceBus__* override
+    host.json per app.
+    """
+    main = parse(MAIN)
+    ordered = next(app for app in function_apps() if app["role"] == "ordered")
+    assert ordered["maximumInstanceCount"] == "orderedMaximumInstanceCount"
+    assert ordered["maxConcurrentSessions"] == "orderedMaxConcurrentSessions"
+    assert resolve(main, "orderedMaxConcurrentSessions") == 2
+    others = {resolve(main, app["maxConcurrentSessions"]) for app in function_apps() if app["role"] != "ordered"}
+    host_json = json.loads((ROOT / "host.json").read_text())
+    assert others == {host_json["extensions"]["serviceBus"]["maxConcurrentSessions"]}
+    queue = next(q for q in topology()["Queues"] if q["Name"] == "ordered-writes")
+    assert queue["Properties"]["RequiresSession"] is True
 
 
 def test_role_modules_receive_each_apps_identity_and_lists() -> None:

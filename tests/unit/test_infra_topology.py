@@ -19,7 +19,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
-ROLES = ["sender", "consumer-high", "consumer-low", "leveler"]
+ROLES = ["sender", "consumer-high", "consumer-low", "leveler", "ordered"]
 
 QUEUE_KEYS = {
     "DeadLetteringOnMessageExpiration",

@@ -64,3 +64,15 @@ def test_roles() -> None:
     assert parse_roles("leveler,leveler, sender") == ("leveler", "sender")
     with pytest.raises(SettingsError, match="'nope'"):
         parse_roles("sender,nope")
+
+
+def test_ordered_writer_settings() -> None:
+    app = load_app({})
+    assert (app.ordered_table, app.ordered_work_ms) == ("orderedwrites", 0)
+    app = load_app({"ORDERED_TABLE": "tenantledger", "ORDERED_WORK_MS": "25"})
+    assert (app.ordered_table, app.ordered_work_ms) == ("tenantledger", 25)
+    with pytest.raises(SettingsError, match="ORDERED_TABLE"):
+        load_app({"ORDERED_TABLE": "ab"})  # Table Storage needs 3-63 characters
+    with pytest.raises(SettingsError, match="ORDERED_WORK_MS"):
+        load_app({"ORDERED_WORK_MS": "-1"})
+    assert "ordered" in parse_roles("ordered")
