@@ -43,6 +43,15 @@ def infra_copy(tmp_path: Path, file: str, old: str, new: str) -> list:
     return check([copy / "main.bicep"], root=tmp_path)
 
 
+def edited_line(file: str, old: str, new: str) -> int:
+    """The 1-based line of the first character where the substitution changes `file`, so that the expected
+    finding follows the mistake wherever unrelated edits to infra/ move it."""
+    source = (INFRA / file).read_text()
+    start = source.index(old)
+    common = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+    return source.count("\n", 0, start) + old.count("\n", 0, common) + 1
+
+
 # --- infra/ as it is ------------------------------------------------------------------------------
 
 
@@ -143,7 +152,7 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
         pytest.param(
             "modules/servicebus.bicep", "    lockDuration: queue.Properties.?LockDuration\n",
             "    lockDuration: queue.Properties.?LockDuration\n    maxDeliveryCounts: 3\n",
-            "modules/servicebus.bicep:43: queues (Microsoft.ServiceBus/namespaces/queues) "
+            "modules/servicebus.bicep:{line}: queues (Microsoft.ServiceBus/namespaces/queues) "
             "properties.maxDeliveryCounts: unknown property: SBQueueProperties has no 'maxDeliveryCounts'; "
             "did you mean 'maxDeliveryCount'?",
             id="misspelled-property",
@@ -151,32 +160,32 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
         pytest.param(
             "modules/servicebus.bicep", "Microsoft.ServiceBus/namespaces@2026-01-01' = {",
             "Microsoft.ServiceBus/namespaces@2019-13-01' = {",
-            "modules/servicebus.bicep:21: namespace (Microsoft.ServiceBus/namespaces): API version 2019-13-01 "
+            "modules/servicebus.bicep:{line}: namespace (Microsoft.ServiceBus/namespaces): API version 2019-13-01 "
             "of Microsoft.ServiceBus/namespaces is in no installed SDK (azure-mgmt-servicebus has 2026-01-01)",
             id="api-version-that-does-not-exist",
         ),
         pytest.param(
             "modules/functionapp.bicep", "    httpsOnly: true\n",
             "    httpsOnly: true\n    defaultHostName: 'x.azurewebsites.net'\n",
-            "modules/functionapp.bicep:67: site (Microsoft.Web/sites) properties.defaultHostName: is read-only "
+            "modules/functionapp.bicep:{line}: site (Microsoft.Web/sites) properties.defaultHostName: is read-only "
             "in SiteProperties: ARM sets it, a template may not",
             id="read-only-property",
         ),
         pytest.param(
             "modules/servicebus.bicep", "disableLocalAuth: true", "disableLocalAuth: 'yes'",
-            "modules/servicebus.bicep:31: namespace (Microsoft.ServiceBus/namespaces) properties.disableLocalAuth: "
+            "modules/servicebus.bicep:{line}: namespace (Microsoft.ServiceBus/namespaces) properties.disableLocalAuth: "
             "wrong type: expects bool, got string 'yes'",
             id="wrong-type",
         ),
         pytest.param(
             "modules/functionapp.bicep", "httpsOnly: true", "httpsOnly: '${name}'",
-            "modules/functionapp.bicep:66: site (Microsoft.Web/sites) properties.httpsOnly: wrong type: expects "
+            "modules/functionapp.bicep:{line}: site (Microsoft.Web/sites) properties.httpsOnly: wrong type: expects "
             "bool, got string",
             id="wrong-type-known-only-at-deployment",
         ),
         pytest.param(
             "modules/storage.bicep", "minimumTlsVersion: 'TLS1_2'", "minimumTlsVersion: 'TLS1_9'",
-            "modules/storage.bicep:27: storage (Microsoft.Storage/storageAccounts) properties.minimumTlsVersion: "
+            "modules/storage.bicep:{line}: storage (Microsoft.Storage/storageAccounts) properties.minimumTlsVersion: "
             "'TLS1_9' is not a value of MinimumTlsVersion in this API version (allowed: TLS1_0, TLS1_1, TLS1_2, "
             "TLS1_3)",
             id="bad-enum-value",
@@ -184,7 +193,7 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
         pytest.param(
             "main.bicep", "      APP_ROLES: app.role\n",
             "      APP_ROLES: app.role\n      FUNCTIONS_WORKER_RUNTIME: 'python'\n",
-            "main.bicep:242: site (Microsoft.Web/sites) properties.FUNCTIONS_WORKER_RUNTIME: app setting "
+            "main.bicep:{line}: site (Microsoft.Web/sites) properties.FUNCTIONS_WORKER_RUNTIME: app setting "
             "FUNCTIONS_WORKER_RUNTIME is rejected on Flex Consumption: replaced by functionAppConfig.runtime.name",
             id="flex-rejected-app-setting",
         ),
@@ -220,7 +229,7 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
         ),
         pytest.param(
             "modules/functionapp.bicep", "    reserved: true\n", "    reserved: false\n",
-            "modules/functionapp.bicep:52: plan (Microsoft.Web/serverfarms) properties.reserved: a Flex "
+            "modules/functionapp.bicep:{line}: plan (Microsoft.Web/serverfarms) properties.reserved: a Flex "
             "Consumption plan runs Linux only: set reserved: true",
             id="flex-plan-not-linux",
         ),
@@ -232,21 +241,21 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
         ),
         pytest.param(
             "modules/servicebus.bicep", "lockDuration: queue.Properties.?LockDuration", "lockDuration: '1 minute'",
-            "modules/servicebus.bicep:42: queues (Microsoft.ServiceBus/namespaces/queues) properties.lockDuration: "
+            "modules/servicebus.bicep:{line}: queues (Microsoft.ServiceBus/namespaces/queues) properties.lockDuration: "
             "'1 minute' is not an ISO 8601 duration",
             id="duration-not-iso-8601",
         ),
         pytest.param(
             "main.bicep", "    instanceMemoryMB: instanceMemoryMB\n",
             "    instanceMemoryMB: instanceMemoryMB\n    instanceMemory: 3\n",
-            "main.bicep:240: apps (modules/functionapp.bicep) params.instanceMemory: modules/functionapp.bicep "
+            "main.bicep:{line}: apps (modules/functionapp.bicep) params.instanceMemory: modules/functionapp.bicep "
             "declares no parameter 'instanceMemory'",
             id="module-parameter-that-does-not-exist",
         ),
         pytest.param(
             "modules/servicebus.bicep", "maxDeliveryCount: queue.Properties.?MaxDeliveryCount",
             "maxDeliveryCount: queue.Properties.MaxDeliveries",
-            "modules/servicebus.bicep:43: queues (Microsoft.ServiceBus/namespaces/queues): reads property "
+            "modules/servicebus.bicep:{line}: queues (Microsoft.ServiceBus/namespaces/queues): reads property "
             "'MaxDeliveries' that the object does not have (use '.?' if it is optional)",
             id="expression-reads-a-missing-topology-property",
         ),
@@ -254,6 +263,7 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
 )
 def test_a_mistake_in_infra_is_reported(tmp_path: Path, file: str, old: str, new: str, expected: str) -> None:
     found = messages(infra_copy(tmp_path, file, old, new))
+    expected = expected.format(line=edited_line(file, old, new))
     assert f"infra/{expected}" in found, "\n".join(found)
 
 
