@@ -62,7 +62,10 @@ def format_timestamp(value: datetime) -> str:
     """UTC ISO 8601 with microseconds, e.g. ``2026-01-01T00:00:00.000000+00:00``."""
     if value.tzinfo is None:
         raise ValueError("timestamps in the contract must be timezone-aware")
-    return value.astimezone(UTC).isoformat(timespec="microseconds")
+    try:
+        return value.astimezone(UTC).isoformat(timespec="microseconds")
+    except OverflowError:
+        raise ValueError(f"timestamp {value.isoformat()} has no UTC equivalent (before year 1)") from None
 
 
 def _text(body: bytes | bytearray | memoryview | str) -> str:

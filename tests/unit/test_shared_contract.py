@@ -70,7 +70,7 @@ def test_naive_timestamps_cannot_be_serialised() -> None:
 @given(
     st.text(min_size=1).filter(str.strip), st.text(min_size=1).filter(str.strip),
     st.sampled_from(["High", "Low"]),
-    st.datetimes(timezones=st.just(timezone(timedelta(hours=5)))),
+    st.datetimes(min_value=datetime(1, 1, 2), timezones=st.just(timezone(timedelta(hours=5)))),
     st.dictionaries(st.text(), st.integers() | st.text() | st.none(), max_size=5),
 )
 def test_any_valid_message_round_trips(
@@ -88,3 +88,9 @@ def test_arbitrary_bytes_parse_or_raise_poison_never_anything_else(body: bytes) 
         parse_message(body)
     except PoisonMessageError:
         pass
+
+
+def test_a_timestamp_with_no_utc_equivalent_is_a_clear_error() -> None:
+    early = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))
+    with pytest.raises(ValueError, match="no UTC equivalent"):
+        ContractMessage("m", "t", "High", early, {}).to_json()
