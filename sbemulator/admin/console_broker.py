@@ -72,7 +72,7 @@ class ConsoleBroker:
             names = ", ".join([*also, ACTIVE, *SUB_QUEUES])
             raise BadRequest(f"Unknown sub-queue '{sub_queue}': use {names}.")
         if view.kind == TOPIC:
-            raise BadRequest("A topic has no dead-letter queue; use its subscriptions'.")
+            raise BadRequest("A topic has no dead-letter queues; its subscriptions do.")
         return f"{view.path}/{suffix}"
 
     # ------------------------------------------------------------------ reading
