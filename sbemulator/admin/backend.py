@@ -188,7 +188,8 @@ class Namespace:
             subscription_count=view.subscription_count, default_rule=default_rule,
         )
 
-    def _done(self) -> None:
+    def commit(self) -> None:
+        """Make the broker changes so far durable: after every management request that changed state."""
         self._commit()
 
     # ------------------------------------------------------------------ listing and reading
@@ -252,7 +253,7 @@ class Namespace:
         except BrokerError as exc:
             raise BadRequest(exc.description) from None
         finally:
-            self._done()
+            self.commit()
         return self._info(view), created
 
     def delete(self, kind: str, path: str) -> None:
@@ -260,7 +261,7 @@ class Namespace:
         try:
             self.broker.delete_entity(view.path)
         finally:
-            self._done()
+            self.commit()
         key = view.path.lower()
         for k in [k for k in self._meta if k == key or k.startswith(key + "/")]:
             del self._meta[k]
@@ -371,7 +372,7 @@ class Namespace:
         except EntityAlreadyExistsError as exc:
             raise Conflict(exc.description) from None
         finally:
-            self._done()
+            self.commit()
         return self._rule_info(view, rule), created
 
     def delete_rule(self, topic: str, sub: str, name: str) -> None:
@@ -380,7 +381,7 @@ class Namespace:
         try:
             self.broker.remove_rule(view.path, name)
         finally:
-            self._done()
+            self.commit()
         self._rule_times.pop((view.path.lower(), name.lower()), None)
 
     # ------------------------------------------------------------------ test support
@@ -391,7 +392,7 @@ class Namespace:
         except EntityNotFoundError:
             raise NotFound(f"The messaging entity '{path}' could not be found.") from None
         finally:
-            self._done()
+            self.commit()
 
     def reset(self) -> dict[str, int]:
         """Back to the configured topology: runtime-created entities deleted, config entities recreated
@@ -399,7 +400,7 @@ class Namespace:
         try:
             result = self.broker.reset()
         finally:
-            self._done()
+            self.commit()
         self._meta.clear()
         self._rule_times.clear()
         return result

@@ -1,10 +1,10 @@
-"""The web console's only door into the broker: what it reads (counts, entities, peeked messages) and
-what it changes (send, resubmit, purge), as plain JSON-ready data.
+"""The web console's door into the broker: what it reads (counts, entities, peeked messages) and what
+it changes (send, resubmit, purge), as plain JSON-ready data.
 
-Why one adapter: the broker has no public API yet for some of these operations (resubmitting a
-dead-lettered message, purging one sub-queue), so the few places that reach into broker internals are
-concentrated here, where they can be re-pointed at a public API without touching the console's HTTP
-layer. Runs on the emulator's event loop, like every broker call.
+A thin adapter: every operation is the broker's public management API (:mod:`sbemulator.broker.inspection`)
+or the namespace's (:mod:`sbemulator.admin.backend`); this module only turns the console's requests into
+those calls and their answers into the console's JSON, and broker errors into HTTP errors. Runs on the
+emulator's event loop, like every broker call.
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ from sbemulator.amqp.message import SECTION_AMQP_SEQUENCE, SECTION_AMQP_VALUE, S
 from sbemulator.amqp.message import parse_message as parse_sections
 from sbemulator.amqp.performatives import Header, Properties
 from sbemulator.amqp.types import Symbol, Timestamp, UInt
-from sbemulator.broker.entity import DLQ_SUFFIX, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DLQ_SUFFIX, Entity
-from sbemulator.broker.errors import BrokerError
+from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
+from sbemulator.broker.errors import BrokerError, EntityNotFoundError, MessageNotFoundError
 from sbemulator.broker.model import BrokerMessage, MessageState
+from sbemulator.broker.views import SUB_QUEUES, EntityView, SessionView
 from sbemulator.deliveries import SCHEDULED_ENQUEUE_TIME, incoming_messages
 
 from .backend import Namespace
 from .errors import BadRequest, NotFound
 
-SUB_QUEUES = {"active": "", "deadletter": DLQ_SUFFIX, "transferdeadletter": TRANSFER_DLQ_SUFFIX}
+ACTIVE = "active"  # the console's name for the entity itself, beside the SDKs' sub-queue names
 MAX_PEEK = 100
 MAX_BODY_PREVIEW = 256 * 1024  # bytes shown as text/hex; larger bodies are cut (and say so)
-DEAD_LETTER_PROPERTIES = ("DeadLetterReason", "DeadLetterErrorDescription")
 APP_PROPERTY_TYPES = {"string", "int", "double", "boolean"}
 
 # Service Bus property names for the config fields (the names the portal and the Atom API use).
@@ -57,142 +57,76 @@ class ConsoleBroker:
         self.broker = namespace.broker
 
     # ------------------------------------------------------------------ plumbing
-    def _commit(self) -> None:
-        self.ns._commit()
-
-    def _entity(self, path: str, *kinds: str) -> Entity:
-        ent = self.broker._entities.get(path.strip("/").lower())
-        if ent is None or (kinds and ent.kind not in kinds):
+    def _view(self, path: str, *kinds: str) -> EntityView:
+        view = self.broker.find_entity(path.strip("/"))
+        if view is None or view.kind not in kinds:
             raise NotFound(f"The messaging entity '{path}' could not be found.")
-        return ent
+        return view
 
-    def _now_ms(self) -> int:
-        return self.broker._now()
+    def _sub_queue_path(self, view: EntityView, sub_queue: str, also: tuple[str, ...] = ()) -> str:
+        """The broker path of one of an entity's sub-queues, by the console's name for it."""
+        if sub_queue == ACTIVE:
+            return view.path
+        suffix = SUB_QUEUES.get(sub_queue)
+        if suffix is None:
+            names = ", ".join([*also, ACTIVE, *SUB_QUEUES])
+            raise BadRequest(f"Unknown sub-queue '{sub_queue}': use {names}.")
+        if view.kind == TOPIC:
+            raise BadRequest("A topic has no dead-letter queues; its subscriptions do.")
+        return f"{view.path}/{suffix}"
 
     # ------------------------------------------------------------------ reading
     def overview(self) -> dict[str, Any]:
         """Every queue and topic (subscriptions nested) with the counts the portal shows."""
+        views = self.broker.entity_views()
         entities = []
-        for ent in self.broker._entities.values():
-            if ent.kind not in (QUEUE, TOPIC):
+        for view in views:
+            if view.kind == SUBSCRIPTION:
                 continue
-            item = self._summary(ent)
-            if ent.kind == TOPIC:
-                item["subscriptions"] = [self._summary(sub) for sub in ent.subscriptions.values()]
+            item = _summary(view)
+            if view.kind == TOPIC:
+                item["subscriptions"] = [_summary(v) for v in views if v.topic == view.path]
             entities.append(item)
         entities.sort(key=lambda e: (e["kind"] != QUEUE, e["path"].lower()))
-        return {"namespace": self.ns.name, "entities": entities, "now": _iso(self._now_ms())}
-
-    def _summary(self, ent: Entity) -> dict[str, Any]:
-        counts = self.broker.counts(ent.path)
-        return {
-            "kind": ent.kind,
-            "path": ent.path,
-            "name": ent.path.rsplit("/", 1)[-1] if ent.kind == SUBSCRIPTION else ent.path,
-            "requiresSession": bool(ent.requires_session),
-            "counts": {
-                "active": counts["active"],
-                "deadLetter": counts["dead_letter"],
-                "scheduled": counts["scheduled"],
-                "deferred": counts["deferred"],
-                # Forwarding is synchronous in the emulator: nothing ever waits for transfer.
-                "transfer": 0,
-                "transferDeadLetter": counts["transfer_dead_letter"],
-            },
-        }
+        return {"namespace": self.ns.name, "entities": entities, "now": _iso(self.broker.now_ms())}
 
     def entity(self, path: str) -> dict[str, Any]:
-        ent = self._entity(path, QUEUE, TOPIC, SUBSCRIPTION)
-        info = self.ns.get(ent.kind, ent.path)
-        out = self._summary(ent)
+        view = self._view(path, QUEUE, TOPIC, SUBSCRIPTION)
+        info = self.ns.get(view.kind, view.path)
+        out = _summary(view)
         out["properties"] = _properties(info.config, info.extras)
         out["sizeInBytes"] = info.size_in_bytes
-        if ent.kind == TOPIC:
-            out["subscriptions"] = [
-                {**self._summary(sub), "rules": [_rule(rc) for rc, _ in sub.rules]}
-                for sub in ent.subscriptions.values()
-            ]
-        if ent.kind == SUBSCRIPTION:
-            out["rules"] = [_rule(rc) for rc, _ in ent.rules]
-            out["topic"] = ent.parent.path if ent.parent is not None else None
-        if ent.requires_session:
-            out["sessions"] = [self._session(s) for s in ent.sessions.values()
-                               if s.count > 0 or s.state is not None or s.owner is not None]
+        if view.kind == TOPIC:
+            out["subscriptions"] = [{**_summary(sub), "rules": [_rule(rc) for rc in sub.rules]}
+                                    for sub in self.broker.entity_views(topic=view.path)]
+        if view.kind == SUBSCRIPTION:
+            out["rules"] = [_rule(rc) for rc in view.rules]
+            out["topic"] = view.topic
+        if view.requires_session:
+            out["sessions"] = [_session(s) for s in self.broker.session_views(view.path)]
         return out
-
-    def _session(self, s: Any) -> dict[str, Any]:
-        now = self._now_ms()
-        locked = s.owner is not None and s.locked_until_ms > now
-        return {
-            "id": s.id,
-            "messageCount": s.count,
-            "lockedUntil": _iso(s.locked_until_ms) if locked else None,
-            "state": _payload(s.state) if s.state is not None else None,
-        }
 
     def peek(self, path: str, sub_queue: str, from_sequence: int, count: int) -> dict[str, Any]:
         """A page of messages (any state) from a sequence number on; no lock, delivery count unchanged."""
-        ent = self._entity(path, QUEUE, TOPIC, SUBSCRIPTION)
-        suffix = SUB_QUEUES.get(sub_queue)
-        if suffix is None:
-            raise BadRequest(f"Unknown sub-queue '{sub_queue}': use active, deadletter or transferdeadletter.")
-        if suffix and ent.kind == TOPIC:
-            raise BadRequest("A topic has no dead-letter queue; peek its subscriptions.")
-        target = f"{ent.path}/{suffix}" if suffix else ent.path
+        view = self._view(path, QUEUE, TOPIC, SUBSCRIPTION)
+        target = self._sub_queue_path(view, sub_queue)
         count = max(1, min(count, MAX_PEEK))
         messages = self.broker.peek(target, max(from_sequence, 0), count + 1)
         more = len(messages) > count
         messages = messages[:count]
         next_from = messages[-1].sequence_number + 1 if messages else from_sequence
         return {
-            "path": ent.path,
+            "path": view.path,
             "subQueue": sub_queue,
-            "messages": [self._message(m) for m in messages],
+            "messages": [_message(m) for m in messages],
             "nextFromSequenceNumber": next_from,
             "more": more,
-        }
-
-    def _message(self, m: BrokerMessage) -> dict[str, Any]:
-        system = {
-            "MessageId": m.message_id,
-            "SequenceNumber": m.sequence_number,
-            "EnqueuedTimeUtc": _iso(m.enqueued_time_ms),
-            "State": MessageState(m.state).name.capitalize(),
-            "DeliveryCount": m.delivery_count,
-            "ContentType": m.content_type,
-            "SessionId": m.session_id,
-            "CorrelationId": m.correlation_id,
-            "Subject": m.subject,
-            "To": m.to,
-            "ReplyTo": m.reply_to,
-            "ReplyToSessionId": m.reply_to_session_id,
-            "PartitionKey": m.partition_key,
-            "TimeToLive": _duration(m.time_to_live_ms / 1000) if m.time_to_live_ms else None,
-            "ExpiresAtUtc": _iso(m.expires_at_ms) if m.expires_at_ms else None,
-            "ScheduledEnqueueTimeUtc": _iso(m.scheduled_enqueue_time_ms) if m.scheduled_enqueue_time_ms else None,
-            "LockedUntilUtc": _iso(m.locked_until_ms) if m.locked_until_ms else None,
-            "EnqueuedSequenceNumber": m.enqueue_sequence_number,
-            "DeadLetterSource": m.dead_letter_source,
-            "DeadLetterReason": m.dead_letter_reason,
-            "DeadLetterErrorDescription": m.dead_letter_description,
-            "Size": m.size,
-        }
-        return {
-            "sequenceNumber": m.sequence_number,
-            "messageId": m.message_id,
-            "enqueuedTime": system["EnqueuedTimeUtc"],
-            "state": system["State"],
-            "deadLetterReason": m.dead_letter_reason,
-            "deadLetterErrorDescription": m.dead_letter_description,
-            "systemProperties": {k: v for k, v in system.items() if v is not None},
-            "applicationProperties": [_app_property(k, v) for k, v in m.application_properties.items()],
-            "body": _body(m.body_raw),
         }
 
     # ------------------------------------------------------------------ changing
     def send(self, path: str, spec: dict[str, Any]) -> dict[str, Any]:
         """Send one message built from the console's form, through the same path AMQP senders take."""
-        ent = self._entity(path, QUEUE, TOPIC)
+        view = self._view(path, QUEUE, TOPIC)
         body = spec.get("body", "")
         if not isinstance(body, str):
             raise BadRequest("The body must be text.")
@@ -223,90 +157,105 @@ class ConsoleBroker:
             data=body.encode("utf-8"),
         )
         try:
-            self.broker.send(ent.path, incoming_messages(payload, 0))
+            self.broker.send(view.path, incoming_messages(payload, 0))
         except BrokerError as exc:
             raise BadRequest(exc.description or str(exc)) from None
         finally:
-            self._commit()
+            self.ns.commit()
         return {"sent": 1, "messageId": str(props.message_id), "scheduled": bool(scheduled)}
 
     def resubmit(self, path: str, sequence_numbers: list[int] | None) -> dict[str, Any]:
         """Move dead-lettered messages back to the entity they were dead-lettered from (all when
-        ``sequence_numbers`` is None). A subscription's messages go back to that subscription only,
-        not through the topic, so other subscriptions do not get a second copy. The copy is a new
-        message in the entity (new sequence number, delivery count 0) without the dead-letter reason;
-        messages a receiver holds locked in the dead-letter queue are left where they are."""
-        ent = self._entity(path, QUEUE, SUBSCRIPTION)
-        dlq = ent.dlq
-        assert dlq is not None
-        broker = self.broker
-        if sequence_numbers is None:
-            chosen = sorted(dlq.messages.values(), key=lambda m: m.sequence_number)
-        else:
-            chosen = []
-            for seq in sequence_numbers:
-                msg = dlq.messages.get(int(seq))
-                if msg is None:
-                    raise NotFound(f"No dead-lettered message with sequence number {seq} in '{ent.path}'.")
-                chosen.append(msg)
-        moved, skipped = 0, 0
+        ``sequence_numbers`` is None): see the broker's ``resubmit_dead_lettered``."""
+        view = self._view(path, QUEUE, SUBSCRIPTION)
         try:
-            with broker._op():
-                now = self._now_ms()
-                for msg in chosen:
-                    if msg.locked:
-                        skipped += 1
-                        continue
-                    copy = _fresh_copy(msg)
-                    broker._remove(dlq, msg)
-                    if ent.kind == SUBSCRIPTION:
-                        broker._deliver_to_subscription(ent, copy, now)
-                    else:
-                        broker._accept(ent, copy, now)
-                    moved += 1
+            done = self.broker.resubmit_dead_lettered(view.path, sequence_numbers)
+        except MessageNotFoundError as exc:
+            raise NotFound(exc.description) from None
         finally:
-            self._commit()
-        return {"resubmitted": moved, "skippedLocked": skipped}
+            self.ns.commit()
+        return {"resubmitted": len(done.sequence_numbers), "skippedLocked": len(done.skipped_locked)}
 
     def purge(self, path: str, sub_queue: str) -> dict[str, Any]:
-        """Remove the messages of an entity: its active/scheduled/deferred ones, its dead-letter queue,
+        """Remove the messages of an entity: its active/scheduled/deferred ones, one dead-letter queue,
         or everything (``all``, which on a topic includes every subscription)."""
-        ent = self._entity(path, QUEUE, TOPIC, SUBSCRIPTION)
+        view = self._view(path, QUEUE, TOPIC, SUBSCRIPTION)
         if sub_queue == "all":
-            return {"purged": self.ns.purge(ent.path)}
-        suffix = SUB_QUEUES.get(sub_queue)
-        if suffix is None:
-            raise BadRequest(f"Unknown sub-queue '{sub_queue}': use all, active, deadletter or transferdeadletter.")
-        container = {"": ent, DLQ_SUFFIX: ent.dlq, TRANSFER_DLQ_SUFFIX: ent.transfer_dlq}[suffix]
-        if container is None:
-            raise BadRequest(f"'{ent.path}' has no {sub_queue} queue.")
-        removed = 0
+            return {"purged": self.ns.purge(view.path)}
+        target = self._sub_queue_path(view, sub_queue, also=("all",))
         try:
-            with self.broker._op():
-                for msg in list(container.messages.values()):
-                    self.broker._remove(container, msg)
-                    removed += 1
-                container.available.clear()
-                for s in container.sessions.values():
-                    s.heap.clear()
+            return {"purged": self.broker.purge(target, sub_queues=False)}
+        except EntityNotFoundError as exc:
+            raise NotFound(exc.description) from None
         finally:
-            self._commit()
-        return {"purged": removed}
+            self.ns.commit()
 
 
 # ---------------------------------------------------------------------- formatting helpers
-def _fresh_copy(msg: BrokerMessage) -> BrokerMessage:
-    copy = msg.copy()
-    for name in DEAD_LETTER_PROPERTIES:
-        copy.application_properties.pop(name, None)
-    copy.dead_letter_reason = copy.dead_letter_description = copy.dead_letter_source = None
-    copy.delivery_count = 0
-    copy.state = MessageState.ACTIVE
-    copy.scheduled_enqueue_time_ms = None
-    copy.expires_at_ms = None
-    copy.enqueue_sequence_number = None
-    copy.hops = 0
-    return copy
+def _summary(view: EntityView) -> dict[str, Any]:
+    counts = view.counts
+    return {
+        "kind": view.kind,
+        "path": view.path,
+        "name": view.name,
+        "requiresSession": view.requires_session,
+        "counts": {
+            "active": counts.active,
+            "deadLetter": counts.dead_letter,
+            "scheduled": counts.scheduled,
+            "deferred": counts.deferred,
+            # Forwarding is synchronous in the emulator: nothing ever waits for transfer.
+            "transfer": 0,
+            "transferDeadLetter": counts.transfer_dead_letter,
+        },
+    }
+
+
+def _session(s: SessionView) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "messageCount": s.message_count,
+        "lockedUntil": _iso(s.locked_until_ms),
+        "state": _payload(s.state) if s.state is not None else None,
+    }
+
+
+def _message(m: BrokerMessage) -> dict[str, Any]:
+    system = {
+        "MessageId": m.message_id,
+        "SequenceNumber": m.sequence_number,
+        "EnqueuedTimeUtc": _iso(m.enqueued_time_ms),
+        "State": MessageState(m.state).name.capitalize(),
+        "DeliveryCount": m.delivery_count,
+        "ContentType": m.content_type,
+        "SessionId": m.session_id,
+        "CorrelationId": m.correlation_id,
+        "Subject": m.subject,
+        "To": m.to,
+        "ReplyTo": m.reply_to,
+        "ReplyToSessionId": m.reply_to_session_id,
+        "PartitionKey": m.partition_key,
+        "TimeToLive": _duration(m.time_to_live_ms / 1000) if m.time_to_live_ms else None,
+        "ExpiresAtUtc": _iso(m.expires_at_ms) if m.expires_at_ms else None,
+        "ScheduledEnqueueTimeUtc": _iso(m.scheduled_enqueue_time_ms) if m.scheduled_enqueue_time_ms else None,
+        "LockedUntilUtc": _iso(m.locked_until_ms) if m.locked_until_ms else None,
+        "EnqueuedSequenceNumber": m.enqueue_sequence_number,
+        "DeadLetterSource": m.dead_letter_source,
+        "DeadLetterReason": m.dead_letter_reason,
+        "DeadLetterErrorDescription": m.dead_letter_description,
+        "Size": m.size,
+    }
+    return {
+        "sequenceNumber": m.sequence_number,
+        "messageId": m.message_id,
+        "enqueuedTime": system["EnqueuedTimeUtc"],
+        "state": system["State"],
+        "deadLetterReason": m.dead_letter_reason,
+        "deadLetterErrorDescription": m.dead_letter_description,
+        "systemProperties": {k: v for k, v in system.items() if v is not None},
+        "applicationProperties": [_app_property(k, v) for k, v in m.application_properties.items()],
+        "body": _body(m.body_raw),
+    }
 
 
 def _iso(ms: int | None) -> str | None:

@@ -29,7 +29,8 @@ Server-facing API (see also :class:`~sbemulator.broker.receiver.Receiver`)::
     # management plane (persisted; see topology for what survives a restart, inspection for the rest)
     broker.create_queue / create_topic / create_subscription / update_entity / delete_entity
     broker.entity_views(kind=None, topic=None) / entity_view(path) / find_entity(path) -> EntityView
-    broker.counts(path) / purge(path) / reset() / resubmit_dead_lettered(path, seqs=None)
+    broker.counts(path) / session_views(path) / now_ms()
+    broker.purge(path, sub_queues=True) / reset() / resubmit_dead_lettered(path, seqs=None) -> Resubmission
 
 Module dependencies point one way: ``core`` -> ``topology``, ``sessions``, ``inspection`` (mixins
 that declare the broker helpers they use and import nothing from ``core``) -> ``receiver`` ->

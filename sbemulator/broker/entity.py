@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .model import BrokerMessage
+from .views import DEAD_LETTER_QUEUE, TRANSFER_DEAD_LETTER_QUEUE
 
 # Receivers (receiver.Receiver) are typed Any here: receiver depends on this module, not the reverse.
 Receiver = Any
@@ -25,8 +26,8 @@ SUBSCRIPTION = "subscription"
 DEAD_LETTER = "deadletter"
 TRANSFER_DEAD_LETTER = "transfer_deadletter"
 
-DLQ_SUFFIX = "$DeadLetterQueue"
-TRANSFER_DLQ_SUFFIX = "$Transfer/$DeadLetterQueue"
+DLQ_SUFFIX = DEAD_LETTER_QUEUE
+TRANSFER_DLQ_SUFFIX = TRANSFER_DEAD_LETTER_QUEUE
 NO_LIMIT = 1 << 62
 
 # Kinds of broker timers (lock expiry, TTL expiry, scheduled activation, session-lock expiry).

@@ -14,11 +14,14 @@ console) goes through these methods and the broker's messaging API, never throug
 ``add_rule/set_rule/remove_rule/list_rules``    subscription rules (persisted)
 ``peek(path, from_sequence_number, count)``     messages in every state, without locking; page on
                                                 with ``last.sequence_number + 1``; the path may be
-                                                a sub-queue (``orders/$DeadLetterQueue``)
+                                                a sub-queue (``orders/$DeadLetterQueue``, see
+                                                ``views.SUB_QUEUES``)
+``session_views(path)``                         sessions with messages, state or a lock holder
+``now_ms()``                                    the broker's clock (the times in views and messages)
 ``send(path, [IncomingMessage])``               send as a client would (``sbemulator.deliveries``
                                                 turns an encoded AMQP message into IncomingMessage)
 ``resubmit_dead_lettered(path, seqs=None)``     dead-lettered messages back to their entity
-``purge(path)`` / ``reset()``                   remove messages / back to the config file
+``purge(path, sub_queues=True)`` / ``reset()``  remove messages / back to the config file
 =============================================  =====================================================
 
 To send from outside AMQP (a console's "send message"), build the IncomingMessage from an encoded
@@ -44,7 +47,7 @@ from typing import Any
 from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
 from .model import BrokerMessage, MessageState
-from .views import EntityView, MessageCounts
+from .views import EntityView, MessageCounts, Resubmission, SessionView
 
 _MAIN_KINDS = (QUEUE, TOPIC, SUBSCRIPTION)
 _DEAD_LETTER_PROPERTIES = ("DeadLetterReason", "DeadLetterErrorDescription")
@@ -116,14 +119,36 @@ class InspectionMixin:
         """Message counts by kind, as the management API reports them (CountDetails)."""
         return _counts(self._entity(path)).as_dict()
 
+    def session_views(self, path: str) -> list[SessionView]:
+        """The sessions of a queue or subscription that hold messages or state, or whose lock a receiver
+        holds (a console shows them; ``list_sessions`` is the narrower get-message-sessions)."""
+        ent = self._entity(path)
+        now = self._now()
+        return [
+            SessionView(
+                id=s.id,
+                message_count=s.count,
+                locked_until_ms=s.locked_until_ms if s.owner is not None and s.locked_until_ms > now else None,
+                state=s.state,
+            )
+            for s in ent.sessions.values()
+            if s.count > 0 or s.state is not None or s.owner is not None
+        ]
+
+    def now_ms(self) -> int:
+        """The broker's clock in epoch milliseconds: what enqueue, lock and expiry times are measured by."""
+        return self._now()
+
     # --- purge and reset ---------------------------------------------------------------------------
-    def purge(self, path: str) -> int:
+    def purge(self, path: str, *, sub_queues: bool = True) -> int:
         """Remove every message of an entity and of its dead-letter sub-queues (a topic: its scheduled
-        messages and every subscription's); a sub-queue path purges only that sub-queue. Locks held on
-        them are lost. Returns how many messages were removed."""
+        messages and every subscription's); a sub-queue path purges only that sub-queue, and
+        ``sub_queues=False`` only the entity's own messages (active, deferred, scheduled: not its
+        dead-letter queues, nor a topic's subscriptions). Locks held on them are lost. Returns how
+        many messages were removed."""
         with self._op():
             ent = self._entity(path)
-            if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER):
+            if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER) or not sub_queues:
                 containers = [ent]
             else:
                 containers = [
@@ -148,15 +173,17 @@ class InspectionMixin:
             return {"deleted": deleted, "purged": purged}
 
     # --- dead letters ------------------------------------------------------------------------------
-    def resubmit_dead_lettered(self, path: str, sequence_numbers: Iterable[int] | None = None) -> list[int]:
+    def resubmit_dead_lettered(self, path: str, sequence_numbers: Iterable[int] | None = None) -> Resubmission:
         """Send dead-lettered messages back to the queue or subscription they were dead-lettered from,
         as new messages: a new sequence number and enqueued time, delivery count 0, the dead-letter
         reason and description removed (as "Message sessions" describes for messages moved back for
         reprocessing: the original order is lost). A subscription's messages go back to that
         subscription only, not through the topic. ``path`` is the entity (its dead-letter queue is
         meant) or one of its sub-queues; ``sequence_numbers`` selects messages (all of them when None;
-        MessageNotFoundError for a missing one). Locked messages are left alone. Returns the new
-        sequence numbers (in the target; for a forwarding entity, in the entity itself)."""
+        MessageNotFoundError for a missing one, and then nothing moves). Messages a receiver holds
+        locked are left where they are (``skipped_locked``): moving them would break its settlement.
+        ``sequence_numbers`` of the result are the new ones (in the target; for a forwarding entity, in
+        the entity itself)."""
         with self._op():
             ent = self._entity(path)
             if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER):
@@ -167,19 +194,20 @@ class InspectionMixin:
                 raise InvalidOperationError(f"'{ent.path}' has no dead-letter queue of its own.")
             assert source is not None and owner is not None
             if sequence_numbers is None:
-                chosen = [m for _, m in sorted(source.messages.items()) if not m.locked]
+                chosen = [m for _, m in sorted(source.messages.items())]
             else:
                 chosen = []
                 for seq in sequence_numbers:
                     msg = source.messages.get(seq)
-                    if msg is None or msg.locked:
+                    if msg is None:
                         raise MessageNotFoundError(
-                            f"The dead-lettered message with sequence number {seq} was not found (or is locked)."
+                            f"The dead-lettered message with sequence number {seq} was not found in '{source.path}'."
                         )
                     chosen.append(msg)
+            skipped = tuple(m.sequence_number for m in chosen if m.locked)
             now = self._now()
             out = []
-            for msg in chosen:
+            for msg in (m for m in chosen if not m.locked):
                 self._remove(source, msg)
                 fresh = _as_new(msg)
                 if owner.kind == SUBSCRIPTION:
@@ -187,7 +215,7 @@ class InspectionMixin:
                     out.append(fresh.sequence_number)
                 else:
                     out.append(self._accept(owner, fresh, now))
-            return out
+            return Resubmission(tuple(out), skipped)
 
 
 def _counts(ent: Entity) -> MessageCounts:

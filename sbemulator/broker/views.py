@@ -11,6 +11,12 @@ from typing import Any
 
 from sbemulator.config import RuleConfig
 
+# What to append (after a "/") to an entity path to address one of its sub-queues (queues and
+# subscriptions have both; topics have none). Keyed by the names the SDKs give them (ServiceBusSubQueue).
+DEAD_LETTER_QUEUE = "$DeadLetterQueue"
+TRANSFER_DEAD_LETTER_QUEUE = "$Transfer/$DeadLetterQueue"
+SUB_QUEUES = {"deadletter": DEAD_LETTER_QUEUE, "transferdeadletter": TRANSFER_DEAD_LETTER_QUEUE}
+
 
 @dataclass(frozen=True, slots=True)
 class MessageCounts:
@@ -59,3 +65,22 @@ class EntityView:
     rules: tuple[RuleConfig, ...]  # subscriptions
     requires_session: bool
     created_at_runtime: bool  # not declared by the config file
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """A session of a session-enabled queue or subscription, as a console shows it."""
+
+    id: str
+    message_count: int  # its messages in the entity, any state
+    locked_until_ms: int | None  # None unless a receiver holds the session lock at this moment
+    state: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Resubmission:
+    """What ``resubmit_dead_lettered`` did: the new sequence numbers of the messages sent back, and
+    the dead-lettered messages left in place because a receiver holds them locked."""
+
+    sequence_numbers: tuple[int, ...]
+    skipped_locked: tuple[int, ...]

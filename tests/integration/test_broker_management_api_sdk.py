@@ -58,7 +58,9 @@ def test_dead_letters_page_through_peek_and_resubmit_as_new_messages(emu: Emulat
         counts = emu.call(lambda: emu.broker.entity_view("orders").counts)
         assert (counts.active, counts.dead_letter) == (0, 5)
 
-        new_numbers = emu.call(emu.broker.resubmit_dead_lettered, "orders", old_numbers[:2])
+        resubmitted = emu.call(emu.broker.resubmit_dead_lettered, "orders", old_numbers[:2])
+        new_numbers = resubmitted.sequence_numbers
+        assert len(new_numbers) == 2 and resubmitted.skipped_locked == ()
         assert min(new_numbers) > max(old_numbers)
         with client.get_queue_receiver("orders") as receiver:
             again = receive(receiver, 2)

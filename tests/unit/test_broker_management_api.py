@@ -8,10 +8,12 @@ import pytest
 from sbemulator.broker import ReceiveMode
 from sbemulator.broker.errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
 from sbemulator.broker.testing import FakeClock, make_broker, msg, receiver
+from sbemulator.broker.views import SessionView
 from sbemulator.config import QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 from sbemulator.store import SqliteStore
 
 QUEUES = [{"Name": "orders", "Properties": {"LockDuration": "PT30S", "MaxDeliveryCount": 1}}]
+SESSIONS = {"Name": "sq", "Properties": {"RequiresSession": True, "LockDuration": "PT30S"}}
 TOPICS = [{"Name": "events", "Subscriptions": [{"Name": "all"}]}]
 
 
@@ -66,12 +68,24 @@ def test_purge_a_dead_letter_queue_only_or_everything() -> None:
     assert b.entity_view("orders").counts.total == 0
 
 
+def test_purge_without_sub_queues_keeps_dead_letters_and_subscriptions() -> None:
+    b = broker()
+    b.send("orders", [msg(b"a"), msg(b"b"), msg(b"later", scheduled_enqueue_time_ms=b.now_ms() + 60_000)])
+    dead_letter_one(b, "orders", b"a")
+    assert b.purge("orders", sub_queues=False) == 2
+    assert b.entity_view("orders").counts.as_dict() == {
+        "active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 1, "transfer_dead_letter": 0}
+    b.send("events", [msg(b"now"), msg(b"later", scheduled_enqueue_time_ms=b.now_ms() + 60_000)])
+    assert b.purge("events", sub_queues=False) == 1  # the topic's own (scheduled) message only
+    assert b.entity_view("events/Subscriptions/all").counts.active == 1
+
+
 def test_resubmit_dead_lettered_messages_as_new_messages() -> None:
     b = broker()
     b.send("orders", [msg(b"a", application_properties={"k": 1})])
     dead_letter_one(b, "orders", b"a")
     (dead,) = b.peek("orders/$DeadLetterQueue", 0, 10)
-    (new_seq,) = b.resubmit_dead_lettered("orders")
+    (new_seq,) = b.resubmit_dead_lettered("orders").sequence_numbers
     assert new_seq > dead.sequence_number
     (again,) = b.peek("orders", 0, 10)
     assert (again.sequence_number, again.body_raw, again.delivery_count) == (new_seq, b"a", 0)
@@ -79,6 +93,27 @@ def test_resubmit_dead_lettered_messages_as_new_messages() -> None:
     assert b.peek("orders/$DeadLetterQueue", 0, 10) == []
     with pytest.raises(MessageNotFoundError):
         b.resubmit_dead_lettered("orders", [12345])
+
+
+def test_resubmit_leaves_messages_a_receiver_holds_locked() -> None:
+    b = broker()
+    b.send("orders", [msg(b"a"), msg(b"b"), msg(b"c")])
+    for body in (b"a", b"b", b"c"):
+        dead_letter_one(b, "orders", body)
+    dead = [m.sequence_number for m in b.peek("orders/$DeadLetterQueue", 0, 10)]
+    holder = receiver(b, "orders/$DeadLetterQueue")
+    (held,) = holder.take(1)
+    # A missing number anywhere in the selection moves nothing.
+    with pytest.raises(MessageNotFoundError):
+        b.resubmit_dead_lettered("orders", [dead[1], 12345])
+    assert b.entity_view("orders").counts.dead_letter == 3
+    chosen = b.resubmit_dead_lettered("orders", [held.message.sequence_number, dead[1]])
+    assert chosen.skipped_locked == (held.message.sequence_number,) and len(chosen.sequence_numbers) == 1
+    rest = b.resubmit_dead_lettered("orders")
+    assert rest.skipped_locked == (held.message.sequence_number,) and len(rest.sequence_numbers) == 1
+    assert sorted(m.body_raw for m in b.peek("orders", 0, 10)) == [b"b", b"c"]
+    holder.complete(held.lock_token)  # the receiver can still settle what it holds
+    assert b.entity_view("orders").counts.dead_letter == 0
 
 
 def test_resubmit_from_a_subscription_goes_back_to_that_subscription_only() -> None:
@@ -90,6 +125,21 @@ def test_resubmit_from_a_subscription_goes_back_to_that_subscription_only() -> N
     b.resubmit_dead_lettered("events/Subscriptions/all/$DeadLetterQueue")
     assert [m.body_raw for m in b.peek("events/Subscriptions/all", 0, 10)] == [b"x"]
     assert r.take(5) == []
+
+
+def test_session_views_show_messages_locks_and_state() -> None:
+    b, clock = make_broker([SESSIONS])
+    b.send("sq", [msg(b"a1", session_id="a"), msg(b"a2", session_id="a"), msg(b"b1", session_id="b")])
+    holder = receiver(b, "sq", session_id="b")
+    b.set_session_state("sq", "b", b"step 2")
+    until = clock.now * 1000 + 30_000
+    assert b.session_views("sq") == [SessionView("a", 2, None, None), SessionView("b", 1, until, b"step 2")]
+    clock.advance(31)  # the session lock has ended: the view says so even before the broker's timer runs
+    assert b.session_views("sq")[1].locked_until_ms is None
+    holder.close()
+    b.purge("sq")
+    assert [s.id for s in b.session_views("sq")] == ["b"]  # no messages, but state
+    assert b.now_ms() == clock.now * 1000
 
 
 def test_reset_restores_the_file_topology() -> None:
