@@ -23,7 +23,6 @@ from __future__ import annotations
 import enum
 import os
 import socket
-import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -31,10 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from azure.core import MatchConditions
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import EdmType, EntityProperty, TableClient, TableTransactionError, UpdateMode
 
 from consumers.ordered import OrderedWrite
+from consumers.table_sink import TableCreatedOnFirstUse
 from shared.contract import format_timestamp, utc_now
 
 STATE_ROW = "state"
@@ -69,24 +69,12 @@ def default_writer_id() -> str:
     return f"{base}:{uuid.uuid4().hex[:6]}"
 
 
-class TableSequenceStore:
+class TableSequenceStore(TableCreatedOnFirstUse):
     """Applies ordered writes to one table, exactly once per (tenant, sequence), in increasing order."""
 
     def __init__(self, table: TableClient, writer_id: str | None = None) -> None:
-        self.table = table
+        super().__init__(table)
         self.writer_id = writer_id or default_writer_id()
-        self._created = False
-        self._lock = threading.Lock()
-
-    def ensure_table(self) -> None:
-        with self._lock:
-            if self._created:
-                return
-            try:
-                self.table.create_table()
-            except ResourceExistsError:
-                pass
-            self._created = True
 
     def last_applied(self, tenant_id: str) -> int:
         state = self._state(tenant_id)

@@ -49,17 +49,14 @@ def to_entity(message: ContractMessage) -> dict[str, Any]:
     }
 
 
-class TableSink:
-    """Upserts into one table; the table is created on first use if it does not exist."""
+class TableCreatedOnFirstUse:
+    """One table, created on first use if it does not exist: the app needs no deployment step for it, and
+    the create request is made once per process, not once per write (threads share the flag)."""
 
     def __init__(self, table: TableClient) -> None:
         self.table = table
         self._created = False
         self._lock = threading.Lock()
-
-    @classmethod
-    def from_service(cls, service: TableServiceClient, table_name: str) -> TableSink:
-        return cls(service.get_table_client(table_name))
 
     def ensure_table(self) -> None:
         with self._lock:
@@ -70,6 +67,14 @@ class TableSink:
             except ResourceExistsError:
                 pass
             self._created = True
+
+
+class TableSink(TableCreatedOnFirstUse):
+    """Upserts into one table; the table is created on first use if it does not exist."""
+
+    @classmethod
+    def from_service(cls, service: TableServiceClient, table_name: str) -> TableSink:
+        return cls(service.get_table_client(table_name))
 
     def upsert(self, message: ContractMessage) -> None:
         entity = to_entity(message)
