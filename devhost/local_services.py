@@ -13,15 +13,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+from sbemulator.launcher import EmulatorStartError, start_emulator_process
+
 ROOT = Path(__file__).resolve().parents[1]
-READY = re.compile(r"ready on [^:]+:(\d+) in [\d.]+s; connection string: (\S+)")
-ADMIN_READY = re.compile(r"admin on (https://\S+); CA certificate: (\S+)")
 AZURITE_ACCOUNT = "devstoreaccount1"
 # The well-known development storage key (public, documented with Azurite).
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -110,39 +108,20 @@ class LocalServices:
         return re.sub(r"Endpoint=sb://[^;]+", f"Endpoint=sb://127.0.0.1:{port}", self.service_bus_connection)
 
     def start_service_bus(self, topology: Path, timeout: float = 30.0) -> str:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.root), env.get("PYTHONPATH")]))
-        process = subprocess.Popen(
-            [sys.executable, "-m", "sbemulator", "--config", str(topology), "--host", "127.0.0.1",
-             "--port", "0", "--in-memory", *(["--admin-port", "0"] if self.emulator_supports_admin() else [])],
-            cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-        )
-        self.processes.append(process)
-        lines: list[str] = []
-        found: list[str] = []
-        done = threading.Event()
+        """Start ``python -m sbemulator`` through the launcher tests and benchmarks use.
 
-        def read() -> None:  # keeps draining the pipe afterwards so the emulator never blocks on it
-            assert process.stdout is not None
-            for line in process.stdout:
-                admin = ADMIN_READY.search(line)
-                if admin:
-                    self.admin_url, self.admin_ca = admin.group(1), admin.group(2)
-                if not found:
-                    lines.append(line)
-                    match = READY.search(line)
-                    if match:
-                        found.append(match.group(2))
-                        done.set()
-            done.set()
-
-        threading.Thread(target=read, name="sbemulator-output", daemon=True).start()
-        if not done.wait(timeout) or not found:
-            _terminate(process)
-            raise LocalServiceError("sbemulator did not become ready:\n" + "".join(lines[-20:]))
-        self.service_bus_connection = found[0]
-        return found[0]
+        The launcher waits for the ready line (and the admin line after it) and keeps draining the
+        emulator's output for the process's life, so a chatty emulator never blocks on a full pipe.
+        """
+        try:  # the launcher adds --port 0 and --admin-port 0 (free ports)
+            emulator = start_emulator_process("--config", str(topology), "--host", "127.0.0.1", "--in-memory",
+                                              timeout=timeout, cwd=self.root)
+        except EmulatorStartError as exc:
+            raise LocalServiceError(str(exc)) from None
+        self.processes.append(emulator.process)
+        self.admin_url, self.admin_ca = emulator.admin_url, emulator.ca_path
+        self.service_bus_connection = emulator.connection_string
+        return emulator.connection_string
 
     def azurite_command(self) -> list[str]:
         local = self.root / "node_modules" / ".bin" / "azurite"
