@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# pytest-xdist workers. The suite mostly waits (SDK link set-up, lock and TTL expiry), so more workers
+# than cores pays off; every fixture is per worker (tests/README.md). PYTEST_WORKERS=0 runs in-process.
+PYTEST_WORKERS ?= 6
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS)
 
 .PHONY: test demo lint unit integration bench emulator clean
 
@@ -21,13 +25,13 @@ lint: $(PY_STAMP)
 	$(BIN)/ruff check .
 
 test: $(PY_STAMP) $(NODE_STAMP) lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_PARALLEL) --durations=10
 
 unit: $(PY_STAMP)
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) tests/unit
 
 integration: $(PY_STAMP) $(NODE_STAMP)
-	$(BIN)/python -m pytest -q tests/integration tests/interop
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) tests/integration tests/interop
 
 demo: $(PY_STAMP) $(NODE_STAMP)
 	$(BIN)/python -m devhost.demo $(DEMO_ARGS)
