@@ -6,8 +6,12 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 # pytest-xdist workers. The suite mostly waits (SDK link set-up, lock and TTL expiry), so more workers
 # than cores pays off; every fixture is per worker (tests/README.md). PYTEST_WORKERS=0 runs in-process.
+# --maxschedchunk 1 hands out tests one at a time, so no worker sits on a queue of long tests while the
+# others are idle. Bytecode is kept (__pycache__, git-ignored) even where the environment turns it off:
+# every worker imports the SDKs and the tests again, and compiling them each time costs seconds of CPU.
 PYTEST_WORKERS ?= 6
-PYTEST_PARALLEL := -n $(PYTEST_WORKERS)
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --maxschedchunk 1
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 .PHONY: test demo lint unit integration bench emulator clean
 
@@ -25,13 +29,13 @@ lint: $(PY_STAMP)
 	$(BIN)/ruff check .
 
 test: $(PY_STAMP) $(NODE_STAMP) lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_PARALLEL) --durations=10
+	$(PYTEST) -q -p no:cacheprovider $(PYTEST_PARALLEL) --durations=10
 
 unit: $(PY_STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) tests/unit
+	$(PYTEST) -q $(PYTEST_PARALLEL) tests/unit
 
 integration: $(PY_STAMP) $(NODE_STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) tests/integration tests/interop
+	$(PYTEST) -q $(PYTEST_PARALLEL) tests/integration tests/interop
 
 demo: $(PY_STAMP) $(NODE_STAMP)
 	$(BIN)/python -m devhost.demo $(DEMO_ARGS)
