@@ -9,7 +9,7 @@ NODE_STAMP := node_modules/.installed
 # --maxschedchunk 1 hands out tests one at a time, so no worker sits on a queue of long tests while the
 # others are idle. Bytecode is kept (__pycache__, git-ignored) even where the environment turns it off:
 # every worker imports the SDKs and the tests again, and compiling them each time costs seconds of CPU.
-PYTEST_WORKERS ?= 6
+PYTEST_WORKERS ?= 8
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --maxschedchunk 1
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
