@@ -1,14 +1,19 @@
-"""devhost's local Azurite, started the way parallel test workers start it: several at once."""
+"""devhost's local stand-ins: sbemulator through ``sbemulator.launcher``, and Azurite started the way
+parallel test workers start it (several at once)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from azure.data.tables import TableServiceClient
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from devhost.local_services import LocalServiceError, LocalServices
+from shared.topology import QUEUE_LEVELING
 from tests.fixtures.process import REPO_ROOT
 
 requires_azurite = pytest.mark.skipif(not (REPO_ROOT / "node_modules" / ".bin" / "azurite").exists(),
@@ -39,3 +44,29 @@ def test_a_stand_in_that_exits_before_listening_is_reported_with_its_output(monk
     with pytest.raises(LocalServiceError, match="no ports for you"):
         services.start_azurite(timeout=10)
     assert services.processes == []
+
+
+def test_the_emulator_starts_on_free_ports_and_reports_its_admin_endpoint() -> None:
+    services = LocalServices()
+    try:
+        connection = services.start_service_bus(REPO_ROOT / "infra" / "servicebus.json")
+        assert services.admin_url and services.admin_ca and services.admin_connection_string
+        with ServiceBusClient.from_connection_string(connection) as client:
+            with client.get_queue_sender(QUEUE_LEVELING) as sender:
+                sender.send_messages(ServiceBusMessage("through devhost's emulator"))
+            with client.get_queue_receiver(QUEUE_LEVELING, max_wait_time=5) as receiver:
+                assert [str(m) for m in receiver.receive_messages(max_wait_time=5)] == ["through devhost's emulator"]
+        (process,) = services.processes
+    finally:
+        services.stop()
+    assert process.poll() is not None and services.processes == []
+
+
+def test_an_emulator_that_cannot_start_is_reported_with_its_output(tmp_path: Path) -> None:
+    bad = tmp_path / "topology.json"
+    bad.write_text(json.dumps({"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [
+        {"Name": "q", "Properties": {"LockDuration": "ten minutes"}}]}]}}))
+    services = LocalServices()
+    with pytest.raises(LocalServiceError, match="LockDuration"):
+        services.start_service_bus(bad, timeout=20)
+    assert services.processes == [] and services.service_bus_connection is None
