@@ -31,8 +31,9 @@ lint: $(PY_STAMP)
 test: $(PY_STAMP) $(NODE_STAMP) lint
 	$(PYTEST) -q -p no:cacheprovider $(PYTEST_PARALLEL) --durations=10
 
+# The unit tests compute rather than wait: one process beats workers there (17.9 s vs 37 s with -n 8).
 unit: $(PY_STAMP)
-	$(PYTEST) -q $(PYTEST_PARALLEL) tests/unit
+	$(PYTEST) -q tests/unit
 
 integration: $(PY_STAMP) $(NODE_STAMP)
 	$(PYTEST) -q $(PYTEST_PARALLEL) tests/integration tests/interop
