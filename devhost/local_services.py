@@ -8,21 +8,22 @@ telemetry off. Both use free ports and keep nothing on disk, and both are stoppe
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+from sbemulator.launcher import EmulatorStartError, start_emulator_process
+
 ROOT = Path(__file__).resolve().parents[1]
-READY = re.compile(r"ready on [^:]+:(\d+) in [\d.]+s; connection string: (\S+)")
-ADMIN_READY = re.compile(r"admin on (https://\S+); CA certificate: (\S+)")
 AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully listening at \S+:(\d+)")
 # The well-known development storage key (public, documented with Azurite).
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
@@ -33,19 +34,6 @@ class LocalServiceError(RuntimeError):
 
 class Unreachable(RuntimeError):
     """A configured endpoint did not accept a TCP connection within the timeout."""
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
@@ -71,6 +59,39 @@ def _terminate(process: subprocess.Popen, timeout: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout)
+
+
+def _listening_ports(process: subprocess.Popen[str], pattern: re.Pattern[str], names: set[str],
+                     timeout: float) -> tuple[dict[str, int], list[str]]:
+    """Read ``process``'s output until ``pattern`` (groups: name, port) has named every one of ``names``.
+
+    Returns the ports found (fewer if the process exited or ``timeout`` passed) and the lines read. A
+    daemon thread keeps draining the output afterwards so the process never blocks on a full pipe.
+    """
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def drain() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=drain, name="local-service-output", daemon=True).start()
+    ports: dict[str, int] = {}
+    output: list[str] = []
+    deadline = time.monotonic() + timeout
+    while set(ports) < names:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        output.append(line)
+        match = pattern.search(line)
+        if match:
+            ports[match.group(1)] = int(match.group(2))
+    return ports, output
 
 
 class LocalServices:
@@ -110,39 +131,20 @@ class LocalServices:
         return re.sub(r"Endpoint=sb://[^;]+", f"Endpoint=sb://127.0.0.1:{port}", self.service_bus_connection)
 
     def start_service_bus(self, topology: Path, timeout: float = 30.0) -> str:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.root), env.get("PYTHONPATH")]))
-        process = subprocess.Popen(
-            [sys.executable, "-m", "sbemulator", "--config", str(topology), "--host", "127.0.0.1",
-             "--port", "0", "--in-memory", *(["--admin-port", "0"] if self.emulator_supports_admin() else [])],
-            cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-        )
-        self.processes.append(process)
-        lines: list[str] = []
-        found: list[str] = []
-        done = threading.Event()
+        """Start ``python -m sbemulator`` through the launcher tests and benchmarks use.
 
-        def read() -> None:  # keeps draining the pipe afterwards so the emulator never blocks on it
-            assert process.stdout is not None
-            for line in process.stdout:
-                admin = ADMIN_READY.search(line)
-                if admin:
-                    self.admin_url, self.admin_ca = admin.group(1), admin.group(2)
-                if not found:
-                    lines.append(line)
-                    match = READY.search(line)
-                    if match:
-                        found.append(match.group(2))
-                        done.set()
-            done.set()
-
-        threading.Thread(target=read, name="sbemulator-output", daemon=True).start()
-        if not done.wait(timeout) or not found:
-            _terminate(process)
-            raise LocalServiceError("sbemulator did not become ready:\n" + "".join(lines[-20:]))
-        self.service_bus_connection = found[0]
-        return found[0]
+        The launcher waits for the ready line (and the admin line after it) and keeps draining the
+        emulator's output for the process's life, so a chatty emulator never blocks on a full pipe.
+        """
+        try:  # the launcher adds --port 0 and --admin-port 0 (free ports)
+            emulator = start_emulator_process("--config", str(topology), "--host", "127.0.0.1", "--in-memory",
+                                              timeout=timeout, cwd=self.root)
+        except EmulatorStartError as exc:
+            raise LocalServiceError(str(exc)) from None
+        self.processes.append(emulator.process)
+        self.admin_url, self.admin_ca = emulator.admin_url, emulator.ca_path
+        self.service_bus_connection = emulator.connection_string
+        return emulator.connection_string
 
     def azurite_command(self) -> list[str]:
         local = self.root / "node_modules" / ".bin" / "azurite"
@@ -155,27 +157,29 @@ class LocalServices:
                                 "(`make demo` does), or set TableStorageConnection")
 
     def start_azurite(self, timeout: float = 30.0) -> str:
-        blob, queue, table = _free_ports(3)
+        """Start Azurite on loopback with data in memory, on ports the system picks.
+
+        Port 0 lets the system choose and Azurite prints the ports it got, so two Azurites started at
+        once (parallel test workers) can never race for a port picked in advance.
+        """
         process = subprocess.Popen(
             [*self.azurite_command(), "--silent", "--disableTelemetry", "--inMemoryPersistence",
              "--skipApiVersionCheck", "--blobHost", "127.0.0.1", "--queueHost", "127.0.0.1",
-             "--tableHost", "127.0.0.1", "--blobPort", str(blob), "--queuePort", str(queue),
-             "--tablePort", str(table)],
-            cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env={k: v for k, v in os.environ.items() if k != "AZURITE_ACCOUNTS"},
+             "--tableHost", "127.0.0.1", "--blobPort", "0", "--queuePort", "0", "--tablePort", "0"],
+            cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, env={k: v for k, v in os.environ.items() if k != "AZURITE_ACCOUNTS"},
         )
-        self.processes.append(process)
-        try:
-            for port in (blob, queue, table):
-                wait_for_port("127.0.0.1", port, timeout, process)
-        except (Unreachable, LocalServiceError) as exc:
+        self.processes.append(process)  # stop() ends it even if the wait below is interrupted
+        ports, output = _listening_ports(process, AZURITE_LISTENING, {"Blob", "Queue", "Table"}, timeout)
+        if len(ports) < 3:
             _terminate(process)
-            raise LocalServiceError(f"Azurite did not start: {exc}") from None
+            self.processes.remove(process)
+            raise LocalServiceError("Azurite did not start:\n" + "".join(output[-20:]))
         self.storage_connection = (
             f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-            f"BlobEndpoint=http://127.0.0.1:{blob}/{AZURITE_ACCOUNT};"
-            f"QueueEndpoint=http://127.0.0.1:{queue}/{AZURITE_ACCOUNT};"
-            f"TableEndpoint=http://127.0.0.1:{table}/{AZURITE_ACCOUNT};"
+            f"BlobEndpoint=http://127.0.0.1:{ports['Blob']}/{AZURITE_ACCOUNT};"
+            f"QueueEndpoint=http://127.0.0.1:{ports['Queue']}/{AZURITE_ACCOUNT};"
+            f"TableEndpoint=http://127.0.0.1:{ports['Table']}/{AZURITE_ACCOUNT};"
         )
         return self.storage_connection
 

@@ -1,8 +1,9 @@
 """Run the emulator as its own process (``python -m sbemulator``) and wait until it is ready.
 
-Tests that kill it, benchmarks that measure its CPU and tools that must not share its interpreter
-lock all need the same thing: start the CLI on a free port, read its ``ready`` line (and the admin
-line after it), and keep draining its output so it never blocks on a full pipe.
+Tests that kill it, benchmarks that measure its CPU and the local Functions host (devhost), which
+must not share its interpreter lock, all need the same thing: start the CLI on a free port, read its
+``ready`` line (and the admin line after it), and keep draining its output so it never blocks on a
+full pipe.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from pathlib import Path
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]
 READY = re.compile(r"ready on [^:]+:(\d+) in ([\d.]+)s; connection string: (\S+)")
 ADMIN = re.compile(r"admin on (https://\S+?):(\d+); CA certificate: (.+)$")
+
+
+class EmulatorStartError(RuntimeError):
+    """The emulator process exited or stayed silent before printing its ready line(s); the message holds its output."""
 
 
 @dataclass
@@ -70,7 +75,8 @@ def start_emulator_process(*args: str, timeout: float = 20, cwd: Path | None = N
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "sbemulator", "--port", "0", *admin_args, *args],
-        cwd=cwd or PACKAGE_PARENT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=cwd or PACKAGE_PARENT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
     )
     lines: list[str] = []
     incoming: queue.Queue[str | None] = queue.Queue()
@@ -110,7 +116,7 @@ def start_emulator_process(*args: str, timeout: float = 20, cwd: Path | None = N
     if result is None or (result.admin_port is None and "--no-admin" not in args):
         process.kill()
         process.wait(5)
-        raise RuntimeError("sbemulator did not become ready:\n" + "".join(lines))
+        raise EmulatorStartError("sbemulator did not become ready:\n" + "".join(lines))
     return result
 
 

@@ -1,3 +1,21 @@
-"""Shared fixtures: sbemulator (tests/fixtures/emulator.py) and Azurite (tests/fixtures/azurite.py)."""
+"""Shared fixtures: sbemulator (tests/fixtures/emulator.py) and Azurite (tests/fixtures/azurite.py).
+
+The suite runs on pytest-xdist workers (``make test``; see tests/README.md for the rules that keeps safe).
+"""
+
+from __future__ import annotations
+
+import pytest
 
 pytest_plugins = ["tests.fixtures.emulator", "tests.fixtures.azurite"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the tests marked ``slow`` first, keeping the order otherwise.
+
+    Under pytest-xdist the run lasts as long as its busiest worker: a 30-second test handed out last
+    runs alone at the end, while handed out first it overlaps with everything else. ``make test`` hands
+    tests out one at a time (``--maxschedchunk 1``), so the slow ones start early on several workers
+    and the short ones fill in around them.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -44,6 +44,7 @@ def _wait(predicate: Any, timeout: float, interval: float = 0.25) -> bool:
     return predicate()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _azurite_available(), reason="azurite is not installed (npm install)")
 def test_the_pipeline_runs_under_devhost_with_separate_pools() -> None:
     options = HostOptions(
@@ -138,6 +139,7 @@ def test_a_failing_function_is_logged_abandoned_and_finally_dead_lettered(
     assert any("cannot handle this" in (r.exc_text or "") for r in caplog.records)
 
 
+@pytest.mark.slow
 def test_a_session_trigger_processes_each_session_in_order(tmp_path: Path) -> None:
     app = func.FunctionApp()
     seen: dict[str, list[int]] = {}

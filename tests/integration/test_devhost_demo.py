@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 
 @pytest.mark.skipif(not (ROOT / "node_modules" / ".bin" / "azurite").exists(), reason="azurite is not installed")

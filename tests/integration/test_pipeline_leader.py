@@ -2,13 +2,15 @@
 
 SIGKILL closes the leader's connection, so the broker releases the session and another replica takes
 over quickly. SIGSTOP keeps the connection open: the session lock must run out (LockDuration of
-``leader-election``, 30 s) before anyone else is elected, and the paused leader must not claim
+``leader-election``: 30 s in infra/servicebus.json, 10 s here so the test waits less) before anyone
+else is elected, and the paused leader must not claim
 leadership after its lease ran out (fencing). In both cases the leadership intervals never overlap.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import subprocess
 import sys
@@ -20,14 +22,24 @@ import pytest
 
 from sbemulator import Emulator
 from shared.leader_cli import LeaderInterval, leader_intervals
+from shared.topology import QUEUE_LEADER_ELECTION
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCK_DURATION = 30.0  # infra/servicebus.json: leader-election LockDuration PT30S
+LOCK_DURATION = 10.0  # the leader-election queue's LockDuration in this test's topology (seconds)
+
+
+def _topology() -> dict:
+    """infra/servicebus.json with a shorter leader-election lock: the paused-leader test waits it out."""
+    config = json.loads((ROOT / "infra" / "servicebus.json").read_text())
+    (leader_queue,) = [queue for namespace in config["UserConfig"]["Namespaces"] for queue in namespace["Queues"]
+                       if queue["Name"] == QUEUE_LEADER_ELECTION]
+    leader_queue["Properties"]["LockDuration"] = f"PT{LOCK_DURATION:.0f}S"
+    return config
 
 
 @pytest.fixture
 def connection_string() -> Iterator[str]:
-    with Emulator(config=str(ROOT / "infra" / "servicebus.json"), in_memory=True) as emu:
+    with Emulator(config=_topology(), in_memory=True) as emu:
         yield emu.connection_string
 
 

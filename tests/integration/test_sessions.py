@@ -144,6 +144,7 @@ def test_closing_the_holder_releases_the_session_at_once(sb_connection_string):
         assert time.monotonic() - started < 5  # no need to wait for the lock to lapse
 
 
+@pytest.mark.slow
 async def test_ten_interleaved_groups_of_100_are_each_processed_in_order_by_concurrent_consumers(sb_connection_string):
     groups = {f"tenant-{g}": [f"{g}:{i}" for i in range(100)] for g in range(10)}
     async with AsyncServiceBusClient.from_connection_string(sb_connection_string) as client:
