@@ -195,7 +195,9 @@ def test_a_write_applied_but_not_settled_is_completed_not_applied_again_by_the_n
             while len(outcomes) < 2 and time.monotonic() < deadline:
                 for message in again.receive_messages(max_message_count=1, max_wait_time=2):
                     outcomes.append((message.delivery_count, settle_ordered(second_store, message, actions)))
-    assert outcomes == [(1, "duplicate"), (0, "applied")]
+    # Closing a session receiver without settling does not count a delivery ("Message sessions", impact of
+    # delivery count): the redelivered write arrives with count 0 and is recognised as a duplicate.
+    assert outcomes == [(0, "duplicate"), (0, "applied")]
     audit = audit_table(table)["t-crash"]
     assert (audit.applied, audit.double_applied, audit.out_of_order) == (2, 0, 0)
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
+from azure.servicebus.aio import AutoLockRenewer
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import (
     OperationTimeoutError,
@@ -155,12 +156,15 @@ async def test_ten_interleaved_groups_of_100_are_each_processed_in_order_by_conc
             for start in range(0, len(interleaved), 100):
                 await sender.send_messages(interleaved[start : start + 100])
         seen: dict[str, list[str]] = {}
+        # A consumer holds its session for 100 completions; the renewer keeps the 5 s session lock alive
+        # however slowly a loaded machine gets through them, as a real session consumer would.
+        renewer = AutoLockRenewer(max_lock_renewal_duration=110)
 
         async def consumer() -> None:
             while True:
                 try:
                     receiver = client.get_queue_receiver(
-                        QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+                        QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2, auto_lock_renewer=renewer
                     )
                     async with receiver:
                         sid = receiver.session.session_id
@@ -174,7 +178,10 @@ async def test_ten_interleaved_groups_of_100_are_each_processed_in_order_by_conc
                 except OperationTimeoutError:
                     return
 
-        await asyncio.wait_for(asyncio.gather(*(consumer() for _ in range(4))), 110)
+        try:
+            await asyncio.wait_for(asyncio.gather(*(consumer() for _ in range(4))), 110)
+        finally:
+            await renewer.close()
     assert seen == groups
 
 
