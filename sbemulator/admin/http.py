@@ -64,6 +64,7 @@ class HttpServer:
         self.ssl_context = ssl_context
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
         self._stopping = False
 
     async def start(self) -> None:
@@ -77,10 +78,14 @@ class HttpServer:
         self._stopping = True
         if self._server is not None:
             self._server.close()
+        # Abort the transports first: a connection task whose cancellation raced with a completed read
+        # (asyncio.wait_for on 3.11 can swallow it) then sees its stream end instead of waiting on it.
+        for writer in list(self._writers):
+            writer.transport.abort()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.wait(list(self._tasks), timeout=5)
         if self._server is not None:
             try:
                 await asyncio.wait_for(self._server.wait_closed(), 5)
@@ -92,6 +97,7 @@ class HttpServer:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        self._writers.add(writer)
         try:
             await self._connection(reader, writer)
         except (ConnectionError, TimeoutError, ssl.SSLError, asyncio.IncompleteReadError):
@@ -102,6 +108,7 @@ class HttpServer:
             log.exception("admin connection failed")
         finally:
             self._tasks.discard(task)
+            self._writers.discard(writer)
             if self._stopping:
                 # Shutting down: no TLS close handshake with idle keep-alive clients that will not answer it.
                 writer.transport.abort()
@@ -114,7 +121,7 @@ class HttpServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER)
-        while True:
+        while not self._stopping:
             try:
                 request = await self._read_request(conn, reader)
             except h11.RemoteProtocolError as exc:
@@ -144,7 +151,8 @@ class HttpServer:
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                data = await asyncio.wait_for(reader.read(65536), READ_TIMEOUT_S)
+                async with asyncio.timeout(READ_TIMEOUT_S):
+                    data = await reader.read(65536)
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
@@ -177,4 +185,5 @@ class HttpServer:
             data += conn.send(h11.Data(data=response.body))
         data += conn.send(h11.EndOfMessage())
         writer.write(data)
-        await asyncio.wait_for(writer.drain(), READ_TIMEOUT_S)
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            await writer.drain()
