@@ -4,7 +4,6 @@ the API come back as new messages; the dead-letter queue pages through peek."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,21 +13,13 @@ from sbemulator import Emulator
 from sbemulator.amqp.message import encode_message
 from sbemulator.amqp.performatives import Properties
 from sbemulator.deliveries import incoming_messages
-from tests.fixtures.emulator import queue, topology
+from tests.fixtures.emulator import queue, receive, topology
 
 
 @pytest.fixture
 def emu() -> Iterator[Emulator]:
     with Emulator(config=topology(queues=[queue("orders")]), in_memory=True) as emulator:
         yield emulator
-
-
-def receive(receiver, count: int, wait: float = 5) -> list:
-    out: list = []
-    deadline = time.monotonic() + wait
-    while len(out) < count and time.monotonic() < deadline:
-        out += receiver.receive_messages(max_message_count=count - len(out), max_wait_time=1)
-    return out
 
 
 def test_message_sent_through_the_api_arrives_like_a_clients(emu: Emulator) -> None:

@@ -21,7 +21,7 @@ from azure.servicebus import (
 from azure.servicebus.exceptions import ServiceBusError
 
 from sbemulator import Emulator
-from tests.fixtures.emulator import queue, topology
+from tests.fixtures.emulator import queue, receive, topology
 
 MINUTE = dt.timedelta(minutes=1)
 HOUR = dt.timedelta(hours=1)
@@ -100,14 +100,6 @@ def emu() -> Iterator[Emulator]:
 def client(emu: Emulator) -> Iterator[ServiceBusClient]:
     with ServiceBusClient.from_connection_string(emu.connection_string) as sb:
         yield sb
-
-
-def receive(receiver, count: int, wait: float = 5) -> list:
-    out: list = []
-    deadline = time.monotonic() + wait
-    while len(out) < count and time.monotonic() < deadline:
-        out += receiver.receive_messages(max_message_count=count - len(out), max_wait_time=1)
-    return out
 
 
 def drain_subscription(client: ServiceBusClient, topic: str, sub: str, expected: int) -> list:

@@ -16,20 +16,11 @@ from azure.data.tables import TableServiceClient, UpdateMode
 
 from consumers.ordered import OrderedWrite
 from consumers.ordered_table import STATE_ROW, ApplyOutcome, TableSequenceStore, audit_rows, audit_table
-from shared.clients import table_service_client
-from shared.settings import TableSettings
-from tests.fixtures.azurite import Azurite  # the `azurite` fixture is registered by tests/conftest.py
 
 
 def _write(sequence: int, tenant: str = "tenant-1") -> OrderedWrite:
     return OrderedWrite(tenant, sequence, f"{tenant}-{sequence}", {"sequence": sequence, "value": sequence * 10})
 
-
-@pytest.fixture
-def service(azurite: Azurite) -> TableServiceClient:
-    settings = TableSettings(table_name="unused", connection_string=azurite.connection_string)
-    with table_service_client(settings) as client:
-        yield client
 
 
 @pytest.fixture
@@ -37,12 +28,12 @@ def table_name() -> str:
     return "o" + uuid.uuid4().hex[:20]
 
 
-def _store(service: TableServiceClient, table_name: str, writer: str = "w1") -> TableSequenceStore:
-    return TableSequenceStore(service.get_table_client(table_name), writer_id=writer)
+def _store(table_service: TableServiceClient, table_name: str, writer: str = "w1") -> TableSequenceStore:
+    return TableSequenceStore(table_service.get_table_client(table_name), writer_id=writer)
 
 
-def test_writes_apply_once_in_increasing_order(service: TableServiceClient, table_name: str) -> None:
-    store = _store(service, table_name)
+def test_writes_apply_once_in_increasing_order(table_service: TableServiceClient, table_name: str) -> None:
+    store = _store(table_service, table_name)
     outcomes = [store.apply(_write(s)) for s in (1, 2, 2, 5, 3, 5, 6)]
     assert outcomes == [ApplyOutcome.APPLIED, ApplyOutcome.APPLIED, ApplyOutcome.DUPLICATE, ApplyOutcome.APPLIED,
                         ApplyOutcome.STALE, ApplyOutcome.DUPLICATE, ApplyOutcome.APPLIED]
@@ -55,9 +46,9 @@ def test_writes_apply_once_in_increasing_order(service: TableServiceClient, tabl
     assert ledger == [1, 2, 5, 6]  # RowKeys sort in the order applied
 
 
-def test_sequences_beyond_32_bits(service: TableServiceClient, table_name: str) -> None:
+def test_sequences_beyond_32_bits(table_service: TableServiceClient, table_name: str) -> None:
     """The sender numbers writes by milliseconds since 1970 (about 1.8e12): they must be stored as Int64."""
-    store = _store(service, table_name)
+    store = _store(table_service, table_name)
     base = 1_764_000_000_000
     outcomes = [store.apply(_write(s)).value for s in (base, base + 1, base + 1, base)]
     assert outcomes == ["applied", "applied", "duplicate", "stale"]
@@ -66,18 +57,18 @@ def test_sequences_beyond_32_bits(service: TableServiceClient, table_name: str) 
     assert (audit.applied, audit.last_sequence, audit.double_applied) == (2, base + 1, 0)
 
 
-def test_tenants_are_independent(service: TableServiceClient, table_name: str) -> None:
-    store = _store(service, table_name)
+def test_tenants_are_independent(table_service: TableServiceClient, table_name: str) -> None:
+    store = _store(table_service, table_name)
     assert store.apply(_write(7, "a")) is ApplyOutcome.APPLIED
     assert store.apply(_write(1, "b")) is ApplyOutcome.APPLIED
     assert {t: a.applied for t, a in audit_table(store.table).items()} == {"a": 1, "b": 1}
 
 
 def test_a_writer_with_an_old_read_cannot_apply_over_a_newer_state(
-    service: TableServiceClient, table_name: str
+    table_service: TableServiceClient, table_name: str
 ) -> None:
     """The zombie case: B applied sequence 2 after A read the state; A's conditional update must fail."""
-    a, b = _store(service, table_name, "a"), _store(service, table_name, "b")
+    a, b = _store(table_service, table_name, "a"), _store(table_service, table_name, "b")
     a.apply(_write(1))
     stale_state = a.table.get_entity("tenant-1", STATE_ROW)
     assert b.apply(_write(2)) is ApplyOutcome.APPLIED
@@ -92,9 +83,9 @@ def test_a_writer_with_an_old_read_cannot_apply_over_a_newer_state(
     assert (audit.applied, audit.double_applied, audit.writers) == (2, 0, {"a", "b"})
 
 
-def test_the_etag_condition_is_what_rejects_the_old_read(service: TableServiceClient, table_name: str) -> None:
+def test_the_etag_condition_is_what_rejects_the_old_read(table_service: TableServiceClient, table_name: str) -> None:
     """Guards the test above: an unconditional update with the same old read would have gone through."""
-    store = _store(service, table_name)
+    store = _store(table_service, table_name)
     store.apply(_write(1))
     old = store.table.get_entity("tenant-1", STATE_ROW)
     store.apply(_write(2))
@@ -107,9 +98,9 @@ def test_the_etag_condition_is_what_rejects_the_old_read(service: TableServiceCl
     assert store.last_applied("tenant-1") == 1
 
 
-def test_racing_writers_apply_each_sequence_once(service: TableServiceClient, table_name: str) -> None:
+def test_racing_writers_apply_each_sequence_once(table_service: TableServiceClient, table_name: str) -> None:
     """Four writers push the same 1..15 concurrently (what two instances holding one session would do)."""
-    stores = [_store(service, table_name, f"w{i}") for i in range(4)]
+    stores = [_store(table_service, table_name, f"w{i}") for i in range(4)]
     stores[0].ensure_table()
     barrier = threading.Barrier(len(stores))
     errors: list[BaseException] = []

@@ -9,10 +9,7 @@ import pytest
 from azure.data.tables import TableServiceClient
 
 from consumers.table_sink import TableSink
-from shared.clients import table_service_client
 from shared.contract import ContractMessage
-from shared.settings import TableSettings
-from tests.fixtures.azurite import Azurite  # the `azurite` fixture is registered by tests/conftest.py
 
 
 def _message(message_id: str, tenant: str = "tenant-1", value: int = 1) -> ContractMessage:
@@ -22,16 +19,10 @@ def _message(message_id: str, tenant: str = "tenant-1", value: int = 1) -> Contr
     )
 
 
-@pytest.fixture
-def service(azurite: Azurite) -> TableServiceClient:
-    settings = TableSettings(table_name="unused", connection_string=azurite.connection_string)
-    with table_service_client(settings) as client:
-        yield client
-
 
 @pytest.fixture
-def sink(service: TableServiceClient) -> TableSink:
-    return TableSink.from_service(service, "t" + uuid.uuid4().hex[:20])
+def sink(table_service: TableServiceClient) -> TableSink:
+    return TableSink.from_service(table_service, "t" + uuid.uuid4().hex[:20])
 
 
 def test_writing_the_same_message_twice_leaves_one_row(sink: TableSink) -> None:
@@ -62,10 +53,10 @@ def test_distinct_messages_and_tenants_are_distinct_rows(sink: TableSink) -> Non
     assert keys == [("tenant-1", "a"), ("tenant-1", "b"), ("tenant-2", "a"), ("tenant-2", "b")]
 
 
-def test_the_table_is_created_on_first_write_and_reused(service: TableServiceClient) -> None:
+def test_the_table_is_created_on_first_write_and_reused(table_service: TableServiceClient) -> None:
     name = "t" + uuid.uuid4().hex[:20]
-    assert name not in [t.name for t in service.list_tables()]
-    TableSink.from_service(service, name).upsert(_message("x"))
-    TableSink.from_service(service, name).upsert(_message("y"))  # a second process: table exists
-    assert name in [t.name for t in service.list_tables()]
-    assert len(list(service.get_table_client(name).list_entities())) == 2
+    assert name not in [t.name for t in table_service.list_tables()]
+    TableSink.from_service(table_service, name).upsert(_message("x"))
+    TableSink.from_service(table_service, name).upsert(_message("y"))  # a second process: table exists
+    assert name in [t.name for t in table_service.list_tables()]
+    assert len(list(table_service.get_table_client(name).list_entities())) == 2
