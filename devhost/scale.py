@@ -23,6 +23,7 @@ class RoleScale:
     role: str
     max_instances: int
     max_concurrent_calls: int
+    always_ready: int = 0  # Flex Consumption always-ready instances, when the Bicep sets them
 
 
 @functools.cache
@@ -81,5 +82,9 @@ def load_role_scales(bicep: str | Path = DEFAULT_BICEP) -> dict[str, RoleScale]:
         if not isinstance(instances, int) or not isinstance(calls, int) or instances < 1 or calls < 1:
             raise SettingsError(f"{where}: maximumInstanceCount/maxConcurrentCalls must be positive ints, "
                                 f"got {instances!r}/{calls!r}")
-        scales[role] = RoleScale(role, instances, calls)
+        ready = _resolve(doc, app.get("alwaysReadyInstanceCount", 0), where)
+        if not isinstance(ready, int) or not 0 <= ready <= instances:
+            raise SettingsError(f"{where}: alwaysReadyInstanceCount must be an int within 0..{instances}, "
+                                f"got {ready!r}")
+        scales[role] = RoleScale(role, instances, calls, ready)
     return scales
