@@ -193,13 +193,6 @@ class Host:
             limit = self.options.instances.get(role, scale.max_instances)
             plans[role] = RolePlan(role, instances, options, discover(app, role), max_instances=limit,
                                    always_ready=getattr(scale, "always_ready", 0))
-        if "leveler" in plans:  # as infra/main.bicep: the cap is split across the instances that run
-            previous = settings.get("LEVELER_MAX_INSTANCES")
-            count = str(plans["leveler"].instances)
-            if previous not in (None, count):
-                log.info("LEVELER_MAX_INSTANCES=%s replaced by %s, the leveler instances devhost runs",
-                         previous, count)
-            settings.set("LEVELER_MAX_INSTANCES", count)
         return plans
 
     def _check_settings(self, settings: HostSettings) -> None:
