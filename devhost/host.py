@@ -67,6 +67,8 @@ class HostOptions:
     extra_apps: dict[str, tuple[func.FunctionApp, RoleScale]] = field(default_factory=dict)
     connect_timeout: float = 5.0
     env: Mapping[str, str] | None = None  # None: os.environ
+    # the management endpoint of an emulator the caller started (connection string with its port, CA file)
+    admin_connection: tuple[str, str | None] | None = None
 
     def path(self, value: Path | None, default: str) -> Path:
         return Path(value) if value is not None else self.app_root / default
@@ -242,6 +244,10 @@ class Host:
         from azure.servicebus.management import ServiceBusAdministrationClient
 
         assert self.settings is not None
+        if self.options.admin_connection is not None:
+            conn, ca = self.options.admin_connection
+            return ServiceBusAdministrationClient.from_connection_string(
+                conn, connection_verify=ca or True, connection_timeout=3, read_timeout=5)
         if self.services.service_bus_connection:  # the embedded emulator
             conn = self.services.admin_connection_string
             if conn is None:

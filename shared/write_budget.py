@@ -13,9 +13,9 @@ its slots.
 
 What follows:
 
-- **the cap holds for any number of instances**: slots are globally unique and 1 / C apart, and a
-  write starts only within ``grace`` (half a slot) after its slot, so no 1-s window holds more
-  than C + 1 starts, whoever holds them;
+- **the cap holds for any number of instances**: slots are globally unique and 1 / (0.95 C) apart
+  (``headroom``: 5 % kept back for the jitter between a write's start and its arrival at the store),
+  and a write starts only within ``grace`` (half a slot) after its slot, whoever holds them;
 - **one instance can use all of it**: alone, it leases every slot;
 - **a killed instance's share comes back on its own**: a lease is a range of time, at most
   ``max_ahead`` + one batch beyond the moment it was taken, and it lapses with the time; nobody
@@ -49,6 +49,10 @@ from azure.data.tables import TableClient, UpdateMode
 log = logging.getLogger("pipeline.budget")
 
 CLOCK_ROW = "clock"
+#: Slots are handed out at 95 % of the cap: a write reaches the store a little after its slot, by a
+#: varying amount (thread wake-up, HTTP), and the 5 % absorbs up to 1/20 s of that jitter per second,
+#: so the store's own 1-s windows stay at or under the cap, not just the slots.
+DEFAULT_HEADROOM = 0.05
 
 
 @dataclass(frozen=True)
@@ -66,13 +70,16 @@ class Lease:
 class BudgetClock:
     """The shared ``NextFree`` entity: lease slots with ETag-conditional updates."""
 
-    def __init__(self, table: TableClient, name: str, rate: float, *,
+    def __init__(self, table: TableClient, name: str, rate: float, *, headroom: float = DEFAULT_HEADROOM,
                  clock: Callable[[], float] = time.time) -> None:
         if rate <= 0:
             raise ValueError(f"rate must be > 0, got {rate}")
+        if not 0 <= headroom < 1:
+            raise ValueError(f"headroom must be in [0, 1), got {headroom}")
         self.table = table
         self.name = name
-        self.interval = 1.0 / rate
+        self.cap = float(rate)
+        self.interval = 1.0 / (rate * (1.0 - headroom))
         self.clock = clock
         self._cached: tuple[float, str] | None = None  # (NextFree, etag) from our last read or update
         self._table_ready = False
@@ -138,8 +145,8 @@ class BudgetClock:
 class SharedWritePacer:
     """Drop-in for :class:`shared.rate_limit.WritePacer`: ``with pacer.slot(): write()``.
 
-    Each write waits for a slot this instance leased; leases are taken for as many slots as
-    writers are waiting (at most ``batch``). A slot missed by more than ``grace`` (a thread woke
+    Each write waits for a slot this instance leased; a lease is for as many slots as this instance
+    has writers (waiting or writing: its demand), at most ``batch``. A slot missed by more than ``grace`` (a thread woke
     late) is dropped, not used late: using it would squeeze two writes closer than 1 / C.
     """
 
@@ -147,8 +154,8 @@ class SharedWritePacer:
                  grace: float | None = None, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.budget = budget
-        self.rate = 1.0 / budget.interval
-        self.batch = batch or max(1, math.ceil(self.rate * 0.25))  # a quarter of a second of slots
+        self.rate = budget.cap  # the app-wide cap; slots come at (1 - headroom) x cap
+        self.batch = batch or max(1, math.ceil(0.25 / budget.interval))  # a quarter of a second of slots
         self.max_ahead = max_ahead
         self.grace = budget.interval / 2 if grace is None else grace
         self._clock = clock
@@ -156,7 +163,7 @@ class SharedWritePacer:
         self._slots: deque[float] = deque()
         self._lock = threading.Lock()
         self._lease_lock = threading.Lock()
-        self._waiting = 0
+        self._active = 0  # writers inside slot(), waiting or writing: this instance's demand
         self._round_trip = 0.0  # smoothed lease latency: slots are leased that far in the future
         self.dropped = 0
 
@@ -173,7 +180,7 @@ class SharedWritePacer:
                 with self._lock:
                     if self._slots:
                         continue
-                    want = max(1, min(self.batch, self._waiting))
+                    want = max(1, min(self.batch, self._active))
                 started = self._clock()
                 result = self.budget.lease(want, lead=self._round_trip, max_ahead=self.max_ahead)
                 took = self._clock() - started
@@ -188,17 +195,17 @@ class SharedWritePacer:
     def slot(self) -> Iterator[float]:
         """Wait for a leased slot, then hold it for one write; yields the time waited."""
         with self._lock:
-            self._waiting += 1
-        started = self._clock()
+            self._active += 1
         try:
+            started = self._clock()
             at = self._next_slot()
+            delay = at - self._clock()
+            if delay > 0:
+                self._sleep(delay)
+            yield self._clock() - started
         finally:
             with self._lock:
-                self._waiting -= 1
-        delay = at - self._clock()
-        if delay > 0:
-            self._sleep(delay)
-        yield self._clock() - started
+                self._active -= 1
 
     def stats(self) -> dict[str, Any]:
         return {"updates": self.budget.updates, "reads": self.budget.reads, "conflicts": self.budget.conflicts,

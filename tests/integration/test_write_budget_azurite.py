@@ -33,7 +33,9 @@ def _table() -> str:
     return "budget" + uuid.uuid4().hex[:12]
 
 
-def _run_writers(pacers: list[SharedWritePacer], threads_each: int, seconds: float) -> list[float]:
+def _run_writers(pacers: list[SharedWritePacer], threads_each: int, seconds: float) -> tuple[list[float], float]:
+    """Start times of the writes, and their rate from the first one (the first lease also creates the
+    table and the entity, which is not what is measured)."""
     starts: list[float] = []
     lock = threading.Lock()
     stop_at = time.time() + seconds
@@ -52,23 +54,24 @@ def _run_writers(pacers: list[SharedWritePacer], threads_each: int, seconds: flo
         worker.start()
     for worker in workers:
         worker.join(seconds + 10)
-    return sorted(starts)
+    starts.sort()
+    return starts, (len(starts) / (stop_at - starts[0]) if starts else 0.0)
 
 
 def test_one_instance_alone_uses_the_whole_cap(azurite: Azurite) -> None:
     pacer = SharedWritePacer(_clock(azurite, _table(), "leveler"))
-    starts = _run_writers([pacer], threads_each=4, seconds=2.0)
-    assert len(starts) >= 0.9 * RATE * 2.0
-    assert peak_sliding(starts) <= RATE + 1
+    starts, rate = _run_writers([pacer], threads_each=4, seconds=2.0)
+    assert rate >= 0.9 * RATE, pacer.stats()  # slots come at 0.95 x RATE: the headroom
+    assert peak_sliding(starts) <= RATE
 
 
 def test_four_instances_together_stay_within_the_cap(azurite: Azurite) -> None:
     table = _table()
     pacers = [SharedWritePacer(_clock(azurite, table, "leveler")) for _ in range(4)]
-    starts = _run_writers(pacers, threads_each=3, seconds=2.0)
+    starts, rate = _run_writers(pacers, threads_each=3, seconds=2.0)
     stats = [p.stats() for p in pacers]
-    assert peak_sliding(starts) <= RATE + 1, stats  # slots are 1 / RATE apart, used within half a slot
-    assert len(starts) >= 0.8 * RATE * 2.0, stats  # and the instances together still use the budget
+    assert peak_sliding(starts) <= RATE, stats  # slots 1 / (0.95 RATE) apart, used within half a slot
+    assert rate >= 0.8 * RATE, stats  # and the instances together still use the budget
     assert sum(p.budget.updates for p in pacers) <= 2 * len(starts), stats  # leases batched, conflicts retried
 
 
@@ -111,7 +114,7 @@ def test_a_dead_instance_share_returns_when_its_leases_lapse(azurite: Azurite) -
         held.append(result)
     died_at = time.time()
     lapses_at = max(lease.first + lease.count * lease.interval for lease in held)
-    assert lapses_at <= died_at + 0.5 + 12 / RATE  # the documented bound: max_ahead + one batch
+    assert lapses_at <= died_at + 0.5 + 12 * dead.interval  # the documented bound: max_ahead + one batch
     survivor = _clock(azurite, table, "leveler")
     result = survivor.lease(1, max_ahead=0.5)
     while not isinstance(result, Lease):
