@@ -115,3 +115,19 @@ def test_fixed_pools_start_whole_and_never_change() -> None:
     assert scaler.live("w") == 3 and not stopped and not scaler.events
     scaler.stop()
     assert len(stopped) == 3
+
+
+def test_command_line_scale_options() -> None:
+    import pytest
+
+    from devhost.cli import parse_args, scale_options
+    from devhost.scale_controller import DEFAULT_COLD_START, DEFAULT_SCALE_IN_DELAY
+    from shared.settings import SettingsError
+
+    default = scale_options(parse_args([]))
+    assert default == ScaleOptions(cold_start=DEFAULT_COLD_START, scale_in_delay=DEFAULT_SCALE_IN_DELAY)
+    assert scale_options(parse_args(["--fixed"])) is None
+    assert scale_options(parse_args(["--cold-start", "0", "--scale-in-delay", "2"])) == ScaleOptions(
+        cold_start=0.0, scale_in_delay=2.0)
+    with pytest.raises(SettingsError, match="--cold-start"):
+        scale_options(parse_args(["--cold-start", "-1"]))
