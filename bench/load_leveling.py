@@ -90,6 +90,16 @@ def child_leveler(host: Host, settings: dict[str, str], directory: Path) -> subp
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def budget_operations(host: Host) -> dict[str, int]:
+    """Budget-table requests of the in-process instances so far (lease updates, reads, lost races)."""
+    totals = {"updates": 0, "reads": 0, "conflicts": 0}
+    for worker in host.instance_values("functions.runtime.leveling_worker").values():
+        stats = worker.limiter.stats()
+        for key in totals:
+            totals[key] += stats[key]
+    return totals
+
+
 def scenario(name: str, args: argparse.Namespace, *, fixed: int | None, kill: bool = False) -> dict[str, Any]:
     table = f"bench{name}{uuid.uuid4().hex[:6]}"
     settings = {"LEVELER_MAX_WRITES_PER_SECOND": f"{args.cap:g}", "RESULTS_TABLE": table,
@@ -125,6 +135,7 @@ def scenario(name: str, args: argparse.Namespace, *, fixed: int | None, kill: bo
                 if {r["RowKey"] for r in rows} >= ids:
                     break
                 time.sleep(1.0)
+            budget_ops = budget_operations(host)
             host.stop_functions()
             entities = list(host.table_client(table).list_entities())
             dead = dead_letters(host)
@@ -145,6 +156,7 @@ def scenario(name: str, args: argparse.Namespace, *, fixed: int | None, kill: bo
         "instances": (f"fixed pool of {fixed}" + (" + 1 killed process" if kill else "")) if fixed is not None
         else f"scale controller, peak {peak_instances} of {limit}",
         "peak_instances": peak_instances, "killed_at": (killed_at - started) if killed_at else None,
+        "budget_ops": budget_ops,
     }
 
 
@@ -165,10 +177,12 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> tuple[str
         goals.append((f"{r['name']}: rows == messages ({r['rows']} / {r['count']}), none dead-lettered ({r['dead']})",
                       r["rows"] == r["distinct"] == r["count"] and r["dead"] == 0))
     rows = [[r["name"], r["instances"], f"{r['count']:,}", f"{r['mean_rate']:.1f}", r["peak_fixed"], r["peak_sliding"],
-             f"{r['drain']:.1f}", f"{r['rows']} / {r['dead']}"] for r in results]
+             f"{r['drain']:.1f}", f"{r['rows']} / {r['dead']}",
+             f"{(r['budget_ops']['updates'] + r['budget_ops']['reads']) / r['drain']:.1f} "
+             f"({r['budget_ops']['conflicts']} lost races)"] for r in results]
     table = markdown_table(["run", "leveler instances", "messages", "writes/s (full windows)",
                             "peak, 1-s windows", "peak, any 1-s window", "last write (s after send)",
-                            "rows / dead-lettered"], rows)
+                            "rows / dead-lettered", "budget table requests/s"], rows)
     kill_note = "The kill did not happen."
     if killed["killed_at"] is not None:
         kill_note = (f"The separate instance was killed {killed['killed_at']:.1f} s after the burst was sent; "
@@ -186,6 +200,9 @@ jitter between a write's start and its arrival at the store, see docs/devhost.md
 {table}
 
 {kill_note}
+
+Budget table requests/s: lease updates and reads of the in-process instances over the run (the killed
+process's are not counted), the storage cost of sharing the cap.
 
 """ + "\n".join(f"- {text}: {verdict(ok)}" for text, ok in goals) + "\n"
     return body, all(ok for _, ok in goals)

@@ -336,8 +336,9 @@ def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
     scales = load_role_scales()
     base_scale = baseline_scale(scales, {role: instances.get(role, 0) or scales[role].max_instances
                                          for role in ("consumer-high", "consumer-low")})
-    # the scale controller reads each trigger's backlog through the management endpoint, as in Azure
-    with emulator(REPO_ROOT / "infra" / "servicebus.json") as design_emulator, \
+    # the scale controller reads each trigger's backlog through the management endpoint, as in Azure;
+    # in memory, so that nothing a previous run left behind is in the queues
+    with emulator(REPO_ROOT / "infra" / "servicebus.json", "--in-memory") as design_emulator, \
             TelemetryCollector() as collector:
         baseline = BaselineProcess(base_scale, collector, args.baseline_nice)
         try:
