@@ -194,7 +194,7 @@ class Host:
             ).with_overrides(explicit)
             limit = self.options.instances.get(role, scale.max_instances)
             plans[role] = RolePlan(role, instances, options, discover(app, role), max_instances=limit,
-                                   always_ready=getattr(scale, "always_ready", 0))
+                                   always_ready=scale.always_ready)
         return plans
 
     def _check_settings(self, settings: HostSettings) -> None:
