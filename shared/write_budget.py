@@ -123,7 +123,8 @@ class BudgetClock:
             now = self.clock()
             first = max(next_free, now + lead)
             if first > now + max_ahead:
-                self._cached = None  # the clock moves on without us; read it fresh next time
+                # keep what we read: after the wait the update is tried on it directly, and only a
+                # lost race (412) costs a read; polling with reads would double the requests
                 return first - max_ahead - now
             entity = {"PartitionKey": self.name, "RowKey": CLOCK_ROW, "NextFree": first + count * self.interval}
             try:
@@ -189,7 +190,7 @@ class SharedWritePacer:
                     with self._lock:
                         self._slots.extend(result.slots())
                     continue
-            self._sleep(min(result, 0.25))
+            self._sleep(min(result, 1.0))
 
     @contextmanager
     def slot(self) -> Iterator[float]:
