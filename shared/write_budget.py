@@ -190,7 +190,9 @@ class SharedWritePacer:
                     with self._lock:
                         self._slots.extend(result.slots())
                     continue
-            self._sleep(min(result, 1.0))
+            # a little random extra, so instances told to wait the same time do not all race again
+            # at once; it costs nothing: whoever holds the next half second of slots is still writing
+            self._sleep(min(result, 1.0) + random.uniform(0.0, 0.05))
 
     @contextmanager
     def slot(self) -> Iterator[float]:
