@@ -4,6 +4,7 @@ writes its chart. Run as a subprocess with stdout a pipe, so the plain (non-TTY)
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,8 @@ def test_demo_runs_to_the_end_and_writes_its_chart(tmp_path: Path) -> None:
     out = result.stdout
     assert "[   0s] backlog:" in out and "messages/lowPriority=" in out  # the plain periodic summary
     assert "Demo summary" in out and "table writes:" in out
+    assert re.search(r"\| instances: sender \d/1, .*consumer-low \d/5", out)  # live / limit per app
+    assert "    scale: " in out and "peak instances: " in out  # scale events, and each app's peak
     chart = tmp_path / "demo.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Traceback" not in result.stderr

@@ -131,3 +131,29 @@ def test_command_line_scale_options() -> None:
         cold_start=0.0, scale_in_delay=2.0)
     with pytest.raises(SettingsError, match="--cold-start"):
         scale_options(parse_args(["--cold-start", "-1"]))
+
+
+def test_always_ready_is_read_from_the_bicep_when_set(tmp_path: Any) -> None:
+    """Flex Consumption always-ready instances ("Flex Consumption plan hosting"): a floor for the app."""
+    import pytest
+
+    from devhost.scale import load_role_scales
+    from shared.settings import SettingsError
+
+    def bicep(ready: int) -> Any:
+        path = tmp_path / f"main{ready}.bicep"
+        path.write_text(f"""param workerMax int = 5
+var functionApps = [
+  {{
+    role: 'worker'
+    maximumInstanceCount: workerMax
+    maxConcurrentCalls: 2
+    alwaysReadyInstanceCount: {ready}
+  }}
+]
+""")
+        return path
+
+    assert load_role_scales(bicep(2))["worker"].always_ready == 2
+    with pytest.raises(SettingsError, match="alwaysReadyInstanceCount"):
+        load_role_scales(bicep(6))
