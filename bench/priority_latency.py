@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import queue
+import re
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,9 @@ from devhost.demo.metrics import Sample, TelemetryCollector, percentile
 from devhost.host import Host, HostOptions
 from devhost.local_services import LocalServices
 from devhost.scale import RoleScale, load_role_scales
+from devhost.scale_controller import DEFAULT_COLD_START, ScaleOptions
 from functions import runtime
+from sbemulator.launcher import EmulatorProcess
 from sender.messages import build_contract_messages, publish, to_service_bus_message
 from shared.topology import HIGH, LOW, PRIORITY_PROPERTY, QUEUE_LEVELING, TOPIC
 
@@ -280,15 +283,62 @@ class BaselineProcess:
 
 # --------------------------------------------------------------------------- the run
 
+def admin_connection(process: EmulatorProcess) -> tuple[str, str | None] | None:
+    """The emulator's management endpoint for ServiceBusAdministrationClient (keys, admin port, CA)."""
+    if process.admin_port is None:
+        return None
+    conn = re.sub(r"Endpoint=sb://[^;]+", f"Endpoint=sb://127.0.0.1:{process.admin_port}", process.connection_string)
+    return conn, process.ca_path
+
+
+def pool(host: Host, role: str) -> str:
+    if host.scaler is None or host.scaler.apps[role].fixed is not None:
+        return str(host.plans[role].instances)
+    return f"0..{host.scaler.limit(role)}"
+
+
+def peaks(host: Host) -> dict[str, int]:
+    if host.scaler is None:
+        return {role: plan.instances for role, plan in host.plans.items()}
+    return {role: host.scaler.peak(role) for role in host.scaler.apps}
+
+
+@dataclass
+class ColdStart:
+    """The messages sent before the first one was processed: they waited for an instance from zero."""
+
+    count: int
+    first_ms: float
+    max_ms: float
+
+
+def split_cold(collector: TelemetryCollector, stream: Stream) -> tuple[ColdStart, Stream]:
+    """Set apart what was sent before ``consumer_high`` processed its first message of the stream."""
+    samples = sorted((s for s in collector.snapshot() if s.stage == "consumer_high" and s.message_id in stream.sent),
+                     key=lambda s: s.at)
+    if not samples:
+        return ColdStart(0, math.nan, math.nan), stream
+    first_done = samples[0].at
+    latency = {s.message_id: s.latency_ms for s in samples}
+    cold = {mid: t for mid, t in stream.sent.items() if t < first_done}
+    first = min(cold or stream.sent, key=lambda mid: stream.sent[mid])
+    cold_latencies = [latency[mid] for mid in cold if mid in latency]
+    return (ColdStart(len(cold), latency.get(first, math.nan), max(cold_latencies, default=math.nan)),
+            Stream({mid: t for mid, t in stream.sent.items() if mid not in cold}))
+
+
 def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
     """Phase 1 and phase 2 are two devhost runs on the same emulators; the backlog is published
     between them, while no consumer runs, so both designs start phase 2 with all of it."""
     from devhost.cli import parse_instances
 
     instances = parse_instances(args.instances)
-    base_scale = baseline_scale(load_role_scales(), instances)
-    no_admin = ["--no-admin"] if LocalServices.emulator_supports_admin() else []  # only AMQP is needed
-    with emulator(REPO_ROOT / "infra" / "servicebus.json", *no_admin) as design_emulator, \
+    scales = load_role_scales()
+    base_scale = baseline_scale(scales, {role: instances.get(role, 0) or scales[role].max_instances
+                                         for role in ("consumer-high", "consumer-low")})
+    # the scale controller reads each trigger's backlog through the management endpoint, as in Azure;
+    # in memory, so that nothing a previous run left behind is in the queues
+    with emulator(REPO_ROOT / "infra" / "servicebus.json", "--in-memory") as design_emulator, \
             TelemetryCollector() as collector:
         baseline = BaselineProcess(base_scale, collector, args.baseline_nice)
         try:
@@ -297,13 +347,16 @@ def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
                 overrides={**SETTINGS, "ServiceBusConnection": design_emulator.connection_string,
                            BASELINE_CONNECTION: baseline.connection},
                 instances=instances,
+                scale=None if args.fixed else ScaleOptions(cold_start=args.cold_start),
+                admin_connection=admin_connection(design_emulator),
             )
             started = time.monotonic()
             with Host(options) as host:
                 host.wait_connected(120)
                 baseline.command("start", "started")
                 setup = time.monotonic() - started
-                plans = {p.role: f"{p.instances} x {p.options.max_concurrent_calls}" for p in host.plans.values()}
+                plans = {p.role: f"{pool(host, p.role)} x {p.options.max_concurrent_calls}"
+                         for p in host.plans.values()}
                 plans["fifo-baseline"] = f"{base_scale.max_instances} x {base_scale.max_concurrent_calls}"
                 print(f"devhost up in {setup:.1f}s: {plans}", flush=True)
                 time.sleep(args.warmup)
@@ -312,8 +365,10 @@ def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
                 wait_for(collector, "consumer_high", design1, 30)
                 wait_for(collector, BASELINE_FUNCTION, base1, 30)
                 now = time.time()
-                r1 = [result("priority design, no backlog", *latencies(collector, "consumer_high", design1, now)),
+                cold1, warm1 = split_cold(collector, design1)
+                r1 = [result("priority design, no backlog", *latencies(collector, "consumer_high", warm1, now)),
                       result("FIFO baseline, no backlog", *latencies(collector, BASELINE_FUNCTION, base1, now))]
+                peaks1 = peaks(host)
                 host.stop_functions()
                 baseline.command("stop", "stopped")
                 print(f"phase 2: publishing {args.backlog} low-priority messages to both (no consumer running)",
@@ -331,7 +386,9 @@ def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
                 wait_for(collector, BASELINE_FUNCTION, base2, args.drain_wait)
                 now = time.time()
                 label = f"{args.backlog:,} backlog"
-                r2 = [result(f"priority design, {label}", *latencies(collector, "consumer_high", design2, now)),
+                cold2, warm2 = split_cold(collector, design2)
+                peaks2 = peaks(host)
+                r2 = [result(f"priority design, {label}", *latencies(collector, "consumer_high", warm2, now)),
                       result(f"FIFO baseline, {label}", *latencies(collector, BASELINE_FUNCTION, base2, now))]
                 low_done = sum(1 for s in collector.snapshot(phase2) if s.stage == "consumer_low")
                 base_low_done = sum(1 for s in collector.snapshot(phase2)
@@ -340,7 +397,10 @@ def run(args: argparse.Namespace) -> tuple[list[Result], dict]:
         finally:
             baseline.close()
         info = {"setup": setup, "backlog_seconds": backlog_seconds, "low_done": low_done,
-                "base_low_done": base_low_done, "plans": plans, "window": window}
+                "base_low_done": base_low_done, "plans": plans, "window": window,
+                "cold": [cold1, cold2], "peaks": [peaks1, peaks2],
+                "limits": {r: s.max_instances for r, s in scales.items()},
+                "scaled": not args.fixed}
     return r1 + r2, info
 
 
@@ -353,9 +413,23 @@ def report(results: list[Result], info: dict, args: argparse.Namespace) -> tuple
     rows = [[r.label, r.count, r.missing, f"{r.p50:,.0f}", f"{r.p99:,.0f}"] for r in results]
     table = markdown_table(["high-priority messages", "count", "not processed in time", "p50 ms", "p99 ms"], rows)
     verdict = lambda ok: "met" if ok else "**missed**"  # noqa: E731
+    limits = info["limits"]
+    peak_low, peak_high = info["peaks"][1].get("consumer-low", 0), info["peaks"][1].get("consumer-high", 0)
+    low_at_limit = peak_low == limits["consumer-low"]
+    high_below = peak_high < limits["consumer-high"]
+    cold_rows = [[phase, c.count, f"{c.first_ms:,.0f}", f"{c.max_ms:,.0f}"]
+                 for phase, c in zip(("no backlog", f"{args.backlog:,} backlog"), info["cold"], strict=True)]
+    cold_table = markdown_table(["phase", "high messages sent before the first was processed",
+                                 "first message's latency ms", "worst of them ms"], cold_rows)
+    peak_text = "; ".join(f"{phase}: " + ", ".join(f"{r} {n}/{limits.get(r, '?')}" for r, n in p.items())
+                          for phase, p in zip(("phase 1", "phase 2"), info["peaks"], strict=True))
+    scale_text = (f"Both phases start from zero instances under the scale controller (target-based scaling, cold "
+                  f"start {args.cold_start:g} s); peak instances / limit: {peak_text}." if info["scaled"]
+                  else "Fixed pools at the Bicep limits (`--fixed`).")
     note = ("- baseline high-priority messages still queued when the wait ended count with the time they had "
             "waited so far, so the baseline p99 is a lower bound" if base.missing else "")
-    body = f"""`{command_line()}` on {machine()}, {today()}.
+    load = ", ".join(f"{x:.2f}" for x in args.load)
+    body = f"""`{command_line()}` on {machine()}, {today()} (`uptime` load average before the run: {load}).
 
 Pools (instances x maxConcurrentCalls): {', '.join(f'{k} {v}' for k, v in info['plans'].items())}.
 Consumer work {SETTINGS['CONSUMER_WORK_MS_HIGH']} ms (high) and {SETTINGS['CONSUMER_WORK_MS_LOW']} ms (low);
@@ -370,14 +444,22 @@ at niceness {args.baseline_nice}: on this machine a pool that drains as fast as 
 CPU from the design being measured. (A slower baseline drain does not change the comparison's shape:
 its high-priority wait is the backlog ahead divided by its drain rate.)
 
+{scale_text} The messages sent before consumer-high processed its first
+one of a phase waited for an instance from zero; they are set apart (first table below) and the p99 rows
+cover the rest.
+
+{cold_table}
+
 {table}
 
+- consumer-low at its limit under the backlog ({peak_low}/{limits['consumer-low']}): {verdict(low_at_limit)};
+  consumer-high below its own ({peak_high}/{limits['consumer-high']}): {verdict(high_below)}
 - high-priority p99 with the backlog / without: {design.p99:,.0f} / {design0.p99:,.0f} ms = {growth:.2f}x
   (goal <= 2x: {verdict(within)})
 - FIFO baseline p99 / priority design p99 under the backlog: {ratio:,.1f}x (goal >= 10x: {verdict(better)})
 {note}
 """
-    return body, within and better
+    return body, within and better and ((low_at_limit and high_below) or not info["scaled"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between starting the consumers and the stream (default 5)")
     parser.add_argument("--baseline-nice", type=int, default=19,
                         help="niceness of the baseline's process (default 19: it gets the CPU the design leaves)")
+    parser.add_argument("--fixed", action="store_true",
+                        help="fixed pools at the Bicep limits instead of the scale controller")
+    parser.add_argument("--cold-start", type=float, default=DEFAULT_COLD_START,
+                        help=f"seconds a new instance takes (default {DEFAULT_COLD_START:g})")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--baseline-instances", type=int, default=1, help=argparse.SUPPRESS)
@@ -403,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("WARNING")
     if args.baseline_worker:
         return baseline_worker(args.baseline_instances, args.baseline_calls)
+    args.load = os.getloadavg()
     results, info = run(args)
     body, ok = report(results, info, args)
     print(body)

@@ -18,6 +18,7 @@ from consumers.table_sink import ResultSink, to_entity
 from shared.contract import ContractMessage, PoisonMessageError, parse_message, utc_now
 from shared.rate_limit import TokenBucket, WritePacer
 from shared.telemetry import LatencyRecorder, end_to_end_latency_ms
+from shared.write_budget import SharedWritePacer
 
 log = logging.getLogger("pipeline.leveler")
 
@@ -93,7 +94,7 @@ class LevelingWorker:
     def __init__(
         self,
         sink: ResultSink,
-        limiter: TokenBucket | WritePacer | None = None,
+        limiter: TokenBucket | WritePacer | SharedWritePacer | None = None,
         *,
         recorder: LatencyRecorder | None = None,
         now: Callable[[], datetime] = utc_now,
@@ -114,7 +115,7 @@ class LevelingWorker:
     def handle(self, body: bytes | str) -> ContractMessage:
         message = self.parse(body)
         to_entity(message)  # validates the keys before spending a token
-        if isinstance(self.limiter, WritePacer):
+        if isinstance(self.limiter, WritePacer | SharedWritePacer):
             with self.limiter.slot():
                 self.sink.upsert(message)
         else:

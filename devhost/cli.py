@@ -9,6 +9,7 @@ from pathlib import Path
 
 from devhost.host import ROOT, Host, HostError, HostOptions
 from devhost.local_services import LocalServiceError
+from devhost.scale_controller import DEFAULT_COLD_START, DEFAULT_SCALE_IN_DELAY, ScaleOptions
 from shared.settings import ROLES, SettingsError
 
 
@@ -37,6 +38,31 @@ def parse_instances(values: list[str]) -> dict[str, int]:
     return result
 
 
+def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scaling (target-based, as Flex Consumption; see docs/devhost.md)")
+    group.add_argument("--fixed", action="store_true",
+                       help="no scale controller: every role runs its whole limit from the start")
+    group.add_argument("--cold-start", type=float, default=DEFAULT_COLD_START, metavar="S",
+                       help=f"seconds a new instance takes before it receives (default {DEFAULT_COLD_START:g})")
+    group.add_argument("--scale-in-delay", type=float, default=DEFAULT_SCALE_IN_DELAY, metavar="S",
+                       help="seconds the backlog must stay below what the instances serve before they are "
+                            f"removed (default {DEFAULT_SCALE_IN_DELAY:g})")
+    group.add_argument("--scale-interval", type=float, default=1.0, metavar="S",
+                       help="seconds between scaling decisions (default 1)")
+
+
+def scale_options(args: argparse.Namespace) -> ScaleOptions | None:
+    if args.fixed:
+        return None
+    for name in ("cold_start", "scale_in_delay"):
+        if getattr(args, name) < 0:
+            raise SettingsError(f"--{name.replace('_', '-')} must be >= 0")
+    if args.scale_interval <= 0:
+        raise SettingsError("--scale-interval must be > 0")
+    return ScaleOptions(interval=args.scale_interval, cold_start=args.cold_start,
+                        scale_in_delay=args.scale_in_delay)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="devhost", description="Run function_app.py locally.")
     parser.add_argument("--roles", default=None,
@@ -45,7 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settings", type=Path, default=None,
                         help="local.settings.json (default: the one in the app root, if present)")
     parser.add_argument("--instances", action="append", default=[], metavar="ROLE=N",
-                        help="run N instances of ROLE instead of its limit in infra/main.bicep")
+                        help="a fixed pool: run N instances of ROLE for the whole run instead of scaling it")
+    add_scale_arguments(parser)
     parser.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to wait for an endpoint")
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
@@ -59,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             roles=tuple(r.strip() for r in args.roles.split(",") if r.strip()) if args.roles else None,
             settings_file=args.settings,
             instances=parse_instances(args.instances),
+            scale=scale_options(args),
             connect_timeout=args.connect_timeout,
         )
         host = Host(options).start()
@@ -77,4 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         for function, counts in sorted(host.stats.by_function().items()):
             print(f"devhost: {function}: {counts['succeeded']} succeeded, {counts['failed']} failed, "
                   f"{counts['instances']} instance(s)")
+        if host.scaler is not None:
+            for role in host.scaler.apps:
+                print(f"devhost: {role}: peak {host.scaler.peak(role)} of {host.scaler.limit(role)} instance(s), "
+                      f"{len(host.scaler.events_of(role))} scale event(s)")
     return 0

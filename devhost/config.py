@@ -46,6 +46,7 @@ class ServiceBusOptions:
     max_auto_lock_renewal_duration: timedelta = timedelta(minutes=5)
     max_concurrent_sessions: int = 8
     session_idle_timeout: timedelta | None = None
+    max_message_batch_size: int = 1000  # batch triggers; also their target executions per instance
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], source: str = "host.json") -> ServiceBusOptions:
@@ -75,12 +76,13 @@ _HOST_KEYS = {
     "maxAutoLockRenewalDuration": "max_auto_lock_renewal_duration",
     "maxConcurrentSessions": "max_concurrent_sessions",
     "sessionIdleTimeout": "session_idle_timeout",
+    "maxMessageBatchSize": "max_message_batch_size",
 }
 
 
 def _convert(name: str, value: Any, where: str) -> Any:
     try:
-        if name in ("max_concurrent_calls", "prefetch_count", "max_concurrent_sessions"):
+        if name in ("max_concurrent_calls", "prefetch_count", "max_concurrent_sessions", "max_message_batch_size"):
             number = int(value)
             if number < (0 if name == "prefetch_count" else 1):
                 raise ValueError("out of range")

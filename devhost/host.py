@@ -11,6 +11,7 @@ import importlib
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from devhost.local_services import (
     wait_for_port,
 )
 from devhost.scale import RoleScale, load_role_scales
+from devhost.scale_controller import ScaleController, ScaleOptions
 from devhost.schedule import parse_schedule
 from devhost.stats import InvocationStats
 from shared.settings import SettingsError, parse_roles
@@ -61,11 +63,14 @@ class HostOptions:
     host_json: Path | None = None
     bicep: Path | None = None
     topology: Path | None = None  # what the embedded emulator serves
-    instances: dict[str, int] = field(default_factory=dict)  # override the Bicep limits (small machines)
+    instances: dict[str, int] = field(default_factory=dict)  # fixed pools: ROLE -> N instances for the run
+    scale: ScaleOptions | None = None  # None: every role runs its whole limit (or `instances`) from the start
     overrides: dict[str, str] = field(default_factory=dict)  # app settings that win over everything
     extra_apps: dict[str, tuple[func.FunctionApp, RoleScale]] = field(default_factory=dict)
     connect_timeout: float = 5.0
     env: Mapping[str, str] | None = None  # None: os.environ
+    # the management endpoint of an emulator the caller started (connection string with its port, CA file)
+    admin_connection: tuple[str, str | None] | None = None
 
     def path(self, value: Path | None, default: str) -> Path:
         return Path(value) if value is not None else self.app_root / default
@@ -74,9 +79,24 @@ class HostOptions:
 @dataclass
 class RolePlan:
     role: str
-    instances: int
+    instances: int  # what runs from the start without the scale controller (the limit, or a fixed pool)
     options: ServiceBusOptions
     specs: list[FunctionSpec]
+    max_instances: int = 1  # maximumInstanceCount (or the fixed pool size)
+    always_ready: int = 0
+
+
+@dataclass
+class RunningInstance:
+    """One instance: the listeners of its app's functions and its output bindings."""
+
+    instance: InstanceId
+    listeners: list[Listener]
+    outputs: Outputs
+
+    def signal(self) -> None:
+        for listener in self.listeners:
+            listener.stop()
 
 
 class Host:
@@ -88,6 +108,9 @@ class Host:
         self.plans: dict[str, RolePlan] = {}
         self.listeners: list[Listener] = []
         self.outputs: list[Outputs] = []
+        self.running: dict[InstanceId, RunningInstance] = {}
+        self.scaler: ScaleController | None = None
+        self._instances_lock = threading.RLock()
         self.scope: InstanceScope | None = None
         self._saved_env: dict[str, str | None] = {}
         self.started_at: float | None = None
@@ -172,14 +195,9 @@ class Host:
             if scale.max_concurrent_sessions is not None:
                 per_role[f"{HOST_OVERRIDE_PREFIX}maxConcurrentSessions"] = str(scale.max_concurrent_sessions)
             options = host_json.service_bus.with_overrides(per_role).with_overrides(explicit)
-            plans[role] = RolePlan(role, instances, options, discover(app, role))
-        if "leveler" in plans:  # as infra/main.bicep: the cap is split across the instances that run
-            previous = settings.get("LEVELER_MAX_INSTANCES")
-            count = str(plans["leveler"].instances)
-            if previous not in (None, count):
-                log.info("LEVELER_MAX_INSTANCES=%s replaced by %s, the leveler instances devhost runs",
-                         previous, count)
-            settings.set("LEVELER_MAX_INSTANCES", count)
+            limit = self.options.instances.get(role, scale.max_instances)
+            plans[role] = RolePlan(role, instances, options, discover(app, role), max_instances=limit,
+                                   always_ready=scale.always_ready)
         return plans
 
     def _check_settings(self, settings: HostSettings) -> None:
@@ -229,6 +247,10 @@ class Host:
         from azure.servicebus.management import ServiceBusAdministrationClient
 
         assert self.settings is not None
+        if self.options.admin_connection is not None:
+            conn, ca = self.options.admin_connection
+            return ServiceBusAdministrationClient.from_connection_string(
+                conn, connection_verify=ca or True, connection_timeout=3, read_timeout=5)
         if self.services.service_bus_connection:  # the embedded emulator
             conn = self.services.admin_connection_string
             if conn is None:
@@ -307,21 +329,62 @@ class Host:
         self._export(settings)
         self.scope = InstanceScope(self._app_modules())
         self.scope.install()
-        for plan in self.plans.values():
-            for index in range(plan.instances):
-                self._start_instance(plan, InstanceId(plan.role, index))
+        if self.options.scale is None:
+            for plan in self.plans.values():
+                for index in range(plan.instances):
+                    self._start_instance(plan, InstanceId(plan.role, index))
+        else:
+            self._start_scale_controller(self.options.scale)
         self.started_at = time.monotonic()
         log.info("running %s", ", ".join(
-            f"{p.role} x{p.instances} ({', '.join(s.name for s in p.specs)}; "
+            f"{p.role} {self._describe_scale(p)} ({', '.join(s.name for s in p.specs)}; "
             f"maxConcurrentCalls={p.options.max_concurrent_calls})" for p in self.plans.values()))
 
-    def _start_instance(self, plan: RolePlan, instance: InstanceId) -> None:
+    def _describe_scale(self, plan: RolePlan) -> str:
+        if self.scaler is None or plan.role in self.options.instances:
+            return f"x{plan.instances}"
+        return f"0..{plan.max_instances} (scale controller)"
+
+    def _start_scale_controller(self, scale: ScaleOptions) -> None:
+        from devhost.trigger_backlog import TriggerBacklog
+
+        backlog = TriggerBacklog(self.admin_client, self.service_bus_client)
+        self.scaler = ScaleController(
+            self.plans, scale, backlog, self._start_instance, self.stop_instance,
+            fixed={role: n for role, n in self.options.instances.items() if role in self.plans},
+            always_ready={role: plan.always_ready for role, plan in self.plans.items()},
+        )
+        self.scaler.start()
+
+    def stop_instance(self, running: RunningInstance, timeout: float = 15.0) -> None:
+        """Stop one instance: no new messages, in-flight invocations finish, outputs close.
+
+        Its per-instance resources are forgotten, so an instance started later with the same index
+        starts cold, as a new worker process would.
+        """
+        running.signal()
+        deadline = time.monotonic() + timeout
+        for listener in running.listeners:
+            listener.join(max(0.0, deadline - time.monotonic()))
+        running.outputs.close()
+        with self._instances_lock:
+            self.running.pop(running.instance, None)
+            self.listeners[:] = [x for x in self.listeners if x not in running.listeners]
+            if running.outputs in self.outputs:
+                self.outputs.remove(running.outputs)
+        if self.scope is not None:
+            self.scope.forget(running.instance)
+
+    def _start_instance(self, plan: RolePlan, instance: InstanceId) -> RunningInstance:
         assert self.settings is not None
         outputs = Outputs(
             ServiceBusOutputs(self.service_bus_client),
             TableOutputs(self._table_service),
         )
-        self.outputs.append(outputs)
+        running = RunningInstance(instance, [], outputs)
+        with self._instances_lock:
+            self.outputs.append(outputs)
+            self.running[instance] = running
         for spec in plan.specs:
             listener: Listener
             if spec.trigger_type == TIMER_TRIGGER:
@@ -334,13 +397,20 @@ class Host:
                 connection = spec.trigger.get("connection") or SERVICE_BUS
                 listener = ServiceBusListener(spec, instance, self.stats, plan.options,
                                               lambda c=connection: self.service_bus_client(c), outputs)
-            self.listeners.append(listener)
+            with self._instances_lock:
+                self.listeners.append(listener)
+            running.listeners.append(listener)
             listener.start()
+        return running
 
     def wait_connected(self, timeout: float = 30.0) -> bool:
         """True once every Service Bus listener has an open receiver."""
         deadline = time.monotonic() + timeout
-        for listener in self.listeners:
+        if self.scaler is not None and not self.scaler.wait_live(timeout):
+            return False
+        with self._instances_lock:
+            listeners = list(self.listeners)
+        for listener in listeners:
             remaining = max(0.0, deadline - time.monotonic())
             if isinstance(listener, ServiceBusListener) and not listener.connected.wait(remaining):
                 return False
@@ -354,6 +424,8 @@ class Host:
 
     def stop_functions(self, timeout: float = 15.0) -> None:
         """Stop every listener (in-flight invocations finish first); local services keep running."""
+        if self.scaler is not None:
+            self.scaler.stop(timeout)
         for listener in self.listeners:
             listener.stop()
         deadline = time.monotonic() + timeout
@@ -363,6 +435,7 @@ class Host:
             outputs.close()
         self.listeners.clear()
         self.outputs.clear()
+        self.running.clear()
         if self.scope is not None:
             self.scope.uninstall()
             self.scope = None

@@ -67,6 +67,11 @@ class InstanceScopedFactory:
         with self._lock:
             return dict(self._values)
 
+    def forget(self, instance: InstanceId) -> Any:
+        """Drop what ``instance`` made (it stopped: a later instance of that index is a new process)."""
+        with self._lock:
+            return self._values.pop(instance, None)
+
 
 def _is_zero_arg_cache(value: Any) -> bool:
     if not (callable(value) and hasattr(value, "cache_clear") and hasattr(value, "__wrapped__")):
@@ -103,6 +108,16 @@ class InstanceScope:
                     value.cache_clear()
                     setattr(module, name, value.original)
         self.patched.clear()
+
+    def forget(self, instance: InstanceId) -> None:
+        for factory in self.patched.values():
+            value = factory.forget(instance)
+            close = getattr(value, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:  # a client that cannot close cleanly is dropped all the same
+                    pass
 
     def factory(self, qualified: str) -> InstanceScopedFactory | None:
         module, _, name = qualified.rpartition(".")

@@ -24,6 +24,7 @@ class RoleScale:
     max_instances: int
     max_concurrent_calls: int
     max_concurrent_sessions: int | None = None  # None: host.json's value
+    always_ready: int = 0  # Flex Consumption always-ready instances, when the Bicep sets them
 
 
 @functools.cache
@@ -85,5 +86,9 @@ def load_role_scales(bicep: str | Path = DEFAULT_BICEP) -> dict[str, RoleScale]:
         sessions = _resolve(doc, app.get("maxConcurrentSessions"), where)
         if sessions is not None and (not isinstance(sessions, int) or sessions < 1):
             raise SettingsError(f"{where}: maxConcurrentSessions must be a positive int, got {sessions!r}")
-        scales[role] = RoleScale(role, instances, calls, sessions)
+        ready = _resolve(doc, app.get("alwaysReadyInstanceCount", 0), where)
+        if not isinstance(ready, int) or not 0 <= ready <= instances:
+            raise SettingsError(f"{where}: alwaysReadyInstanceCount must be an int within 0..{instances}, "
+                                f"got {ready!r}")
+        scales[role] = RoleScale(role, instances, calls, sessions, ready)
     return scales

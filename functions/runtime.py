@@ -1,8 +1,8 @@
 """Process-wide resources for the Functions, created on first use and then reused.
 
-Clients, the topic sender, the leveler's write pacer and the latency recorder live for the life of the worker process:
-a client per invocation would open a new AMQP connection each time, and a bucket per invocation
-would not limit anything.
+Clients, the topic sender, the leveler's worker (with its share of the write budget) and the latency
+recorder live for the life of the worker process: a client per invocation would open a new AMQP
+connection each time.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from consumers.ordered import TenantSequence
 from consumers.ordered_table import TableSequenceStore
 from consumers.table_sink import TableSink
 from shared.clients import service_bus_client, table_service_client
-from shared.rate_limit import WritePacer
 from shared.settings import AppSettings, load_app, load_service_bus, load_table
 from shared.telemetry import LatencyRecorder
 from shared.topology import QUEUE_ORDERED_WRITES, TOPIC
+from shared.write_budget import BudgetClock, SharedWritePacer
 
+#: the partition of the budget table that holds the leveler app's clock
+BUDGET_NAME = "leveler"
 DEFAULT_TENANTS = tuple(f"tenant-{i}" for i in range(1, 6))
 
 
@@ -68,22 +70,21 @@ def ordered_store() -> TableSequenceStore:
 
 @functools.cache
 def leveling_worker() -> LevelingWorker:
-    """One bucket per worker process, at this instance's share of the app-wide cap.
+    """One worker per instance, pacing its writes by slots leased from the app-wide budget.
 
-    The Functions host may run several invocations at once (maxConcurrentCalls), which all share this
-    bucket; the platform limits the leveler app to LEVELER_MAX_INSTANCES instances, each with the
-    same share, so the whole app stays at or below LEVELER_MAX_WRITES_PER_SECOND. (With more than one
-    worker process per instance, FUNCTIONS_WORKER_PROCESS_COUNT must stay 1 for this to hold.)
-
-    Writes are paced (``WritePacer``: one write per ``1 / rate`` s, counted from the previous write's
-    return) rather than drawn from a token bucket: saved-up tokens would let every instance burst into
-    the same second and push the store above the cap in that window.
+    LEVELER_MAX_WRITES_PER_SECOND is the cap of the whole leveler app, however many instances the
+    platform runs (0..maximumInstanceCount): the instances lease write slots from one clock entity
+    in the LEVELER_BUDGET_TABLE table (``shared.write_budget``), so one instance alone may use the
+    whole cap and any number of them together never exceed it. The invocations of an instance
+    (maxConcurrentCalls) share its leases.
     """
     settings = app_settings()
     table = load_table()
-    sink = TableSink.from_service(table_service_client(table), table.table_name)
-    rate = settings.leveler_per_instance_rate
-    return LevelingWorker(sink, WritePacer(rate), recorder=latency_recorder())
+    service = table_service_client(table)
+    sink = TableSink.from_service(service, table.table_name)
+    budget = BudgetClock(service.get_table_client(settings.leveler_budget_table), BUDGET_NAME,
+                         settings.leveler_max_writes_per_second)
+    return LevelingWorker(sink, SharedWritePacer(budget), recorder=latency_recorder())
 
 
 def reset() -> None:

@@ -112,6 +112,11 @@ param consumerWorkMsLow int = 0
 @description('Name of the Azure Table the leveling worker writes to.')
 param resultsTableName string = 'results'
 
+@minLength(3)
+@maxLength(63)
+@description('Name of the Azure Table in which the leveler instances share their write budget (one entity).')
+param levelerBudgetTableName string = 'writebudget'
+
 @description('Optional object id of a developer (azd passes the signed-in user) allowed to run the CLIs against Azure: publish to the topic and use the session queues. Empty: no grant.')
 param developerPrincipalId string = ''
 
@@ -265,6 +270,7 @@ module storage 'modules/storage.bicep' = {
     tags: tags
     name: 'st${resourceToken}'
     tableName: resultsTableName
+    budgetTableName: levelerBudgetTableName
     deploymentContainerNames: [for app in functionApps: 'deploy-${app.role}']
   }
 }
@@ -297,7 +303,7 @@ module apps 'modules/functionapp.bicep' = [for app in functionApps: {
       CONSUMER_WORK_MS_HIGH: string(consumerWorkMsHigh)
       CONSUMER_WORK_MS_LOW: string(consumerWorkMsLow)
       LEVELER_MAX_WRITES_PER_SECOND: string(levelerMaxWritesPerSecond)
-      LEVELER_MAX_INSTANCES: string(levelerMaximumInstanceCount)
+      LEVELER_BUDGET_TABLE: levelerBudgetTableName
       ORDERED_TABLE: orderedTableName
       ORDERED_WORK_MS: string(orderedWorkMs)
       APPLICATIONINSIGHTS_CONNECTION_STRING: monitoring.outputs.applicationInsightsConnectionString

@@ -55,21 +55,11 @@ class AppSettings:
     consumer_work_ms_high: int = 0
     consumer_work_ms_low: int = 0
     leveler_max_writes_per_second: float = 50.0
-    leveler_max_instances: int = 1
+    #: where the leveler instances share that cap (shared/write_budget.py): one clock entity
+    leveler_budget_table: str = "writebudget"
     ordered_table: str = "orderedwrites"
     ordered_work_ms: int = 0
     appinsights_connection_string: str | None = None
-
-    @property
-    def leveler_per_instance_rate(self) -> float:
-        """Writes per second one leveler instance may do.
-
-        The cap protects the store across the whole app, but the write pacers are in-process, so
-        the cap is split statically: each of at most ``leveler_max_instances`` instances (the app's
-        scale-out limit, enforced by the platform) gets cap / instances. The sum can never exceed the
-        cap; the price is that a single running instance uses only its share.
-        """
-        return self.leveler_max_writes_per_second / self.leveler_max_instances
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -165,7 +155,7 @@ def load_app(env: Mapping[str, str] | None = None) -> AppSettings:
         consumer_work_ms_high=_int(env, "CONSUMER_WORK_MS_HIGH", 0, minimum=0),
         consumer_work_ms_low=_int(env, "CONSUMER_WORK_MS_LOW", 0, minimum=0),
         leveler_max_writes_per_second=_float(env, "LEVELER_MAX_WRITES_PER_SECOND", 50.0),
-        leveler_max_instances=_int(env, "LEVELER_MAX_INSTANCES", 1, minimum=1),
+        leveler_budget_table=_table_name(env, "LEVELER_BUDGET_TABLE", "writebudget"),
         ordered_table=_table_name(env, "ORDERED_TABLE", "orderedwrites"),
         ordered_work_ms=_int(env, "ORDERED_WORK_MS", 0, minimum=0),
         appinsights_connection_string=_get(env, "APPLICATIONINSIGHTS_CONNECTION_STRING"),

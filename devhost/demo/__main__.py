@@ -16,14 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-from devhost.cli import configure_logging, parse_instances
+from devhost.cli import add_scale_arguments, configure_logging, parse_instances, scale_options
 from devhost.demo.backlog import BacklogProbe
 from devhost.demo.chart import write_chart
 from devhost.demo.dashboard import View, render_plain, render_rich
 from devhost.demo.load import BurstPublisher, burst_plan
 from devhost.demo.metrics import TelemetryCollector, per_second, percentile, rate_last
 from devhost.demo.ordered import ordered_audit, ordered_summary_lines
-from devhost.host import Host, HostError, HostOptions
+from devhost.host import Host, HostError, HostOptions, RolePlan
 from devhost.local_services import LocalServiceError
 from shared.settings import SettingsError
 
@@ -38,6 +38,7 @@ DEMO_SETTINGS = {
     "ORDERED_TABLE": "demoordered",
     "ORDERED_WORK_MS": "20",
 }
+DEMO_SCALE_IN_DELAY = 10.0  # seconds; devhost's default is 60 (docs/devhost.md)
 WINDOW = 10.0  # seconds the live latency/throughput figures look back
 
 
@@ -50,7 +51,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--burst-size", type=int, default=200, help="low-priority messages per burst (default 200)")
     parser.add_argument("--burst-interval", type=float, default=20.0, help="seconds between bursts (default 20)")
     parser.add_argument("--instances", action="append", default=[], metavar="ROLE=N",
-                        help="run N instances of ROLE instead of its limit in infra/main.bicep")
+                        help="a fixed pool: run N instances of ROLE for the whole run instead of scaling it")
+    add_scale_arguments(parser)
+    # a one-minute demo must show instances going away, so it waits less than the host's default
+    parser.set_defaults(scale_in_delay=DEMO_SCALE_IN_DELAY)
     parser.add_argument("--plain", action="store_true", help="plain periodic lines even on a terminal")
     return parser.parse_args(argv)
 
@@ -64,6 +68,38 @@ def count_rows(host: Host, table_name: str) -> int | None:
         return None
 
 
+def instances_text(host: Host, plan: RolePlan) -> str:
+    """``live/limit`` under the scale controller (``+n`` starting), ``used/run`` for fixed pools."""
+    scaler = host.scaler
+    role = plan.role
+    if scaler is None or role not in scaler.apps:
+        used = {i for spec in plan.specs for i in host.stats.instances_of(spec.name)}
+        return f"{len(used)}/{plan.instances}"
+    starting = scaler.starting(role)
+    return f"{scaler.live(role)}/{scaler.limit(role)}" + (f" (+{starting})" if starting else "")
+
+
+def app_rows(host: Host) -> list[tuple[str, str, int]]:
+    """(app, instances live/limit, peak) per app."""
+    scaler = host.scaler
+    return [(role, instances_text(host, plan), scaler.peak(role) if scaler else plan.instances)
+            for role, plan in host.plans.items()]
+
+
+def recent_scale_events(host: Host, start: float, count: int = 6) -> list[str]:
+    if host.scaler is None:
+        return []
+    return [f"{e.at - start:5.1f}s {e.role}: {e.previous} -> {e.instances} ({e.reason}; backlog "
+            f"{sum(e.backlogs.values())})" for e in host.scaler.events[-count:]]
+
+
+def instance_counts(host: Host) -> dict[str, int]:
+    scaler = host.scaler
+    if scaler is None:
+        return {role: plan.instances for role, plan in host.plans.items()}
+    return {role: scaler.live(role) for role in scaler.apps}
+
+
 def build_view(host: Host, collector: TelemetryCollector, probe: BacklogProbe, counts: dict, start: float,
                duration: float, cap: float, publisher: BurstPublisher) -> View:
     now = time.time()
@@ -74,7 +110,7 @@ def build_view(host: Host, collector: TelemetryCollector, probe: BacklogProbe, c
     instances = {}
     for plan in host.plans.values():
         for spec in plan.specs:
-            instances[spec.name] = f"{len(host.stats.instances_of(spec.name))}/{plan.instances}"
+            instances[spec.name] = instances_text(host, plan)
     return View(
         elapsed=now - start, duration=duration, backlog=counts, backlog_source=probe.source,
         processed_per_s={p: len(s) / max(1.0, now - window_start) for p, s in recent.items()},
@@ -83,6 +119,7 @@ def build_view(host: Host, collector: TelemetryCollector, probe: BacklogProbe, c
         processed_total={p: len(s) for p, s in everything.items()},
         writes_per_s=rate_last(stored, 1.0, now), writes_total=len(stored), cap=cap,
         instances=instances, published_bursts=len(publisher.bursts),
+        apps=app_rows(host), scale_events=recent_scale_events(host, start),
     )
 
 
@@ -103,6 +140,10 @@ def summary(host: Host, collector: TelemetryCollector, start: float, end: float,
     stats = host.stats.by_function()
     table.add_row("instances used", *(str(stats.get(f, {}).get("instances", 0))
                                       for f in ("consumer_high", "consumer_low")))
+    if host.scaler is not None:
+        table.add_row("peak instances / limit", *(
+            f"{host.scaler.peak(role)}/{host.scaler.limit(role)}" if role in host.scaler.apps else "-"
+            for role in ("consumer-high", "consumer-low")))
     windows = per_second(stored, start, end)
     rows_text = "-" if rows is None else str(rows)
     lines = [
@@ -110,6 +151,9 @@ def summary(host: Host, collector: TelemetryCollector, start: float, end: float,
         f"against a cap of {cap:g}/s",
         "left at the end: " + ", ".join(f"{k}={c.show(c.active)} (dead-lettered {c.dead_letter})"
                                          for k, c in final.items()),
+        "peak instances: " + (", ".join(f"{role} {host.scaler.peak(role)}/{host.scaler.limit(role)} "
+                                        f"({len(host.scaler.events_of(role))} scale events)"
+                                        for role in host.scaler.apps) if host.scaler else "fixed pools"),
         "invocations: " + ", ".join(f"{f} {c['succeeded']} ok/{c['failed']} failed on {c['instances']} instance(s)"
                                     for f, c in sorted(stats.items())),
         f"chart: {out}",
@@ -127,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     live_terminal = sys.stdout.isatty() and not args.plain
     try:
         options = HostOptions(settings_file=args.settings, overrides=dict(DEMO_SETTINGS),
-                              instances=parse_instances(args.instances), connect_timeout=10.0)
+                              instances=parse_instances(args.instances), scale=scale_options(args),
+                              connect_timeout=10.0)
         host = Host(options)
         print("starting the Service Bus emulator, Azurite and the functions...", flush=True)
         collector = TelemetryCollector().__enter__()
@@ -144,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     publisher = BurstPublisher(host.service_bus_client,
                                burst_plan(args.duration, args.burst_size, args.burst_interval, first_at=5.0))
     backlog: list[tuple[float, dict[str, int]]] = []
+    instances: list[tuple[float, dict[str, int]]] = []
     try:
         host.wait_connected(60)
         probe = BacklogProbe(host.service_bus_client, host.admin_client)
@@ -160,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         while (now := time.time()) - start < args.duration:
             counts = probe.counts()
             backlog.append((time.time(), {k: c.active for k, c in counts.items()}))
+            instances.append((time.time(), instance_counts(host)))
             view = build_view(host, collector, probe, counts, start, args.duration, cap, publisher)
             if live is not None:
                 live.update(render_rich(view))
@@ -176,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = count_rows(host, DEMO_SETTINGS["RESULTS_TABLE"])
         chart = write_chart(args.out / "demo.png", start=start, end=end,
                             consumer=collector.consumer_samples(start), stored=collector.stored_times(start),
-                            cap=cap, backlog=backlog, bursts=publisher.bursts)
+                            cap=cap, backlog=backlog, bursts=publisher.bursts, instances=instances,
+                            limits={role: host.scaler.limit(role) for role in host.scaler.apps} if host.scaler else {})
         summary(host, collector, start, end, cap, rows, final, chart)
         for line in ordered_summary_lines(ordered_audit(host, DEMO_SETTINGS["ORDERED_TABLE"])):
             print(line, flush=True)

@@ -19,7 +19,8 @@ def _series(samples: list[Sample], start: float, seconds: int, q: float) -> list
 
 def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, list[Sample]],
                 stored: list[float], cap: float, backlog: list[tuple[float, dict[str, int]]],
-                bursts: list[tuple[float, int]]) -> Path:
+                bursts: list[tuple[float, int]], instances: list[tuple[float, dict[str, int]]] | None = None,
+                limits: dict[str, int] | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -27,8 +28,8 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
 
     seconds = max(1, math.ceil(end - start))
     xs = list(range(seconds))
-    fig, axes = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
-    latency, writes, queues = axes
+    fig, axes = plt.subplots(4, 1, figsize=(10, 13), sharex=True)
+    latency, writes, queues, scale = axes
     colors = {"High": "tab:red", "Low": "tab:blue"}
     for priority in ("High", "Low"):
         samples = consumer.get(priority, [])
@@ -60,9 +61,16 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
         for label in labels:
             queues.plot([at - start for at, _ in backlog], [c.get(label, 0) for _, c in backlog], label=label)
     queues.set_ylabel("messages waiting")
-    queues.set_xlabel("seconds since start")
     queues.set_title("Backlog of each subscription and of the leveling queue")
     queues.legend(loc="upper left", fontsize=8)
+    if instances:
+        for role in instances[0][1]:
+            scale.step([at - start for at, _ in instances], [c.get(role, 0) for _, c in instances],
+                       where="post", label=f"{role} (limit {(limits or {}).get(role, '?')})")
+    scale.set_ylabel("live instances")
+    scale.set_xlabel("seconds since start")
+    scale.set_title("Scale-out: live instances per app (target-based scaling within maximumInstanceCount)")
+    scale.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

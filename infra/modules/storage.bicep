@@ -9,6 +9,11 @@ param tags object = {}
 @description('Azure Table the leveling worker writes to.')
 param tableName string
 
+@minLength(3)
+@maxLength(63)
+@description('Name of the table that holds the leveler\'s shared write budget.')
+param budgetTableName string = 'writebudget'
+
 @description('One Flex Consumption deployment container per Function App.')
 param deploymentContainerNames array
 
@@ -56,6 +61,12 @@ resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2026-09-0
 resource resultsTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2026-09-01' = {
   parent: tableService
   name: tableName
+}
+
+// One entity: the clock of write slots the leveler instances lease (shared/write_budget.py).
+resource budgetTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2026-09-01' = {
+  parent: tableService
+  name: budgetTableName
 }
 
 output name string = storage.name

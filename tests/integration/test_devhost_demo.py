@@ -35,6 +35,8 @@ def test_demo_runs_to_the_end_and_writes_its_chart(tmp_path: Path) -> None:
     counts = dict(re.findall(r"(tenant-\d) (\d+)", line.split(";")[0]))
     assert set(counts) == {f"tenant-{i}" for i in range(1, 6)} and all(int(n) >= 1 for n in counts.values())
     assert "; 0 out-of-order, 0 double-applied" in line
+    assert re.search(r"\| instances: sender \d/1, .*consumer-low \d/5", out)  # live / limit per app
+    assert "    scale: " in out and "peak instances: " in out  # scale events, and each app's peak
     chart = tmp_path / "demo.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Traceback" not in result.stderr

@@ -44,7 +44,7 @@ def test_the_repository_host_json() -> None:
     assert sb == ServiceBusOptions(
         max_concurrent_calls=16, prefetch_count=0, auto_complete_messages=True,
         max_auto_lock_renewal_duration=timedelta(minutes=5), max_concurrent_sessions=8,
-        session_idle_timeout=timedelta(seconds=30),
+        session_idle_timeout=timedelta(seconds=30), max_message_batch_size=100,
     )
     assert host.function_timeout == timedelta(minutes=5)
 

@@ -174,14 +174,15 @@ def test_leveler_settles_through_the_message_actions(functions: dict, monkeypatc
     assert list(sink.rows) == [("t", "m-1")]
 
 
-def test_runtime_leveler_uses_the_per_instance_share(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runtime_leveler_leases_from_the_app_wide_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     runtime.reset()
     monkeypatch.setenv("TableStorageConnection", "UseDevelopmentStorage=true")
     monkeypatch.setenv("LEVELER_MAX_WRITES_PER_SECOND", "60")
-    monkeypatch.setenv("LEVELER_MAX_INSTANCES", "3")
+    monkeypatch.setenv("LEVELER_BUDGET_TABLE", "budgetx")
     try:
         worker = runtime.leveling_worker()  # builds clients only: nothing connects yet
-        assert worker.limiter.rate == 20.0
+        assert worker.limiter.rate == 60.0  # the whole cap: instances share it, nothing is split
+        assert worker.limiter.budget.table.table_name == "budgetx"
         assert runtime.leveling_worker() is worker
     finally:
         runtime.reset()

@@ -50,7 +50,7 @@ REQUIRED_APP_SETTINGS = {
     "SENDER_SCHEDULE",
     "SENDER_BATCH_SIZE",
     "LEVELER_MAX_WRITES_PER_SECOND",
-    "LEVELER_MAX_INSTANCES",
+    "LEVELER_BUDGET_TABLE",
     "ORDERED_TABLE",
     "ORDERED_WORK_MS",
     "APPLICATIONINSIGHTS_CONNECTION_STRING",
@@ -395,12 +395,14 @@ def test_app_settings_cover_what_the_code_reads() -> None:
     assert settings["RESULTS_TABLE"] == "resultsTableName"
 
 
-def test_leveler_instance_setting_is_the_leveler_limit() -> None:
-    """The code splits the write cap by LEVELER_MAX_INSTANCES, so it must be the platform's limit."""
-    leveler = next(app for app in function_apps() if app["role"] == "leveler")
-    setting = app_settings()["LEVELER_MAX_INSTANCES"]
-    assert setting["function"]["type"] == "string"
-    assert setting["function"]["parameters"]["value_to_convert"] == leveler["maximumInstanceCount"]
+def test_the_write_cap_is_app_wide_not_split_by_instances() -> None:
+    """The leveler instances share one budget (shared/write_budget.py): no per-instance split setting,
+    and the budget table the code leases from is the one the storage module creates."""
+    settings = app_settings()
+    assert "LEVELER_MAX_INSTANCES" not in settings
+    assert settings["LEVELER_BUDGET_TABLE"] == "levelerBudgetTableName"
+    main = parse(MAIN)
+    assert resolve(main, "levelerBudgetTableName") == "writebudget"
 
 
 def test_every_setting_read_by_shared_settings_is_set() -> None:

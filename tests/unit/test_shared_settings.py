@@ -41,16 +41,16 @@ def test_app_defaults() -> None:
     assert app.roles == ROLES
     assert app.sender_schedule == "0,30 * * * * *"
     assert app.sender_batch_size == 10
-    assert app.leveler_max_instances == 1
+    assert app.leveler_budget_table == "writebudget"
 
 
-def test_per_instance_rate_is_a_static_share_of_the_cap() -> None:
-    app = load_app({"LEVELER_MAX_WRITES_PER_SECOND": "100", "LEVELER_MAX_INSTANCES": "4"})
-    assert app.leveler_per_instance_rate == 25.0
-    assert app.leveler_per_instance_rate * app.leveler_max_instances == app.leveler_max_writes_per_second
+def test_the_budget_table_name_is_checked() -> None:
+    assert load_app({"LEVELER_BUDGET_TABLE": "budget2"}).leveler_budget_table == "budget2"
+    with pytest.raises(SettingsError, match="LEVELER_BUDGET_TABLE"):
+        load_app({"LEVELER_BUDGET_TABLE": "no-dashes"})
 
 
-@pytest.mark.parametrize(("name", "value"), [("SENDER_BATCH_SIZE", "ten"), ("LEVELER_MAX_INSTANCES", "0"),
+@pytest.mark.parametrize(("name", "value"), [("SENDER_BATCH_SIZE", "ten"), ("LEVELER_MAX_WRITES_PER_SECOND", "0"),
                                              ("LEVELER_MAX_WRITES_PER_SECOND", "-1"),
                                              ("CONSUMER_WORK_MS_HIGH", "-5")])
 def test_bad_numbers_name_the_setting(name: str, value: str) -> None:

@@ -1,0 +1,215 @@
+"""An app-wide write budget shared by every live instance: leases of write slots in Table Storage.
+
+The leveler's cap (``LEVELER_MAX_WRITES_PER_SECOND``) protects the store across the whole app, and
+the app runs on 0..maximumInstanceCount instances. Split statically, one running instance could
+use only cap / maximumInstanceCount. Here time itself is the budget, in the spirit of the Rate
+Limiting pattern (Azure Architecture Center: a durable shared store that hands out capacity to
+many consumers): at a cap of C writes/s there is one *write slot* every 1 / C seconds, and a
+slot belongs to whoever leased it. One entity in a table holds the budget's clock, ``NextFree``:
+the first slot nobody has leased yet. An instance leases the next ``n`` slots by moving
+``NextFree`` forward with a conditional update (``If-Match`` on the entity's ETag: optimistic
+concurrency, so two instances can never lease the same slot), then starts one write at each of
+its slots.
+
+What follows:
+
+- **the cap holds for any number of instances**: slots are globally unique and 1 / (0.95 C) apart
+  (``headroom``: 5 % kept back for the jitter between a write's start and its arrival at the store),
+  and a write starts only within ``grace`` (half a slot) after its slot, whoever holds them;
+- **one instance can use all of it**: alone, it leases every slot;
+- **a killed instance's share comes back on its own**: a lease is a range of time, at most
+  ``max_ahead`` + one batch beyond the moment it was taken, and it lapses with the time; nobody
+  has to notice the death or release anything;
+- **cost**: one conditional update per lease of up to ``batch`` slots, plus a read and a retry
+  when another instance leased in between (412 Precondition Failed); about C / batch updates per
+  second for the whole app, whatever the instance count.
+
+Works the same against Azurite (connection string) and Azure (``DefaultAzureCredential`` through
+``shared.clients``). Instances' clocks must agree to well under a slot (NTP in Azure; one clock
+locally).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
+from azure.data.tables import TableClient, UpdateMode
+
+log = logging.getLogger("pipeline.budget")
+
+CLOCK_ROW = "clock"
+#: Slots are handed out at 95 % of the cap: a write reaches the store a little after its slot, by a
+#: varying amount (thread wake-up, HTTP), and the 5 % absorbs up to 1/20 s of that jitter per second,
+#: so the store's own 1-s windows stay at or under the cap, not just the slots.
+DEFAULT_HEADROOM = 0.05
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Slots ``first, first + interval, ...`` (``count`` of them), all this instance's."""
+
+    first: float
+    count: int
+    interval: float
+
+    def slots(self) -> list[float]:
+        return [self.first + i * self.interval for i in range(self.count)]
+
+
+class BudgetClock:
+    """The shared ``NextFree`` entity: lease slots with ETag-conditional updates."""
+
+    def __init__(self, table: TableClient, name: str, rate: float, *, headroom: float = DEFAULT_HEADROOM,
+                 clock: Callable[[], float] = time.time) -> None:
+        if rate <= 0:
+            raise ValueError(f"rate must be > 0, got {rate}")
+        if not 0 <= headroom < 1:
+            raise ValueError(f"headroom must be in [0, 1), got {headroom}")
+        self.table = table
+        self.name = name
+        self.cap = float(rate)
+        self.interval = 1.0 / (rate * (1.0 - headroom))
+        self.clock = clock
+        self._cached: tuple[float, str] | None = None  # (NextFree, etag) from our last read or update
+        self._table_ready = False
+        self.updates = 0
+        self.reads = 0
+        self.conflicts = 0
+
+    def _ensure_table(self) -> None:
+        if self._table_ready:
+            return
+        try:
+            self.table.create_table()
+        except ResourceExistsError:
+            pass
+        self._table_ready = True
+
+    def _read(self) -> tuple[float, str]:
+        self._ensure_table()
+        self.reads += 1
+        try:
+            entity = self.table.get_entity(self.name, CLOCK_ROW)
+        except ResourceNotFoundError:
+            try:
+                metadata = self.table.create_entity({"PartitionKey": self.name, "RowKey": CLOCK_ROW, "NextFree": 0.0})
+                return 0.0, metadata["etag"]
+            except ResourceExistsError:
+                entity = self.table.get_entity(self.name, CLOCK_ROW)
+        return float(entity["NextFree"]), entity.metadata["etag"]
+
+    def lease(self, count: int, *, lead: float = 0.0, max_ahead: float = 0.5, attempts: int = 5) -> Lease | float:
+        """Lease ``count`` slots starting at or after ``now + lead``.
+
+        Returns the :class:`Lease`, or how many seconds to wait before asking again: when the next
+        free slot is more than ``max_ahead`` seconds away (others hold the budget that far), or
+        when ``attempts`` updates in a row lost the race to other instances.
+        """
+        for _ in range(attempts):
+            if self._cached is None:
+                self._cached = self._read()
+            next_free, etag = self._cached
+            now = self.clock()
+            first = max(next_free, now + lead)
+            if first > now + max_ahead:
+                # keep what we read: after the wait the update is tried on it directly, and only a
+                # lost race (412) costs a read; polling with reads would double the requests
+                return first - max_ahead - now
+            entity = {"PartitionKey": self.name, "RowKey": CLOCK_ROW, "NextFree": first + count * self.interval}
+            try:
+                metadata = self.table.update_entity(entity, mode=UpdateMode.REPLACE, etag=etag,
+                                                    match_condition=MatchConditions.IfNotModified)
+            except (ResourceModifiedError, ResourceNotFoundError):
+                self.conflicts += 1
+                self._cached = None
+                continue
+            finally:
+                self.updates += 1
+            self._cached = (entity["NextFree"], metadata["etag"])
+            return Lease(first, count, self.interval)
+        # lost every race: back off for a random part of a batch so the racers spread out
+        log.info("write budget %s: no lease after %d attempts; backing off", self.name, attempts)
+        return random.uniform(0.0, count * self.interval)
+
+
+class SharedWritePacer:
+    """Drop-in for :class:`shared.rate_limit.WritePacer`: ``with pacer.slot(): write()``.
+
+    Each write waits for a slot this instance leased; a lease is for as many slots as this instance
+    has writers (waiting or writing: its demand), at most ``batch``. A slot missed by more than ``grace`` (a thread woke
+    late) is dropped, not used late: using it would squeeze two writes closer than 1 / C.
+    """
+
+    def __init__(self, budget: BudgetClock, *, batch: int | None = None, max_ahead: float = 0.5,
+                 grace: float | None = None, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.budget = budget
+        self.rate = budget.cap  # the app-wide cap; slots come at (1 - headroom) x cap
+        self.batch = batch or max(1, math.ceil(0.25 / budget.interval))  # a quarter of a second of slots
+        self.max_ahead = max_ahead
+        self.grace = budget.interval / 2 if grace is None else grace
+        self._clock = clock
+        self._sleep = sleep
+        self._slots: deque[float] = deque()
+        self._lock = threading.Lock()
+        self._lease_lock = threading.Lock()
+        self._active = 0  # writers inside slot(), waiting or writing: this instance's demand
+        self._round_trip = 0.0  # smoothed lease latency: slots are leased that far in the future
+        self.dropped = 0
+
+    def _next_slot(self) -> float:
+        while True:
+            with self._lock:
+                now = self._clock()
+                while self._slots and self._slots[0] + self.grace < now:
+                    self._slots.popleft()
+                    self.dropped += 1
+                if self._slots:
+                    return self._slots.popleft()
+            with self._lease_lock:  # one lease at a time per instance; the others wait for its slots
+                with self._lock:
+                    if self._slots:
+                        continue
+                    want = max(1, min(self.batch, self._active))
+                started = self._clock()
+                result = self.budget.lease(want, lead=self._round_trip, max_ahead=self.max_ahead)
+                took = self._clock() - started
+                self._round_trip = 0.8 * self._round_trip + 0.2 * took
+                if isinstance(result, Lease):
+                    with self._lock:
+                        self._slots.extend(result.slots())
+                    continue
+            # a little random extra, so instances told to wait the same time do not all race again
+            # at once; it costs nothing: whoever holds the next half second of slots is still writing
+            self._sleep(min(result, 1.0) + random.uniform(0.0, 0.05))
+
+    @contextmanager
+    def slot(self) -> Iterator[float]:
+        """Wait for a leased slot, then hold it for one write; yields the time waited."""
+        with self._lock:
+            self._active += 1
+        try:
+            started = self._clock()
+            at = self._next_slot()
+            delay = at - self._clock()
+            if delay > 0:
+                self._sleep(delay)
+            yield self._clock() - started
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def stats(self) -> dict[str, Any]:
+        return {"updates": self.budget.updates, "reads": self.budget.reads, "conflicts": self.budget.conflicts,
+                "dropped": self.dropped}
