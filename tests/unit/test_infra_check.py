@@ -43,6 +43,13 @@ def infra_copy(tmp_path: Path, file: str, old: str, new: str) -> list:
     return check([copy / "main.bicep"], root=tmp_path)
 
 
+def declaration_line(file: str, old: str) -> int:
+    """The line of the resource declaration that encloses the first occurrence of `old` in `file`."""
+    source = (INFRA / file).read_text()
+    start = source.rindex("\nresource ", 0, source.index(old)) + 1
+    return source.count("\n", 0, start) + 1
+
+
 def edited_line(file: str, old: str, new: str) -> int:
     """The 1-based line of the first character where the substitution changes `file`, so that the expected
     finding follows the mistake wherever unrelated edits to infra/ move it."""
@@ -235,7 +242,7 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
         ),
         pytest.param(
             "modules/storage.bicep", "  kind: 'StorageV2'\n", "",
-            "modules/storage.bicep:15: storage (Microsoft.Storage/storageAccounts) kind: is required by "
+            "modules/storage.bicep:{resource}: storage (Microsoft.Storage/storageAccounts) kind: is required by "
             "StorageAccountCreateParameters and missing",
             id="required-property-missing",
         ),
@@ -263,7 +270,8 @@ def test_standalone_fixture_flex_and_role_mistakes() -> None:
 )
 def test_a_mistake_in_infra_is_reported(tmp_path: Path, file: str, old: str, new: str, expected: str) -> None:
     found = messages(infra_copy(tmp_path, file, old, new))
-    expected = expected.format(line=edited_line(file, old, new))
+    resource = declaration_line(file, old) if "{resource}" in expected else None
+    expected = expected.format(line=edited_line(file, old, new), resource=resource)
     assert f"infra/{expected}" in found, "\n".join(found)
 
 
