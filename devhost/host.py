@@ -353,6 +353,7 @@ class Host:
             self.plans, scale, backlog, self._start_instance, self.stop_instance,
             fixed={role: n for role, n in self.options.instances.items() if role in self.plans},
             always_ready={role: plan.always_ready for role, plan in self.plans.items()},
+            executions=self.stats.executions,
         )
         self.scaler.start()
 

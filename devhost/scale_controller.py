@@ -84,13 +84,18 @@ class ScaleController:
     def __init__(self, plans: Mapping[str, Any], options: ScaleOptions, backlog: TriggerBacklog,
                  start_instance: Callable[[Any, InstanceId], Any], stop_instance: Callable[[Any], None],
                  fixed: Mapping[str, int] | None = None, always_ready: Mapping[str, int] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 executions: Callable[[list[str]], int] | None = None) -> None:
+        """``executions(function names)``: how many executions of those functions have finished so far
+        (the host's invocation stats); a change between decisions means the app is not idle."""
         self.plans = plans
         self.options = options
         self.backlog = backlog
         self._start_instance = start_instance
         self._stop_instance = stop_instance
         self.clock = clock
+        self._executions = executions
+        self._executions_seen: dict[str, int] = {}
         self.events: list[ScaleEvent] = []
         self.apps: dict[str, AppScale] = {}
         self._lock = threading.RLock()
@@ -158,7 +163,7 @@ class ScaleController:
             for spec in app.triggers:
                 bound = app.limits.max_instances * app.limits.targets[spec.name]
                 backlogs[spec.name] = self.backlog.active(spec, bound)
-            decision = decide(app.state, backlogs, self.clock(), app.limits)
+            decision = decide(app.state, backlogs, self.clock(), app.limits, active=self._ran_since_last(app))
             log.log(logging.INFO if decision.changed else logging.DEBUG, "scale %s: %s", app.role,
                     decision.describe())
             app.state = decision.state
@@ -169,6 +174,14 @@ class ScaleController:
                 self._apply(app, decision.instances, cold=True)
             decisions.append(decision)
         return decisions
+
+    def _ran_since_last(self, app: AppScale) -> bool:
+        if self._executions is None:
+            return False
+        count = self._executions([spec.name for spec in app.triggers])
+        ran = count != self._executions_seen.get(app.role, 0)
+        self._executions_seen[app.role] = count
+        return ran
 
     def _apply(self, app: AppScale, count: int, cold: bool) -> None:
         with self._lock:

@@ -12,6 +12,11 @@ scaling in Azure Functions"; cited with details in docs/devhost.md):
 - when several functions of one app ask for instances, their sum decides; a function asking to
   scale out wins over one asking to scale in;
 - an idle app scales in, eventually to zero; always-ready instances (Flex Consumption) are a floor.
+  Idle means no work, not an empty queue: an app whose instances keep up with a steady stream sees
+  an active count near zero while it executes all the time ("Once your function app has been idle for
+  a number of minutes, the platform might scale the number of instances on which your app runs down to
+  zero", Event-driven scaling). So an app that ran executions within the scale-in delay keeps one
+  instance; only the step to zero waits for idleness.
 
 The docs give no figure for how long the platform waits before removing instances ("after your
 function app has been idle for a number of minutes"), so the delay is a parameter
@@ -58,6 +63,7 @@ class ScaleState:
 
     instances: int = 0
     below_since: float | None = None  # when the desired count first fell below ``instances``
+    last_active: float | None = None  # when the app last ran a trigger execution
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,13 @@ def desired_instances(backlogs: Mapping[str, int], limits: ScaleLimits) -> int:
     return max(limits.min_instances, min(limits.max_instances, wanted))
 
 
-def decide(state: ScaleState, backlogs: Mapping[str, int], now: float, limits: ScaleLimits) -> Decision:
+def decide(state: ScaleState, backlogs: Mapping[str, int], now: float, limits: ScaleLimits,
+           active: bool = False) -> Decision:
     """The next instance count of one app.
+
+    ``active``: the app ran trigger executions since the previous decision. An app that was active
+    within ``scale_in_delay`` is not idle, so it keeps at least one instance even when its backlog
+    reads zero (its instances keep up with the stream).
 
     Scale-out is immediate but adds at most ``max_added_per_decision`` instances per decision;
     scale-in happens once the desired count has stayed below the current one for
@@ -101,11 +112,15 @@ def decide(state: ScaleState, backlogs: Mapping[str, int], now: float, limits: S
     no floor). A current count above the limit (the limit was lowered) is brought down at once.
     """
     current = state.instances
+    last_active = now if active else state.last_active
     desired = desired_instances(backlogs, limits)
+    busy = last_active is not None and now - last_active < limits.scale_in_delay
+    if desired == 0 and current > 0 and busy:
+        desired = 1  # not idle: executions within the scale-in delay
 
     def decision(instances: int, reason: str, below_since: float | None) -> Decision:
         return Decision(now, dict(backlogs), desired, current, instances, reason,
-                        replace(state, instances=instances, below_since=below_since))
+                        replace(state, instances=instances, below_since=below_since, last_active=last_active))
 
     if current > limits.max_instances:
         return decision(limits.max_instances, "above maximumInstanceCount", None)

@@ -46,6 +46,12 @@ class InvocationStats:
                 entry["instances"] = len({i for (f, i) in self.succeeded | self.failed if f == function})
             return result
 
+    def executions(self, functions: list[str]) -> int:
+        """Finished executions (succeeded or failed) of these functions so far."""
+        wanted = set(functions)
+        with self._lock:
+            return sum(n for counter in (self.succeeded, self.failed) for (f, _), n in counter.items() if f in wanted)
+
     def instances_of(self, function: str) -> set[InstanceId]:
         with self._lock:
             return {i for (f, i) in self.succeeded | self.failed if f == function}

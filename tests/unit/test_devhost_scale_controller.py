@@ -157,3 +157,27 @@ var functionApps = [
     assert load_role_scales(bicep(2))["worker"].always_ready == 2
     with pytest.raises(SettingsError, match="alwaysReadyInstanceCount"):
         load_role_scales(bicep(6))
+
+
+def test_an_app_that_executes_is_not_scaled_to_zero_until_it_has_been_idle() -> None:
+    """Executions between decisions (the host's invocation stats) keep one instance although the
+    backlog reads zero; once they stop for the scale-in delay the app goes to zero."""
+    plans = {"w": RolePlan("w", 4, OPTIONS, [spec("f", queueName="q"), spec("other", queueName="q2")],
+                          max_instances=4)}
+    backlog, clock, done = Backlog(), [0.0], {"f": 0}
+    scaler, _, stopped = controller(plans, backlog, clock,
+                                    executions=lambda names: sum(done.get(n, 0) for n in names))
+    backlog.counts["f"] = 3
+    scaler.start()  # ceil(3 / 2) = 2 instances
+    assert scaler.wait_live(5) and scaler.live("w") == 2
+    backlog.counts["f"] = 0
+    for second in range(1, 12):  # the instances keep up: the queue reads empty while they execute
+        clock[0] = float(second)
+        done["f"] += 5
+        scaler.step()
+    assert _eventually(lambda: scaler.live("w") == 1) and len(stopped) == 1
+    for second in range(12, 30):  # no more executions
+        clock[0] = float(second)
+        scaler.step()
+    assert _eventually(lambda: scaler.live("w") == 0)
+    scaler.stop()

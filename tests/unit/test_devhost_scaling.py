@@ -85,6 +85,25 @@ def test_scale_in_goes_to_the_desired_count_not_below() -> None:
     assert decision.instances == 2
 
 
+def test_an_app_that_keeps_up_with_a_stream_is_not_idle() -> None:
+    """Event-driven scaling: the platform scales to zero "once your function app has been idle for a
+    number of minutes". Instances that keep up leave an active count of zero while they execute all the
+    time: that is work, not idleness, so the app keeps one instance."""
+    rule = limits(target=16, scale_in_delay=10.0)
+    state = ScaleState(3)
+    for second in range(0, 60, 1):  # a steady stream: empty queue, executions every second
+        decision = decide(state, {"f": 0}, now=float(second), limits=rule, active=True)
+        state = decision.state
+    assert decision.instances == 1 and decision.desired == 1
+    quiet = [decide(state, {"f": 0}, now=60.0 + t, limits=rule) for t in (0.0, 9.0)]
+    assert [d.instances for d in quiet] == [1, 1]  # idle for less than the delay
+    state = quiet[-1].state
+    for t in (10.0, 20.0):  # idle since 59 s: desired 0, and then the delay of the step to zero
+        decision = decide(state, {"f": 0}, now=60.0 + t, limits=rule)
+        state = decision.state
+    assert decision.instances == 0
+
+
 def test_a_new_burst_cancels_a_pending_scale_in() -> None:
     rule = limits(target=16, scale_in_delay=30.0)
     pending = decide(ScaleState(4), {"f": 0}, now=0.0, limits=rule)
