@@ -9,11 +9,12 @@ with plain bytes.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
 
-from . import codec
+from . import codec, hotframes
 from .events import (
     ConnectionClosed,
     ConnectionOpened,
@@ -804,16 +805,14 @@ class Connection:
         """Send one delivery (split into frames as the peer's max-frame-size requires)."""
         session = link.session
         delivery_id = session.next_outgoing_id
-        first = Transfer(
-            UInt(link.handle), UInt(delivery_id), delivery_tag, UInt(message_format), settled
-        )
-        head = bytearray(FRAME_HEADER_SIZE)
-        codec.encode_into(head, first)
-        room = self.remote_max_frame_size - len(head) - 8  # 8 bytes of slack for the 'more' flag
+        performative = hotframes.transfer(link.handle, delivery_id, delivery_tag, message_format, settled)
+        room = self.remote_max_frame_size - FRAME_HEADER_SIZE - len(performative) - 8  # slack for 'more'
         if len(payload) <= room:
-            head += payload
-            _patch_header(head, session.channel)
-            self._out += head
+            out = self._out
+            out += _frame_header.pack(FRAME_HEADER_SIZE + len(performative) + len(payload), 2, FRAME_AMQP,
+                                      session.channel)
+            out += performative
+            out += payload
         else:
             more = Transfer(
                 UInt(link.handle), UInt(delivery_id), delivery_tag, UInt(message_format), settled, True
@@ -914,9 +913,8 @@ class Connection:
         """Settle deliveries the peer sent us (``delivery_id``..``last``) with ``state``."""
         if link.session.ended or self.closed:
             return
-        self._send(
-            link.session.channel,
-            Disposition(ROLE_RECEIVER, UInt(delivery_id), UInt(last) if last is not None else None, True, state),
+        self._out += hotframes.frame(
+            link.session.channel, hotframes.disposition(ROLE_RECEIVER, delivery_id, last, True, state)
         )
 
     def settle_outgoing(self, link: Link, delivery_id: int, state: Any) -> None:
@@ -926,7 +924,9 @@ class Connection:
         link.unsettled.pop(delivery_id, None)
         if session.ended or self.closed:
             return
-        self._send(session.channel, Disposition(ROLE_SENDER, UInt(delivery_id), None, True, state))
+        self._out += hotframes.frame(
+            session.channel, hotframes.disposition(ROLE_SENDER, delivery_id, None, True, state)
+        )
 
     def _on_disposition(self, channel: int, disposition: Any) -> None:
         session = self._session(channel)
@@ -953,6 +953,9 @@ class Connection:
         self._out += build_frame(channel, body)
 
     _HANDLERS: dict[type, Callable[[Connection, int, Any], None]] = {}
+
+
+_frame_header = struct.Struct(">IBBH")
 
 
 def _patch_header(frame: bytearray, channel: int) -> None:
