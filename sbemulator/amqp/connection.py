@@ -39,8 +39,10 @@ from .framing import (
     parse_frame_header,
 )
 from .performatives import (
+    PERFORMATIVES,
     ROLE_RECEIVER,
     ROLE_SENDER,
+    SASL_FRAMES,
     Attach,
     Begin,
     Close,
@@ -74,6 +76,8 @@ TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 
 UINT_MAX = 0xFFFFFFFF
+_LIST_CODES = frozenset((0x45, 0xC0, 0xD0))  # list0, list8, list32
+_FRAME_BODIES = {cls.CODE: cls for cls in (*PERFORMATIVES, *SASL_FRAMES)}
 
 
 class ProtocolError(Exception):
@@ -414,6 +418,13 @@ class Connection:
 
     def _decode_body(self, frame: bytes) -> Any:
         try:
+            # Nearly every body is a performative described by a small ulong code: decode its field
+            # list straight into the performative's class instead of through a Described value.
+            if len(frame) > 3 and frame[0] == 0x00 and frame[1] == 0x53 and frame[3] in _LIST_CODES:
+                cls = _FRAME_BODIES.get(frame[2])
+                if cls is not None:
+                    values, offset = codec.decode(frame, 3)
+                    return cls.from_list(values), offset
             value, offset = codec.decode(frame)
         except codec.DecodeError as exc:
             raise ProtocolError(DECODE_ERROR, f"cannot decode frame body: {exc}") from None
