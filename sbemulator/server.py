@@ -37,8 +37,8 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         self._heartbeat_armed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport's interface without subclassing it.
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         loop = self.server.loop
         self.gateway = Gateway(
