@@ -183,6 +183,15 @@ def machine() -> str:
     return f"{cpu}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as ``uptime`` shows them (the machine may be shared)."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "unknown"
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
 def today() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 

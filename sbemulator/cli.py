@@ -8,11 +8,25 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from .config import ConfigError, load_config
 from .emulator import build, connection_string, sas_keys
 
 STARTED = time.perf_counter()
+LOOPS = ("asyncio", "uvloop")
+
+
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop to run on. uvloop is optional (never a dependency): asking for it without it
+    installed is an error that says how to get it, not a silent fall-back."""
+    if name == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        raise ValueError("--loop uvloop needs the uvloop package: pip install uvloop") from None
+    return uvloop.new_event_loop
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -25,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     store.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
     parser.add_argument("--sas-key", default=None, help="key of RootManageSharedAccessKey (default SAS_KEY_VALUE)")
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    parser.add_argument("--loop", choices=LOOPS, default="asyncio",
+                        help="event loop: the standard asyncio one (default) or uvloop, when it is installed")
     # --- admin (HTTPS management) options
     admin = parser.add_mutually_exclusive_group()
     admin.add_argument("--admin-port", type=int, default=5300,
@@ -95,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return asyncio.run(serve(args))
+        with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
+            return runner.run(serve(args))
     except ConfigError as exc:
         print(f"sbemulator: invalid configuration: {exc}", file=sys.stderr)
         return 2

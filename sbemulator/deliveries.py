@@ -9,20 +9,21 @@ count) while the sender's properties, application properties and body go back un
 from __future__ import annotations
 
 import datetime as dt
+import struct
 import uuid
 from typing import Any
 
-from .amqp import codec
+from .amqp import codec, hotframes
 from .amqp.message import (
     BATCH_MESSAGE_FORMAT,
+    SECTION_APPLICATION_PROPERTIES,
     MessageDecodeError,
     ParsedMessage,
-    encode_message,
     parse_message,
     split_batch,
 )
-from .amqp.performatives import Header, Properties
-from .amqp.types import Long, Symbol, Timestamp, UInt
+from .amqp.performatives import Properties
+from .amqp.types import Described, Long, Symbol, Timestamp, ULong
 from .broker.model import BrokerMessage, IncomingMessage
 
 SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
@@ -127,38 +128,85 @@ def _properties_section(message: BrokerMessage) -> bytes:
     return codec.encode(props)
 
 
+_HEADER_PREFIX = b"\x00\x53\x70"  # described by 0x70: the header section
+_ANNOTATIONS_PREFIX = b"\x00\x53\x72"  # message-annotations
+_KEY = {key: codec.encode(key) for key in BROKER_ANNOTATIONS}
+_NULL, _TRUE = b"\x40", b"\x41"
+
+
+def _header(ttl: int | None, delivery_count: int) -> bytes:
+    """Header(durable=true, ttl, delivery-count), the bytes ``codec.encode(Header(...))`` gives."""
+    ttl_bytes = hotframes.uint(ttl) if ttl and ttl <= 0xFFFFFFFF else _NULL
+    fields = b"".join((_TRUE, _NULL, ttl_bytes, _NULL, hotframes.uint(max(0, delivery_count))))
+    return _HEADER_PREFIX + bytes((0xC0, len(fields) + 1, 5)) + fields
+
+
+def _annotations(message: BrokerMessage, locked_until_ms: int | None) -> bytes:
+    """The message-annotations section: the sender's own, then the ones the broker sets, in the order
+    the generic encoder of the equivalent map would write them."""
+    body = bytearray()
+    count = 0
+    encode = codec.encode_into
+    if message.annotations:
+        for key, value in message.annotations.items():
+            encode(body, key)
+            encode(body, value)
+            count += 1
+    body += _KEY[ENQUEUED_TIME]
+    encode(body, Timestamp(message.enqueued_time_ms))
+    body += _KEY[SEQUENCE_NUMBER]
+    encode(body, Long(message.sequence_number))
+    count += 2
+    if locked_until_ms is not None:
+        body += _KEY[LOCKED_UNTIL]
+        encode(body, Timestamp(locked_until_ms))
+        count += 1
+    if message.partition_key is not None:
+        body += _KEY[PARTITION_KEY]
+        encode(body, message.partition_key)
+        count += 1
+    if message.scheduled_enqueue_time_ms is not None:
+        body += _KEY[SCHEDULED_ENQUEUE_TIME]
+        encode(body, Timestamp(message.scheduled_enqueue_time_ms))
+        count += 1
+    if message.dead_letter_source is not None:
+        body += _KEY[DEADLETTER_SOURCE]
+        encode(body, message.dead_letter_source)
+        count += 1
+    if message.enqueue_sequence_number is not None:
+        body += _KEY[ENQUEUE_SEQUENCE_NUMBER]
+        encode(body, Long(message.enqueue_sequence_number))
+        count += 1
+    state = int(message.state)
+    if state:
+        body += _KEY[MESSAGE_STATE]
+        encode(body, Long(state))
+        count += 1
+    out = bytearray(_ANNOTATIONS_PREFIX)
+    size, items = len(body), 2 * count
+    if size + 1 < 256 and items < 256:
+        out += bytes((0xC1, size + 1, items))
+    else:
+        out += b"\xd1" + struct.pack(">II", size + 4, items)
+    out += body
+    return bytes(out)
+
+
 def encode_delivery(
     message: BrokerMessage,
     *,
     header_delivery_count: int,
     locked_until_ms: int | None,
 ) -> bytes:
-    """Encode a stored message as the payload of a delivery (or a peek/deferred response entry)."""
-    annotations: dict = dict(message.annotations) if message.annotations else {}
-    annotations[ENQUEUED_TIME] = Timestamp(message.enqueued_time_ms)
-    annotations[SEQUENCE_NUMBER] = Long(message.sequence_number)
-    if locked_until_ms is not None:
-        annotations[LOCKED_UNTIL] = Timestamp(locked_until_ms)
-    if message.partition_key is not None:
-        annotations[PARTITION_KEY] = message.partition_key
-    if message.scheduled_enqueue_time_ms is not None:
-        annotations[SCHEDULED_ENQUEUE_TIME] = Timestamp(message.scheduled_enqueue_time_ms)
-    if message.dead_letter_source is not None:
-        annotations[DEADLETTER_SOURCE] = message.dead_letter_source
-    if message.enqueue_sequence_number is not None:
-        annotations[ENQUEUE_SEQUENCE_NUMBER] = Long(message.enqueue_sequence_number)
-    state = int(message.state)
-    if state:
-        annotations[MESSAGE_STATE] = Long(state)
-    ttl = message.time_to_live_ms
-    header = Header(
-        True, None, UInt(ttl) if ttl and ttl <= 0xFFFFFFFF else None, None, UInt(max(0, header_delivery_count))
-    )
-    return encode_message(
-        header=header,
-        message_annotations=annotations,
-        properties_raw=_properties_section(message),
-        application_properties=message.application_properties or None,
-        body_raw=message.body_raw,
-    )
+    """Encode a stored message as the payload of a delivery (or a peek/deferred response entry).
 
+    Written section by section with the annotation keys pre-encoded: this runs for every delivery,
+    and building the annotation map and a Header object to hand to the generic encoder cost more
+    than the bytes it produced (the result is the same, byte for byte).
+    """
+    parts = [_header(message.time_to_live_ms, header_delivery_count), _annotations(message, locked_until_ms),
+             _properties_section(message)]
+    if message.application_properties:
+        parts.append(codec.encode(Described(ULong(SECTION_APPLICATION_PROPERTIES), message.application_properties)))
+    parts.append(message.body_raw)
+    return b"".join(parts)

@@ -15,6 +15,7 @@ from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
 from .broker.core import Broker
 from .config import NamespaceConfig, load_config, parse_config
 from .server import AmqpServer
+from .store.memory import MemoryStore
 from .store.sqlite import SqliteStore
 
 DEFAULT_DATA_DIR = ".sbemulator"
@@ -50,8 +51,9 @@ def sas_keys(config: NamespaceConfig, sas_key: str | None) -> dict[str, str]:
 def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | None,
           sas_key: str | None, host: str, port: int, **server_options: Any) -> tuple[AmqpServer, Any]:
     """Wire store, broker and server together (shared by the CLI and ``Emulator``)."""
+    store: Any
     if in_memory:
-        store = SqliteStore(None)
+        store = MemoryStore()
     else:
         directory = Path(data_dir or DEFAULT_DATA_DIR)
         store = SqliteStore(directory / "sbemulator.db")

@@ -43,7 +43,7 @@ LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
 TIMEOUT_PROPERTY = Symbol("com.microsoft:timeout")
 MAX_BATCH_SIZE = Symbol("com.microsoft:max-message-batch-size")
 DOTNET_EPOCH_TICKS = 621355968000000000
-SENDER_CREDIT = 500
+SENDER_CREDIT = 1000  # per link, topped up once half is used; Service Bus grants about as much
 DEFAULT_SESSION_WAIT_MS = 60_000
 
 
@@ -109,6 +109,8 @@ class Gateway:
     # ------------------------------------------------------------------ driving
     def receive_data(self, data: bytes) -> None:
         self._dispatch(self.connection.receive_data(data))
+        # Deliveries before a flow-control violation are answered first, then the link or session ends.
+        self._dispatch(self.connection.answer_violations())
 
     def connection_lost(self) -> None:
         self._dispatch(self.connection.connection_lost())

@@ -18,20 +18,27 @@ from .gateway import Gateway
 log = logging.getLogger("sbemulator")
 
 BROKER_TICK_MAX_S = 0.25
+READ_BUFFER_SIZE = 256 * 1024  # what asyncio reads at most per call with a plain Protocol
 
 
-class _AmqpProtocol(asyncio.Protocol):
+class _AmqpProtocol(asyncio.BufferedProtocol):
+    """One connection. Reads land in the server's one receive buffer (``recv_into``): a plain
+    ``Protocol`` gets a fresh 256 KiB ``bytes`` per read, which costs an mmap, an mremap and a
+    munmap for every small frame a client sends. One buffer serves every connection because each
+    read is handed to the gateway, which copies what it keeps, before the loop reads again."""
+
     def __init__(self, server: AmqpServer) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.gateway: Gateway | None = None
         self._flush_scheduled = False
+        self._receiving = False  # inside data_received, which flushes when it is done
         self._timer: asyncio.TimerHandle | None = None
         self._heartbeat_armed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport's interface without subclassing it.
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         loop = self.server.loop
         self.gateway = Gateway(
@@ -46,11 +53,21 @@ class _AmqpProtocol(asyncio.Protocol):
         self.server.connections.add(self)
         self._arm_timer()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.server.read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.server.read_buffer[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
         gateway = self.gateway
         if gateway is None:
             return
-        gateway.receive_data(data)
+        self._receiving = True
+        try:
+            gateway.receive_data(data)
+        finally:
+            self._receiving = False
         self.flush()  # commit, then answer: no extra loop iteration on the request/response path
         if not self._heartbeat_armed and gateway.connection.remote_idle_timeout_ms:
             # The peer's open announced an idle timeout: heartbeats are due before our own check.
@@ -58,7 +75,9 @@ class _AmqpProtocol(asyncio.Protocol):
             self._arm_timer()
 
     def request_flush(self) -> None:
-        if not self._flush_scheduled:
+        # A flush asked for while handling input is the one data_received ends with; scheduling
+        # another would cost a loop iteration (and an epoll call) per request for nothing.
+        if not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
             self.server.loop.call_soon(self.flush)
 
@@ -129,6 +148,7 @@ class AmqpServer:
         self.max_frame_size = max_frame_size
         self.idle_timeout_ms = idle_timeout_ms
         self.connections: set[_AmqpProtocol] = set()
+        self.read_buffer = memoryview(bytearray(READ_BUFFER_SIZE))
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.Task | None = None

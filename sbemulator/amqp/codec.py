@@ -7,6 +7,7 @@ run for every frame and every message the emulator handles.
 
 from __future__ import annotations
 
+import operator
 import struct
 import uuid
 from collections.abc import Callable
@@ -735,8 +736,59 @@ def _encode_into(out: bytearray, value: Any) -> None:
     encoder(out, value)
 
 
+# Composite types (performatives, sections, delivery states) are encoded straight from their
+# fields: building the intermediate Described and list objects cost more than the encoding itself.
+_COMPOSITE_PLANS: dict[type, tuple[bytes, Callable[[Any], Any], int, bool]] = {}
+
+
+def _composite_plan(cls: type) -> tuple[bytes, Callable[[Any], Any], int, bool]:
+    fields = cls.FIELDS
+    code = cls.CODE
+    prefix = bytes((0x00, 0x53, code)) if code < 256 else b"\x00\x80" + _u64.pack(code)
+    if len(fields) == 1:
+        name = fields[0]
+
+        def getter(obj: Any, _name: str = name) -> tuple:
+            return (getattr(obj, _name),)
+    elif fields:
+        getter = operator.attrgetter(*fields)
+    else:
+        def getter(obj: Any) -> tuple:
+            return ()
+    plan = (prefix, getter, len(fields), bool(getattr(cls, "KEEP_ALL_FIELDS", False)))
+    _COMPOSITE_PLANS[cls] = plan
+    return plan
+
+
 def _e_composite(out: bytearray, value: Any) -> None:
-    _e_described(out, value.to_described())
+    cls = type(value)
+    plan = _COMPOSITE_PLANS.get(cls) or _composite_plan(cls)
+    prefix, getter, count, keep_all = plan
+    values = getter(value)
+    if not keep_all:
+        while count and values[count - 1] is None:
+            count -= 1
+    out += prefix
+    if not count:
+        out.append(0x45)
+        return
+    body = bytearray()
+    encoders = _ENCODERS
+    for i in range(count):
+        item = values[i]
+        encoder = encoders.get(type(item))
+        if encoder is None:
+            encoder = _lookup_subclass(item)
+        encoder(body, item)
+    size = len(body)
+    if size < 255 and count < 256:
+        out.append(0xC0)
+        out.append(size + 1)
+        out.append(count)
+    else:
+        out.append(0xD0)
+        out += _u32u32.pack(size + 4, count)
+    out += body
 
 
 def _lookup_subclass(value: Any) -> Encoder:

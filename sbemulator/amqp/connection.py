@@ -9,11 +9,12 @@ with plain bytes.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
 
-from . import codec
+from . import codec, hotframes
 from .events import (
     ConnectionClosed,
     ConnectionOpened,
@@ -38,8 +39,10 @@ from .framing import (
     parse_frame_header,
 )
 from .performatives import (
+    PERFORMATIVES,
     ROLE_RECEIVER,
     ROLE_SENDER,
+    SASL_FRAMES,
     Attach,
     Begin,
     Close,
@@ -69,8 +72,12 @@ UNATTACHED_HANDLE = "amqp:session:unattached-handle"
 HANDLE_IN_USE = "amqp:session:handle-in-use"
 WINDOW_VIOLATION = "amqp:session:window-violation"
 LINK_DETACH_FORCED = "amqp:link:detach-forced"
+TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
+MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 
 UINT_MAX = 0xFFFFFFFF
+_LIST_CODES = frozenset((0x45, 0xC0, 0xD0))  # list0, list8, list32
+_FRAME_BODIES = {cls.CODE: cls for cls in (*PERFORMATIVES, *SASL_FRAMES)}
 
 
 class ProtocolError(Exception):
@@ -102,6 +109,7 @@ class Link:
         "detach_received",
         "detach_sent",
         "drain",
+        "failure",
         "handle",
         "incoming",
         "is_sender",
@@ -139,6 +147,7 @@ class Link:
         self.attached = False
         self.detach_sent = False
         self.detach_received = False
+        self.failure: tuple[str, str] | None = None  # a violation waiting for answer_violations()
         self.context: Any = None
         self.incoming: _IncomingDelivery | None = None
         self.unsettled: dict[int, Any] = {}
@@ -170,16 +179,14 @@ class _IncomingDelivery:
 class Session:
     """One session: the channel pair, transfer windows and the links it carries."""
 
-    # Our incoming window: large, topped up when half is used, so the peer rarely waits on us.
-    INCOMING_WINDOW = 65536
-
     def __init__(self, connection: Connection, remote_channel: int, channel: int, begin: Any) -> None:
         self.connection = connection
         self.remote_channel = remote_channel
         self.channel = channel
         self.next_outgoing_id = 0
         self.next_incoming_id: int = begin.next_outgoing_id or 0
-        self.incoming_window = self.INCOMING_WINDOW
+        # Transfer frames the peer may still send before our next session flow (spec 2.5.6).
+        self.incoming_window: int = connection.incoming_window
         self.outgoing_window = UINT_MAX
         self.remote_incoming_window: int = begin.incoming_window or 0
         self.remote_outgoing_window: int = begin.outgoing_window or 0
@@ -189,6 +196,7 @@ class Session:
         self.outgoing_unsettled: dict[int, Link] = {}
         self.ended = False
         self.end_sent = False
+        self.failure: tuple[str, str] | None = None  # a violation waiting for answer_violations()
         self.context: Any = None
 
     def _allocate_handle(self) -> int:
@@ -212,6 +220,7 @@ class Connection:
         authenticate_plain: Callable[[str, str], bool] | None = None,
         require_sasl: bool = True,
         max_message_size: int = 64 * 1024 * 1024,
+        incoming_window: int = 2048,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.container_id = container_id
@@ -222,6 +231,11 @@ class Connection:
         self.authenticate_plain = authenticate_plain
         self.require_sasl = require_sasl
         self.max_message_size = max_message_size
+        # Our session incoming-window, in transfer frames. It is widened again once half of it is used,
+        # but only after all the input of one read has been handled: a flow we produce while handling a
+        # read cannot have reached the peer before it wrote the rest of that read, so it is no excuse for
+        # frames beyond the window we had announced.
+        self.incoming_window = incoming_window
         self.clock = clock
 
         self._in = bytearray()
@@ -236,6 +250,8 @@ class Connection:
         self.sessions_by_channel: dict[int, Session] = {}
         # Sessions we ended with an error (remote channel -> our channel): DISCARDING until the peer's end.
         self._discarding: dict[int, int] = {}
+        # Links and sessions the peer broke a flow-control rule on, answered by answer_violations().
+        self._violations: list[Link | Session] = []
         self.closed = False
         self.close_sent = False
         self.sasl_username: str | None = None
@@ -252,6 +268,7 @@ class Connection:
         self._in += data
         try:
             self._process_input()
+            self._widen_incoming_windows()
         except ProtocolError as exc:
             self._fail(exc.condition, exc.description)
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
@@ -261,8 +278,36 @@ class Connection:
         events, self._events = self._events, []
         return events
 
+    def answer_violations(self) -> list[Event]:
+        """Detach the links and end the sessions on which the last read broke a flow-control rule.
+
+        Call it once the events of ``receive_data`` have been handled: the deliveries that arrived
+        before the violation are then settled before the detach or end that refuses the rest, so the
+        peer learns exactly which of its messages were taken. ``data_to_send`` calls it too, for a
+        caller that does not (the events are then returned by the next ``receive_data``).
+        """
+        if not self._violations:
+            return []
+        violations, self._violations = self._violations, []
+        for endpoint in violations:
+            condition, description = endpoint.failure or (INTERNAL_ERROR, "")
+            if isinstance(endpoint, Session):
+                if not endpoint.ended and not self.closed:
+                    self._end_session_with_error(endpoint, condition, description)
+            else:
+                self.detach(endpoint, condition, description)
+        events, self._events = self._events, []
+        return events
+
+    def _violation(self, endpoint: Link | Session, condition: str, description: str) -> None:
+        if endpoint.failure is None:
+            endpoint.failure = (condition, description)
+            self._violations.append(endpoint)
+
     def data_to_send(self) -> bytes:
         """Bytes the server should write now (empties the buffer)."""
+        if self._violations:
+            self._events += self.answer_violations()
         if not self._out:
             return b""
         out = bytes(self._out)
@@ -329,6 +374,14 @@ class Connection:
             size, doff, frame_type, channel = parse_frame_header(buf)
             if size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
                 raise ProtocolError(FRAMING_ERROR, f"invalid frame header (size={size}, doff={doff})")
+            if self._state != "opened" and size > MIN_MAX_FRAME_SIZE:
+                # Spec 2.4.1: until the open frames have been exchanged the largest frame is
+                # MIN-MAX-FRAME-SIZE (the open itself, and SASL frames before it, included).
+                raise ProtocolError(
+                    FRAMING_ERROR,
+                    f"frame of {size} bytes sent before the open exchange completed; "
+                    f"the limit until then is {MIN_MAX_FRAME_SIZE} bytes",
+                )
             if size > self.max_frame_size:
                 raise ProtocolError(
                     FRAMING_ERROR,
@@ -365,6 +418,13 @@ class Connection:
 
     def _decode_body(self, frame: bytes) -> Any:
         try:
+            # Nearly every body is a performative described by a small ulong code: decode its field
+            # list straight into the performative's class instead of through a Described value.
+            if len(frame) > 3 and frame[0] == 0x00 and frame[1] == 0x53 and frame[3] in _LIST_CODES:
+                cls = _FRAME_BODIES.get(frame[2])
+                if cls is not None:
+                    values, offset = codec.decode(frame, 3)
+                    return cls.from_list(values), offset
             value, offset = codec.decode(frame)
         except codec.DecodeError as exc:
             raise ProtocolError(DECODE_ERROR, f"cannot decode frame body: {exc}") from None
@@ -395,6 +455,10 @@ class Connection:
             if type(body) is End:
                 del self._discarding[channel]
             return
+        if self._violations and type(body) is not End and type(body) is not Close:
+            session = self.sessions_by_remote.get(channel)
+            if session is not None and session.failure is not None:
+                return  # the session is about to be ended with an error: the rest is discarded
         if type(body) is Transfer:
             self._on_transfer(channel, body, frame[offset:])
         else:
@@ -752,16 +816,14 @@ class Connection:
         """Send one delivery (split into frames as the peer's max-frame-size requires)."""
         session = link.session
         delivery_id = session.next_outgoing_id
-        first = Transfer(
-            UInt(link.handle), UInt(delivery_id), delivery_tag, UInt(message_format), settled
-        )
-        head = bytearray(FRAME_HEADER_SIZE)
-        codec.encode_into(head, first)
-        room = self.remote_max_frame_size - len(head) - 8  # 8 bytes of slack for the 'more' flag
+        performative = hotframes.transfer(link.handle, delivery_id, delivery_tag, message_format, settled)
+        room = self.remote_max_frame_size - FRAME_HEADER_SIZE - len(performative) - 8  # slack for 'more'
         if len(payload) <= room:
-            head += payload
-            _patch_header(head, session.channel)
-            self._out += head
+            out = self._out
+            out += _frame_header.pack(FRAME_HEADER_SIZE + len(performative) + len(payload), 2, FRAME_AMQP,
+                                      session.channel)
+            out += performative
+            out += payload
         else:
             more = Transfer(
                 UInt(link.handle), UInt(delivery_id), delivery_tag, UInt(message_format), settled, True
@@ -801,18 +863,27 @@ class Connection:
                 session, UNATTACHED_HANDLE, f"transfer on unattached handle {transfer.handle}"
             )
             return
+        if session.incoming_window <= 0:
+            # Spec 2.5.6: the peer must not send a transfer frame once our incoming window is used up.
+            self._violation(
+                session, WINDOW_VIOLATION,
+                f"transfer frame beyond the session incoming-window of {self.incoming_window} frames",
+            )
+            return
         # Every transfer frame takes a session transfer-id, even one we then drop (spec 2.5.6).
         session.next_incoming_id += 1
         session.incoming_window -= 1
-        if session.incoming_window <= Session.INCOMING_WINDOW // 2:
-            session.incoming_window = Session.INCOMING_WINDOW
-            self._send_session_flow(session)
-        if link.detach_sent:
+        if link.detach_sent or link.failure is not None:
             return  # in flight when we detached: the peer learns from our detach (spec 2.6.5)
         delivery = link.incoming
         if delivery is None:
             if transfer.delivery_id is None:
                 raise ProtocolError(DECODE_ERROR, "first transfer of a delivery has no delivery-id")
+            if link.link_credit <= 0:
+                # Spec 2.6.7: with no link-credit left it is illegal to send; the link is detached.
+                self._violation(link, TRANSFER_LIMIT_EXCEEDED,
+                                "transfer sent without link-credit: wait for a flow that grants credit")
+                return
             delivery = link.incoming = _IncomingDelivery(transfer)
             link.link_credit -= 1
             link.delivery_count = (link.delivery_count + 1) & UINT_MAX
@@ -824,8 +895,7 @@ class Connection:
             delivery.size += len(payload)
             if delivery.size > self.max_message_size:
                 link.incoming = None
-                self.detach(link, "amqp:link:message-size-exceeded",
-                            f"delivery exceeds {self.max_message_size} bytes")
+                self._violation(link, MESSAGE_SIZE_EXCEEDED, f"delivery exceeds {self.max_message_size} bytes")
                 return
         if transfer.settled:
             delivery.settled = True
@@ -840,14 +910,22 @@ class Connection:
             )
         )
 
+    def _widen_incoming_windows(self) -> None:
+        """After a read: give back the window of every session that has used half of it."""
+        if self.closed:
+            return
+        for session in self.sessions_by_channel.values():
+            if session.incoming_window <= self.incoming_window // 2 and session.failure is None:
+                session.incoming_window = self.incoming_window
+                self._send_session_flow(session)
+
     # ------------------------------------------------------------------ dispositions
     def settle_incoming(self, link: Link, delivery_id: int, state: Any, last: int | None = None) -> None:
         """Settle deliveries the peer sent us (``delivery_id``..``last``) with ``state``."""
         if link.session.ended or self.closed:
             return
-        self._send(
-            link.session.channel,
-            Disposition(ROLE_RECEIVER, UInt(delivery_id), UInt(last) if last is not None else None, True, state),
+        self._out += hotframes.frame(
+            link.session.channel, hotframes.disposition(ROLE_RECEIVER, delivery_id, last, True, state)
         )
 
     def settle_outgoing(self, link: Link, delivery_id: int, state: Any) -> None:
@@ -857,7 +935,9 @@ class Connection:
         link.unsettled.pop(delivery_id, None)
         if session.ended or self.closed:
             return
-        self._send(session.channel, Disposition(ROLE_SENDER, UInt(delivery_id), None, True, state))
+        self._out += hotframes.frame(
+            session.channel, hotframes.disposition(ROLE_SENDER, delivery_id, None, True, state)
+        )
 
     def _on_disposition(self, channel: int, disposition: Any) -> None:
         session = self._session(channel)
@@ -884,6 +964,9 @@ class Connection:
         self._out += build_frame(channel, body)
 
     _HANDLERS: dict[type, Callable[[Connection, int, Any], None]] = {}
+
+
+_frame_header = struct.Struct(">IBBH")
 
 
 def _patch_header(frame: bytearray, channel: int) -> None:

@@ -73,6 +73,21 @@ class Composite:
         return f"{type(self).__name__}({shown})"
 
 
+def _field_init(name: str, field_names: tuple[str, ...], defaults: dict) -> Any:
+    """An ``__init__`` with one parameter per field (like ``namedtuple`` builds): a frame or a section
+    is built for every message, and the generic loop over ``*args``/``**kwargs`` cost more than the
+    rest of building it."""
+    if not field_names:
+        return Composite.__init__
+    params = ", ".join(f"{f}=_d[{f!r}]" for f in field_names)
+    body = "\n".join(f"    self.{f} = {f}" for f in field_names)
+    namespace: dict[str, Any] = {"_d": {f: defaults.get(f) for f in field_names}}
+    exec(f"def __init__(self, {params}):\n{body}\n", namespace)  # the field names are our own constants
+    init = namespace["__init__"]
+    init.__qualname__ = f"{name}.__init__"
+    return init
+
+
 def _composite(name: str, code: int, symbol: str, fields: str, defaults: dict | None = None) -> type:
     field_names = tuple(fields.split())
     cls = type(
@@ -80,6 +95,7 @@ def _composite(name: str, code: int, symbol: str, fields: str, defaults: dict | 
         (Composite,),
         {
             "__slots__": field_names,
+            "__init__": _field_init(name, field_names, defaults or {}),
             "CODE": code,
             "NAME": symbol,
             "FIELDS": field_names,

@@ -67,6 +67,10 @@ class SqliteStore:
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        if self.path is not None:
+            # One process owns its data directory: holding the lock for good spares the file locking
+            # (fcntl calls) of every transaction, a fifth of a small commit's cost.
+            self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
         self._db.executescript(_SCHEMA)
         row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is None:

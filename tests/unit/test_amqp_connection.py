@@ -153,6 +153,47 @@ def test_open_below_512_is_refused_with_frame_size_too_small() -> None:
     assert [type(e) for e in events] == [ev.ConnectionClosed]
 
 
+def _open_padded_to(size: int) -> bytes:
+    """An open frame of exactly ``size`` bytes (the container-id absorbs the padding)."""
+    frames = (build_frame(0, Open("c" * n)) for n in range(size))
+    return next(frame for frame in frames if len(frame) == size)
+
+
+def test_open_of_exactly_512_bytes_is_accepted() -> None:
+    peer = Peer()
+    peer.sasl_anonymous()
+    events = peer.send(_open_padded_to(512))
+    assert [type(e) for e in events] == [ev.ConnectionOpened]
+
+
+def test_open_above_512_bytes_before_negotiation_closes_with_framing_error() -> None:
+    """Spec 2.4.1: until the open frames are exchanged the maximum frame size is 512 (MIN-MAX-FRAME-SIZE)."""
+    peer = Peer()
+    peer.sasl_anonymous()
+    peer.send(_open_padded_to(513))
+    frames = peer.frames()
+    assert isinstance(frames[0].body, Open)  # spec 2.4.1: our open goes out before the close
+    assert error_condition(frames, Close) == "amqp:connection:framing-error"
+    assert peer.conn.wants_close
+
+
+def test_sasl_frame_above_512_bytes_closes_the_connection() -> None:
+    peer = Peer()
+    peer.send(SASL_HEADER)
+    peer.output()
+    peer.frame(SaslInit(Symbol("PLAIN"), b"\x00user\x00" + b"p" * 600), sasl=True)
+    assert peer.conn.wants_close
+    assert peer.output() == []  # no SASL outcome: the frame was refused before it was read
+
+
+def test_frame_after_open_may_use_the_negotiated_size() -> None:
+    peer = Peer()
+    peer.open()
+    peer.begin()
+    link = peer.attach(handle=0, client_sends=True, name="n" * 600)
+    assert link.name == "n" * 600 and not peer.conn.wants_close
+
+
 def test_frame_above_our_max_frame_size_closes_with_framing_error() -> None:
     peer = Peer(max_frame_size=1024)
     peer.open()
@@ -302,6 +343,7 @@ def test_aborted_multi_frame_transfer_is_dropped() -> None:
     peer.begin()
     link = peer.attach(handle=0, client_sends=True)
     peer.conn.accept_attach(link)
+    peer.conn.grant_credit(link, 2)
     peer.frame(Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x" * 10)
     assert peer.frame(Transfer(UInt(0), more=False, aborted=True)) == []
     events = peer.frame(Transfer(UInt(0), UInt(1), b"u", UInt(0)), payload=b"y")
@@ -314,6 +356,7 @@ def test_delivery_above_max_message_size_detaches_the_link_only() -> None:
     peer.begin()
     link = peer.attach(handle=0, client_sends=True)
     peer.conn.accept_attach(link)
+    peer.conn.grant_credit(link, 1)
     peer.output()
     peer.frame(Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x" * 80)
     peer.frame(Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x" * 80)
@@ -322,6 +365,88 @@ def test_delivery_above_max_message_size_detaches_the_link_only() -> None:
     assert peer.frame(Transfer(UInt(0), more=False), payload=b"x" * 80) == []
     assert not peer.conn.wants_close
     assert peer.frames() == []
+
+
+def _receiving_link(peer: Peer, credit: int):
+    """A link on which the peer sends to us, accepted, with ``credit`` granted and the output read."""
+    peer.open()
+    peer.begin()
+    link = peer.attach(handle=0, client_sends=True)
+    peer.conn.accept_attach(link)
+    peer.conn.grant_credit(link, credit)
+    peer.output()
+    return link
+
+
+def test_transfer_beyond_link_credit_detaches_the_link_with_transfer_limit_exceeded() -> None:
+    peer = Peer()
+    link = _receiving_link(peer, credit=2)
+    data = b"".join(build_frame(0, Transfer(UInt(0), UInt(i), bytes([i]), UInt(0)), payload=b"m") for i in range(3))
+    events = peer.send(data)
+    assert [e.delivery_id for e in events if isinstance(e, ev.MessageReceived)] == [0, 1]
+    assert error_condition(peer.frames(), Detach) == "amqp:link:transfer-limit-exceeded"
+    assert link.detach_sent and not peer.conn.wants_close
+    # Later transfers on the detached link were in flight: dropped, the session stays up.
+    assert peer.frame(Transfer(UInt(0), UInt(3), b"x", UInt(0)), payload=b"m") == []
+    assert peer.frames() == []
+
+
+def test_transfer_before_any_credit_is_refused() -> None:
+    peer = Peer()
+    peer.open()
+    peer.begin()
+    link = peer.attach(handle=0, client_sends=True)
+    peer.conn.accept_attach(link)
+    peer.output()
+    assert peer.frame(Transfer(UInt(0), UInt(0), b"t", UInt(0)), payload=b"m") == []
+    assert error_condition(peer.frames(), Detach) == "amqp:link:transfer-limit-exceeded"
+
+
+def test_credit_granted_after_a_read_counts_for_the_next_read() -> None:
+    peer = Peer()
+    link = _receiving_link(peer, credit=1)
+    assert len(peer.frame(Transfer(UInt(0), UInt(0), b"a", UInt(0)), payload=b"m")) == 1
+    peer.conn.grant_credit(link, 1)
+    assert len(peer.frame(Transfer(UInt(0), UInt(1), b"b", UInt(0)), payload=b"m")) == 1
+    assert not link.detach_sent
+
+
+def test_transfer_frames_beyond_the_session_window_end_the_session_with_window_violation() -> None:
+    """Spec 2.5.6: frames of one delivery count one each against the incoming window, credit only once."""
+    peer = Peer(incoming_window=8)
+    peer.open()
+    peer.frame(Begin(None, UInt(0), UInt(100), UInt(100)))
+    assert only(peer.frames(), Begin).body.incoming_window == 8
+    link = peer.attach(handle=0, client_sends=True)
+    peer.conn.accept_attach(link)
+    peer.conn.grant_credit(link, 100)
+    peer.output()
+    first = build_frame(0, Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x")
+    more = build_frame(0, Transfer(UInt(0), more=True), payload=b"x")
+    peer.send(first + more * 8)  # nine frames in one read, the window is eight
+    frames = peer.frames()
+    assert error_condition(frames, End) == "amqp:session:window-violation"
+    assert not peer.conn.wants_close  # a session error: the connection stays open
+
+
+def test_session_window_is_widened_after_a_read_that_used_half_of_it() -> None:
+    peer = Peer(incoming_window=8)
+    peer.open()
+    peer.begin()
+    link = peer.attach(handle=0, client_sends=True)
+    peer.conn.accept_attach(link)
+    peer.conn.grant_credit(link, 100)
+    peer.output()
+    frame = build_frame(0, Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x")
+    more = build_frame(0, Transfer(UInt(0), more=True), payload=b"x")
+    peer.send(frame + more * 3)  # 4 of 8 frames used: the window opens again
+    flow = only(peer.frames(), Flow).body
+    assert flow.handle is None and flow.next_incoming_id == 4 and flow.incoming_window == 8
+    for _ in range(3):  # 24 frames in all, in reads of at most the window, never a violation
+        peer.send(more * 6)
+        assert only(peer.frames(), Flow).body.incoming_window == 8
+    events = peer.frame(Transfer(UInt(0), more=False), payload=b"x")
+    assert [len(e.payload) for e in events] == [23]
 
 
 def _sending_link(peer: Peer, incoming_window: int = 5000):

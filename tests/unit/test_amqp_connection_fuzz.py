@@ -107,30 +107,49 @@ def test_close_is_always_processed_even_on_a_discarding_channel() -> None:
     assert any(isinstance(f.body, Close) for f in peer.frames())
 
 
-def _conversation() -> bytes:
-    return b"".join([
+def _conversation() -> tuple[bytes, bytes]:
+    """A client's bytes up to its attach, and what it sends once the server's flow gave it credit."""
+    until_attach = b"".join([
         SASL_HEADER,
         build_frame(0, SaslInit(Symbol("ANONYMOUS")), frame_type=FRAME_SASL),
         AMQP_HEADER,
         build_frame(0, Open("c")),
         build_frame(0, Begin(None, UInt(0), UInt(100), UInt(100))),
         build_frame(0, Attach("l", UInt(0), ROLE_SENDER, None, None, Source("s"), Target("orders"))),
+    ])
+    after_credit = b"".join([
         build_frame(0, Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), b"first-"),
         build_frame(0, Transfer(UInt(0), more=False), b"second"),
     ])
+    return until_attach, after_credit
 
 
 @FUZZ
 @given(st.lists(st.integers(1, 40), max_size=30))
 def test_any_split_of_the_input_gives_the_same_events(cuts: list[int]) -> None:
     """TCP delivers bytes in arbitrary chunks; the state machine must not care where they break."""
-    data = _conversation()
+    until_attach, after_credit = _conversation()
+    data = until_attach + after_credit
     peer = Peer()
     pos = 0
-    for cut in cuts:
-        peer.send(data[pos : pos + cut])
-        pos += cut
-    peer.send(data[pos:])
+
+    def feed(chunk: bytes) -> None:
+        for event in peer.send(chunk):
+            if type(event).__name__ == "LinkAttachRequested":  # the server grants credit, as the gateway does
+                peer.conn.accept_attach(event.link)
+                peer.conn.grant_credit(event.link, 1)
+
+    # A correct client sends its transfer only after reading the flow, so one chunk never spans both.
+    for cut in [*cuts, len(data)]:
+        end = min(pos + cut, len(data))
+        if pos < len(until_attach) < end:
+            end = len(until_attach)
+        feed(data[pos:end])
+        pos = end
+    while pos < len(data):
+        end = len(until_attach) if pos < len(until_attach) else len(data)
+        feed(data[pos:end])
+        pos = end
     kinds = [type(e).__name__ for e in peer.events]
     assert kinds == ["ConnectionOpened", "SessionBegun", "LinkAttachRequested", "MessageReceived"]
     assert peer.events[-1].payload == b"first-second"
