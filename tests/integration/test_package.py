@@ -23,7 +23,9 @@ SAMPLE = PACKAGE_DIR / "examples" / "pytest-sample"
 PIP_TIMEOUT_S = 600
 RUN_TIMEOUT_S = 300
 
-pytestmark = pytest.mark.slow
+# Building the wheel and installing it with its dependencies into a fresh venv is pip work: bounded by
+# PIP_TIMEOUT_S per command, not by the suite-wide 120 s meant for tests that talk to the emulator.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(PIP_TIMEOUT_S)]
 
 
 def run(args: list[str], cwd: Path, timeout: float = PIP_TIMEOUT_S) -> subprocess.CompletedProcess:
