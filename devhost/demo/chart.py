@@ -28,8 +28,16 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
 
     seconds = max(1, math.ceil(end - start))
     xs = list(range(seconds))
-    fig, axes = plt.subplots(4, 1, figsize=(10, 13), sharex=True)
-    latency, writes, queues, scale = axes
+    roles = list(instances[0][1]) if instances else []
+    # one thin row per app: on a shared axis, apps at the same count (often 1) hide each other
+    rows = max(1, len(roles))
+    fig = plt.figure(figsize=(10, 10 + 0.75 * rows))
+    grid = fig.add_gridspec(3 + rows, 1, height_ratios=[3, 3, 3] + [0.75] * rows)
+    latency = fig.add_subplot(grid[0])
+    writes = fig.add_subplot(grid[1], sharex=latency)
+    queues = fig.add_subplot(grid[2], sharex=latency)
+    lanes = [fig.add_subplot(grid[3 + i], sharex=latency) for i in range(rows)]
+    axes = [latency, writes, queues, *lanes]
     colors = {"High": "tab:red", "Low": "tab:blue"}
     for priority in ("High", "Low"):
         samples = consumer.get(priority, [])
@@ -63,14 +71,27 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
     queues.set_ylabel("messages waiting")
     queues.set_title("Backlog of each subscription and of the leveling queue")
     queues.legend(loc="upper left", fontsize=8)
-    if instances:
-        for role in instances[0][1]:
-            scale.step([at - start for at, _ in instances], [c.get(role, 0) for _, c in instances],
-                       where="post", label=f"{role} (limit {(limits or {}).get(role, '?')})")
-    scale.set_ylabel("live instances")
-    scale.set_xlabel("seconds since start")
-    scale.set_title("Scale-out: live instances per app (target-based scaling within maximumInstanceCount)")
-    scale.legend(loc="upper left", fontsize=8)
+    times = [at - start for at, _ in instances or []]
+    for index, (lane, role) in enumerate(zip(lanes, roles or [""], strict=True)):
+        counts = [c.get(role, 0) for _, c in instances or []]
+        peak = max(counts, default=0)
+        limit = (limits or {}).get(role, "?")
+        color = f"C{index}"
+        if counts:
+            lane.fill_between(times, counts, step="post", color=color, alpha=0.25)
+            lane.step(times, counts, where="post", color=color, linewidth=1.5)
+        lane.set_ylim(0, max(peak, 1) * 1.8)  # room above the line for the label
+        lane.set_yticks(sorted({0, peak}))
+        label = f"{role}: peak {peak} of limit {limit}" if role else "no instance counts sampled"
+        lane.text(0.005, 0.92, label, transform=lane.transAxes, fontsize=8,
+                  va="top", ha="left", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
+        if index < rows - 1:
+            lane.tick_params(labelbottom=False)
+    lanes[0].set_title("Scale-out: live instances per app (target-based scaling within maximumInstanceCount)")
+    lanes[rows // 2].set_ylabel("live instances")
+    lanes[-1].set_xlabel("seconds since start")
+    for ax in (latency, writes, queues):
+        ax.tick_params(labelbottom=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
