@@ -4,7 +4,9 @@ One connection, WAL journal, ``synchronous=NORMAL`` (durable across process cras
 may lose the last commits, an acceptable trade for an emulator). Mutations are buffered in Python
 and written with ``executemany`` inside one explicit transaction per :meth:`commit`. Buffering by
 message key also coalesces work: a message sent and completed within one batch never touches disk,
-and several delivery-count updates of one message become one UPDATE.
+and several delivery-count updates of one message become one UPDATE. A commit that only deletes
+messages (a completion, a receive-and-delete) goes to the :class:`~.journal.DeleteJournal` beside
+the database instead, with the same durability, and reaches SQLite with a later transaction.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from sbemulator.broker.model import BrokerMessage, MessageState
 
+from .journal import DeleteJournal
 from .serialize import decode_message, encode_message
 
 _SCHEMA = """
@@ -86,6 +89,14 @@ class SqliteStore:
         self._duplicates: list[tuple[str, str, int]] = []
         self._entity_ops: list[tuple[str, tuple]] = []
         self._closed = False
+        self._journal: DeleteJournal | None = None
+        if self.path is not None:
+            self._journal = DeleteJournal(self.path.with_name(self.path.name + "-deletes"))
+            if self._journal.keys:  # deletions the last process confirmed: apply before anything is read
+                self._db.execute("BEGIN")
+                self._db.executemany(_SQL_DEL, list(self._journal.keys))
+                self._db.execute("COMMIT")
+                self._journal.reset()
 
     # --- loading ---------------------------------------------------------------------------
     def load_entities(self) -> list[tuple[str, str, str]]:
@@ -172,8 +183,24 @@ class SqliteStore:
     def commit(self) -> None:
         if self._closed or not self.dirty:
             return
+        journal = self._journal
+        messages = self._messages
+        journal_full = False
+        if journal is not None and self._only_deletes():
+            if journal.append(list(messages)):
+                messages.clear()
+                return
+            journal_full = True
         puts, metas, dels = [], [], []
-        for (entity, seq), (op, msg) in self._messages.items():
+        fold = journal is not None and bool(journal.keys) and (
+            journal_full or bool(self._entity_ops) or not journal.keys.isdisjoint(messages)
+        )
+        if fold:
+            assert journal is not None
+            # Applied first, in this transaction: the writes below may reuse a journaled key (an
+            # entity deleted and created again) and must not be undone by a replay at start-up.
+            dels.extend(journal.keys)
+        for (entity, seq), (op, msg) in messages.items():
             if op == _DEL:
                 dels.append((entity, seq))
             elif op == _PUT:
@@ -230,11 +257,34 @@ class SqliteStore:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        if fold:
+            assert journal is not None
+            journal.reset()
         self._messages.clear()
         self._sequences.clear()
         self._sessions.clear()
         self._duplicates.clear()
         self._entity_ops.clear()
+
+    def _only_deletes(self) -> bool:
+        if self._sequences or self._sessions or self._duplicates or self._entity_ops:
+            return False
+        return all(op == _DEL for op, _ in self._messages.values())
+
+    def fold_journal(self) -> None:
+        """Apply the journaled deletions to SQLite and empty the journal."""
+        journal = self._journal
+        if journal is None or not journal.keys:
+            return
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            db.executemany(_SQL_DEL, list(journal.keys))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        journal.reset()
 
     def prune_duplicates(self, now_ms: int) -> None:
         """Drop expired duplicate-detection rows (called occasionally by the broker)."""
@@ -244,5 +294,8 @@ class SqliteStore:
         if self._closed:
             return
         self.commit()
+        self.fold_journal()
         self._closed = True
         self._db.close()
+        if self._journal is not None:
+            self._journal.close()
