@@ -1,4 +1,5 @@
-"""The frames the emulator writes once per message, encoded without the generic codec.
+"""The frames the emulator writes once per message, encoded without the generic codec, and the
+disposition it reads once per settled message, decoded without it.
 
 A transfer for every delivery and a disposition for every settlement are the bulk of what the
 emulator writes. Building a performative object and walking its fields through the type-dispatching
@@ -13,7 +14,7 @@ import struct
 from typing import Any
 
 from . import codec
-from .performatives import Accepted, Rejected, Released
+from .performatives import Accepted, Disposition, Rejected, Released
 
 _u32 = struct.Struct(">I")
 _frame_header = struct.Struct(">IBBH")
@@ -80,9 +81,73 @@ def disposition(role: bool, first: int, last: int | None, settled: bool, state: 
     return _DISPOSITION + _list(fields, 6)
 
 
+# Reading: the field encodings a client's disposition uses (bool, uint, null), and the two outcomes
+# without fields. Anything else makes parse_disposition give up, and the generic decoder runs.
+_BOOL_AT = {0x41: (True, 1), 0x42: (False, 1), 0x40: (None, 1)}
+_STATE_AT = {b"\x00\x53\x24\x45": Accepted, b"\x00\x53\x26\x45": Released}
+_u32_at = _u32.unpack_from
+
+
+def _read_bool(frame: bytes, pos: int) -> tuple[Any, int] | None:
+    code = frame[pos]
+    if code == 0x56:
+        flag = frame[pos + 1]
+        return (flag == 1, pos + 2) if flag < 2 else None
+    known = _BOOL_AT.get(code)
+    return None if known is None else (known[0], pos + known[1])
+
+
+def _read_uint(frame: bytes, pos: int) -> tuple[Any, int] | None:
+    code = frame[pos]
+    if code == 0x52:
+        return frame[pos + 1], pos + 2
+    if code == 0x43:
+        return 0, pos + 1
+    if code == 0x70:
+        return _u32_at(frame, pos + 1)[0], pos + 5
+    if code == 0x40:
+        return None, pos + 1
+    return None
+
+
+def parse_disposition(frame: bytes) -> Disposition | None:
+    """A disposition body (``00 53 15`` then a list8 of its six fields) with an accepted or
+    released state or none, as the SDKs send one per settled message; None for any other shape.
+    Gives the object ``Disposition.from_list`` would give for the same bytes."""
+    try:
+        if frame[3] != 0xC0 or frame[4] + 5 != len(frame) or frame[5] != 6:
+            return None
+        parts = []
+        pos = 6
+        for reader in (_read_bool, _read_uint, _read_uint, _read_bool):
+            got = reader(frame, pos)
+            if got is None:
+                return None
+            parts.append(got[0])
+            pos = got[1]
+        if frame[pos] == 0x40:
+            state = None
+            pos += 1
+        else:
+            cls = _STATE_AT.get(frame[pos:pos + 4])
+            if cls is None:
+                return None
+            state = cls()
+            pos += 4
+        got = _read_bool(frame, pos)
+        if got is None or got[1] != len(frame):
+            return None
+    except IndexError:
+        return None
+    role, first, last, settled = parts
+    batchable = got[0]
+    return Disposition(role, first, last, False if settled is None else settled, state,
+                       False if batchable is None else batchable)
+
+
 def frame(channel: int, performative: bytes, payload: bytes = b"") -> bytes:
     """A complete AMQP frame (doff 2, type 0) around an encoded performative and its payload."""
     return _frame_header.pack(8 + len(performative) + len(payload), 2, 0, channel) + performative + payload
 
 
-__all__ = ["disposition", "frame", "state_bytes", "transfer", "uint"]
+__all__ = ["disposition", "frame", "parse_disposition", "state_bytes", "transfer", "uint"]
