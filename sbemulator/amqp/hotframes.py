@@ -84,7 +84,8 @@ def disposition(role: bool, first: int, last: int | None, settled: bool, state: 
 # Reading: the field encodings a client's disposition uses (bool, uint, null), and the two outcomes
 # without fields. Anything else makes parse_disposition give up, and the generic decoder runs.
 _BOOL_AT = {0x41: (True, 1), 0x42: (False, 1), 0x40: (None, 1)}
-_STATE_AT = {b"\x00\x53\x24\x45": Accepted, b"\x00\x53\x26\x45": Released}
+# One shared instance each: they have no fields to change.
+_STATE_AT = {b"\x00\x53\x24\x45": Accepted(), b"\x00\x53\x26\x45": Released()}
 _u32_at = _u32.unpack_from
 
 
@@ -129,10 +130,9 @@ def parse_disposition(frame: bytes) -> Disposition | None:
             state = None
             pos += 1
         else:
-            cls = _STATE_AT.get(frame[pos:pos + 4])
-            if cls is None:
+            state = _STATE_AT.get(frame[pos:pos + 4])
+            if state is None:
                 return None
-            state = cls()
             pos += 4
         got = _read_bool(frame, pos)
         if got is None or got[1] != len(frame):

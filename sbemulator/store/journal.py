@@ -82,11 +82,16 @@ class DeleteJournal:
     def append(self, keys: list[tuple[str, int]]) -> bool:
         """Write the keys as one record: durable against a process kill once this returns True.
         False when the journal has no room: the caller folds it into SQLite instead."""
-        parts = []
-        for entity, seq in keys:
+        if len(keys) == 1:  # a completion: the common case
+            ((entity, seq),) = keys
             raw = entity.encode("utf-8")
-            parts.append(_KEY_LEN.pack(len(raw)) + raw + _SEQ.pack(seq))
-        payload = b"".join(parts)
+            payload = _KEY_LEN.pack(len(raw)) + raw + _SEQ.pack(seq)
+        else:
+            parts = []
+            for entity, seq in keys:
+                raw = entity.encode("utf-8")
+                parts.append(_KEY_LEN.pack(len(raw)) + raw + _SEQ.pack(seq))
+            payload = b"".join(parts)
         offset = self._offset
         end = offset + _RECORD.size + len(payload)
         if end > self._size:
