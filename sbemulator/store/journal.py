@@ -94,6 +94,7 @@ class DeliveryJournal:
                     self.updates[(entity, seq)] = (state, count, enqueued, None if expires < 0 else expires)
                 else:
                     self.deletes.add((entity, seq))
+                    self.updates.pop((entity, seq), None)
             offset = end
         self._offset = offset
 
@@ -120,7 +121,9 @@ class DeliveryJournal:
         self._map[offset + _RECORD.size:end] = payload
         _RECORD.pack_into(self._map, offset, self._epoch, len(payload), zlib.crc32(payload))
         self._offset = end
-        self.deletes.add((entity, seq))
+        key = (entity, seq)
+        self.deletes.add(key)
+        self.updates.pop(key, None)  # moot: the row goes
         return True
 
     def append(self, deletes: Sequence[Key], updates: Sequence[tuple[Key, Values]] = ()) -> bool:
@@ -143,9 +146,13 @@ class DeliveryJournal:
         # The record header last: until it is written the bytes above are not a record.
         _RECORD.pack_into(self._map, offset, self._epoch, len(payload), zlib.crc32(payload))
         self._offset = end
-        self.deletes.update(deletes)
         if updates:
             self.updates.update(updates)
+        if deletes:
+            self.deletes.update(deletes)
+            pending = self.updates
+            for key in deletes:
+                pending.pop(key, None)  # moot: the row goes
         return True
 
     def reset(self) -> None:
