@@ -74,8 +74,17 @@ def transfer(handle: int, delivery_id: int, delivery_tag: bytes, message_format:
     return _TRANSFER + _list(fields, 11)
 
 
+# The echo of a complete: role sender, one delivery, settled, accepted, batchable false; the
+# list8 size byte goes between the head and the delivery id.
+_ACCEPTED_ECHO_TAIL = b"\x40\x41\x00\x53\x24\x45\x42"
+
+
 def disposition(role: bool, first: int, last: int | None, settled: bool, state: Any) -> bytes:
     """The disposition performative (without frame header), batchable false as the codec writes it."""
+    if last is None and settled and not role and type(state) is Accepted:
+        first_bytes = uint(first)  # the shape of every completion the emulator confirms
+        return b"".join((_DISPOSITION, bytes((0xC0, len(first_bytes) + 9, 6)), b"\x42", first_bytes,
+                         _ACCEPTED_ECHO_TAIL))
     fields = b"".join((_BOOL[bool(role)], uint(first), _NULL if last is None else uint(last),
                        _BOOL[bool(settled)], state_bytes(state), _BATCHABLE_FALSE))
     return _DISPOSITION + _list(fields, 6)
@@ -111,10 +120,26 @@ def _read_uint(frame: bytes, pos: int) -> tuple[Any, int] | None:
     return None
 
 
+# azure-servicebus's complete of one delivery: role receiver (bool8), the delivery id as smalluint or
+# uint, no last, settled false (bool8), accepted, batchable null. Matched whole, before the general
+# field-by-field reading below.
+_SDK_COMPLETE_HEAD = b"\x00\x53\x15\xc0"
+_SDK_COMPLETE_TAIL = b"\x40\x56\x00\x00\x53\x24\x45\x40"
+_ACCEPTED = _STATE_AT[b"\x00\x53\x24\x45"]
+
+
 def parse_disposition(frame: bytes) -> Disposition | None:
     """A disposition body (``00 53 15`` then a list8 of its six fields) with an accepted or
     released state or none, as the SDKs send one per settled message; None for any other shape.
     Gives the object ``Disposition.from_list`` would give for the same bytes."""
+    size = len(frame)
+    if (size == 18 or size == 21) and frame[:4] == _SDK_COMPLETE_HEAD and frame[4] == size - 5 \
+            and frame[5:8] == b"\x06\x56\x01" and frame[-8:] == _SDK_COMPLETE_TAIL:
+        code = frame[8]
+        if size == 18 and code == 0x52:
+            return Disposition(True, frame[9], None, False, _ACCEPTED, False)
+        if size == 21 and code == 0x70:
+            return Disposition(True, _u32_at(frame, 9)[0], None, False, _ACCEPTED, False)
     try:
         if frame[3] != 0xC0 or frame[4] + 5 != len(frame) or frame[5] != 6:
             return None

@@ -95,3 +95,13 @@ def test_a_parsed_disposition_equals_the_generic_decoders(state, role: bool, fir
 @pytest.mark.parametrize("body", [SDK_COMPLETE[:cut] for cut in range(3, len(SDK_COMPLETE))] + [SDK_COMPLETE + b"\x40"])
 def test_a_truncated_or_padded_disposition_is_left_to_the_generic_decoder(body: bytes) -> None:
     assert hotframes.parse_disposition(body) is None
+
+
+# The same with a delivery id past 255 (uint instead of smalluint).
+SDK_COMPLETE_UINT = bytes.fromhex("005315c010065601700000010040560000532445" "40")
+
+
+def test_the_sdks_complete_with_a_large_delivery_id_is_read_as_the_generic_decoder_reads_it() -> None:
+    fast = hotframes.parse_disposition(SDK_COMPLETE_UINT)
+    assert fast is not None and fast.first == 256
+    assert fast == _generic_disposition(SDK_COMPLETE_UINT)
