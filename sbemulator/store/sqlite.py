@@ -178,20 +178,24 @@ class SqliteStore:
         )
 
     def commit(self) -> None:
-        if self._closed or not self.dirty:
+        if self._closed:
             return
         journal = self._journal
         messages = self._messages
-        journal_full = False
-        if journal is not None and len(messages) == 1 and self._only_deliveries():
+        if (
+            journal is not None
+            and len(messages) == 1
+            and not (self._sequences or self._sessions or self._duplicates or self._entity_ops)
+        ):
             # One completion per request is the SDK's peek-lock path: its record without the general loop.
             ((key, (op, _)),) = messages.items()
-            if op == _DEL:
-                if journal.append_delete(*key):
-                    messages.clear()
-                    return
-                journal_full = True
-        if not journal_full and journal is not None and self._only_deliveries():
+            if op == _DEL and journal.append_delete(*key):
+                messages.clear()
+                return
+        if not self.dirty:
+            return
+        journal_full = False
+        if journal is not None and self._only_deliveries():
             deletes = [key for key, (op, _) in messages.items() if op == _DEL]
             updates = [
                 (key, (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms))
