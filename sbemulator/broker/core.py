@@ -60,6 +60,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -154,6 +155,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
         self._pending: dict[int, Receiver] = {}
         self._depth = 0
         self._operation = _Operation(self)
+        self._tokens: list[uuid.UUID] = []
         self._flushing = False
         self._next_dup_prune = 0
         self._init_topology()
@@ -192,6 +194,15 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     # ================================================================= plumbing
     def _now(self) -> int:
         return int(self.clock() * 1000)
+
+    def _lock_token(self) -> uuid.UUID:
+        """A random (version 4) lock token. ``uuid4()`` makes a getrandom system call per token, one
+        per delivered message; the pool makes one per 256."""
+        tokens = self._tokens
+        if not tokens:
+            raw = os.urandom(16 * 256)
+            tokens.extend(uuid.UUID(bytes=raw[i:i + 16], version=4) for i in range(0, len(raw), 16))
+        return tokens.pop()
 
     def _op(self) -> _Operation:
         """Wrap every public call: receiver notifications run after the state is consistent."""
@@ -659,7 +670,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             return out
 
     def _lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int) -> Delivery:
-        token = uuid.uuid4()
+        token = self._lock_token()
         msg.lock_token = token
         msg.lock_owner = owner
         ent.locks[token] = msg
