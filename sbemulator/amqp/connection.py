@@ -421,6 +421,10 @@ class Connection:
             # Nearly every body is a performative described by a small ulong code: decode its field
             # list straight into the performative's class instead of through a Described value.
             if len(frame) > 3 and frame[0] == 0x00 and frame[1] == 0x53 and frame[3] in _LIST_CODES:
+                if frame[2] == 0x15:  # a disposition: one per settled message, most in one shape
+                    disposition = hotframes.parse_disposition(frame)
+                    if disposition is not None:
+                        return disposition, len(frame)
                 cls = _FRAME_BODIES.get(frame[2])
                 if cls is not None:
                     values, offset = codec.decode(frame, 3)

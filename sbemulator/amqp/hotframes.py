@@ -1,4 +1,5 @@
-"""The frames the emulator writes once per message, encoded without the generic codec.
+"""The frames the emulator writes once per message, encoded without the generic codec, and the
+disposition it reads once per settled message, decoded without it.
 
 A transfer for every delivery and a disposition for every settlement are the bulk of what the
 emulator writes. Building a performative object and walking its fields through the type-dispatching
@@ -13,7 +14,7 @@ import struct
 from typing import Any
 
 from . import codec
-from .performatives import Accepted, Rejected, Released
+from .performatives import Accepted, Disposition, Rejected, Released
 
 _u32 = struct.Struct(">I")
 _frame_header = struct.Struct(">IBBH")
@@ -73,11 +74,100 @@ def transfer(handle: int, delivery_id: int, delivery_tag: bytes, message_format:
     return _TRANSFER + _list(fields, 11)
 
 
+# The echo of a complete: role sender, one delivery, settled, accepted, batchable false; the
+# list8 size byte goes between the head and the delivery id.
+_ACCEPTED_ECHO_TAIL = b"\x40\x41\x00\x53\x24\x45\x42"
+
+
 def disposition(role: bool, first: int, last: int | None, settled: bool, state: Any) -> bytes:
     """The disposition performative (without frame header), batchable false as the codec writes it."""
+    if last is None and settled and not role and type(state) is Accepted:
+        first_bytes = uint(first)  # the shape of every completion the emulator confirms
+        return b"".join((_DISPOSITION, bytes((0xC0, len(first_bytes) + 9, 6)), b"\x42", first_bytes,
+                         _ACCEPTED_ECHO_TAIL))
     fields = b"".join((_BOOL[bool(role)], uint(first), _NULL if last is None else uint(last),
                        _BOOL[bool(settled)], state_bytes(state), _BATCHABLE_FALSE))
     return _DISPOSITION + _list(fields, 6)
+
+
+# Reading: the field encodings a client's disposition uses (bool, uint, null), and the two outcomes
+# without fields. Anything else makes parse_disposition give up, and the generic decoder runs.
+_BOOL_AT = {0x41: (True, 1), 0x42: (False, 1), 0x40: (None, 1)}
+# One shared instance each: they have no fields to change.
+_STATE_AT = {b"\x00\x53\x24\x45": Accepted(), b"\x00\x53\x26\x45": Released()}
+_u32_at = _u32.unpack_from
+
+
+def _read_bool(frame: bytes, pos: int) -> tuple[Any, int] | None:
+    code = frame[pos]
+    if code == 0x56:
+        flag = frame[pos + 1]
+        return (flag == 1, pos + 2) if flag < 2 else None
+    known = _BOOL_AT.get(code)
+    return None if known is None else (known[0], pos + known[1])
+
+
+def _read_uint(frame: bytes, pos: int) -> tuple[Any, int] | None:
+    code = frame[pos]
+    if code == 0x52:
+        return frame[pos + 1], pos + 2
+    if code == 0x43:
+        return 0, pos + 1
+    if code == 0x70:
+        return _u32_at(frame, pos + 1)[0], pos + 5
+    if code == 0x40:
+        return None, pos + 1
+    return None
+
+
+# azure-servicebus's complete of one delivery: role receiver (bool8), the delivery id as smalluint or
+# uint, no last, settled false (bool8), accepted, batchable null. Matched whole, before the general
+# field-by-field reading below.
+_SDK_COMPLETE_HEAD = b"\x00\x53\x15\xc0"
+_SDK_COMPLETE_TAIL = b"\x40\x56\x00\x00\x53\x24\x45\x40"
+_ACCEPTED = _STATE_AT[b"\x00\x53\x24\x45"]
+
+
+def parse_disposition(frame: bytes) -> Disposition | None:
+    """A disposition body (``00 53 15`` then a list8 of its six fields) with an accepted or
+    released state or none, as the SDKs send one per settled message; None for any other shape.
+    Gives the object ``Disposition.from_list`` would give for the same bytes."""
+    size = len(frame)
+    if (size == 18 or size == 21) and frame[:4] == _SDK_COMPLETE_HEAD and frame[4] == size - 5 \
+            and frame[5:8] == b"\x06\x56\x01" and frame[-8:] == _SDK_COMPLETE_TAIL:
+        code = frame[8]
+        if size == 18 and code == 0x52:
+            return Disposition(True, frame[9], None, False, _ACCEPTED, False)
+        if size == 21 and code == 0x70:
+            return Disposition(True, _u32_at(frame, 9)[0], None, False, _ACCEPTED, False)
+    try:
+        if frame[3] != 0xC0 or frame[4] + 5 != len(frame) or frame[5] != 6:
+            return None
+        parts = []
+        pos = 6
+        for reader in (_read_bool, _read_uint, _read_uint, _read_bool):
+            got = reader(frame, pos)
+            if got is None:
+                return None
+            parts.append(got[0])
+            pos = got[1]
+        if frame[pos] == 0x40:
+            state = None
+            pos += 1
+        else:
+            state = _STATE_AT.get(frame[pos:pos + 4])
+            if state is None:
+                return None
+            pos += 4
+        got = _read_bool(frame, pos)
+        if got is None or got[1] != len(frame):
+            return None
+    except IndexError:
+        return None
+    role, first, last, settled = parts
+    batchable = got[0]
+    return Disposition(role, first, last, False if settled is None else settled, state,
+                       False if batchable is None else batchable)
 
 
 def frame(channel: int, performative: bytes, payload: bytes = b"") -> bytes:
@@ -85,4 +175,4 @@ def frame(channel: int, performative: bytes, payload: bytes = b"") -> bytes:
     return _frame_header.pack(8 + len(performative) + len(payload), 2, 0, channel) + performative + payload
 
 
-__all__ = ["disposition", "frame", "state_bytes", "transfer", "uint"]
+__all__ = ["disposition", "frame", "parse_disposition", "state_bytes", "transfer", "uint"]

@@ -60,10 +60,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from sbemulator.config import NamespaceConfig
@@ -121,6 +121,25 @@ _DUP_PRUNE_INTERVAL_MS = 60_000
 _MIN_COMPACT = 8192
 
 
+
+class _Operation:
+    """The context of a public broker call (one object, reused: the SDK's paths make two calls per
+    message, and a generator-based context manager cost more than the settlement it wrapped)."""
+
+    __slots__ = ("_broker",)
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def __enter__(self) -> None:
+        self._broker._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        broker = self._broker
+        broker._depth -= 1
+        if broker._depth == 0 and broker._pending and not broker._flushing:
+            broker._flush()
+
 class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     def __init__(self, config: NamespaceConfig, store: Store, clock: Callable[[], float] = time.time) -> None:
         self.config = config
@@ -135,6 +154,8 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
         self.on_deadline_changed: Callable[[], None] | None = None
         self._pending: dict[int, Receiver] = {}
         self._depth = 0
+        self._operation = _Operation(self)
+        self._tokens: list[uuid.UUID] = []
         self._flushing = False
         self._next_dup_prune = 0
         self._init_topology()
@@ -174,16 +195,18 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     def _now(self) -> int:
         return int(self.clock() * 1000)
 
-    @contextmanager
-    def _op(self):
+    def _lock_token(self) -> uuid.UUID:
+        """A random (version 4) lock token. ``uuid4()`` makes a getrandom system call per token, one
+        per delivered message; the pool makes one per 256."""
+        tokens = self._tokens
+        if not tokens:
+            raw = os.urandom(16 * 256)
+            tokens.extend(uuid.UUID(bytes=raw[i:i + 16], version=4) for i in range(0, len(raw), 16))
+        return tokens.pop()
+
+    def _op(self) -> _Operation:
         """Wrap every public call: receiver notifications run after the state is consistent."""
-        self._depth += 1
-        try:
-            yield
-        finally:
-            self._depth -= 1
-            if self._depth == 0 and self._pending and not self._flushing:
-                self._flush()
+        return self._operation
 
     def _flush(self) -> None:
         self._flushing = True
@@ -647,7 +670,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             return out
 
     def _lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int) -> Delivery:
-        token = uuid.uuid4()
+        token = self._lock_token()
         msg.lock_token = token
         msg.lock_owner = owner
         ent.locks[token] = msg

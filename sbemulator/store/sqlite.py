@@ -4,7 +4,10 @@ One connection, WAL journal, ``synchronous=NORMAL`` (durable across process cras
 may lose the last commits, an acceptable trade for an emulator). Mutations are buffered in Python
 and written with ``executemany`` inside one explicit transaction per :meth:`commit`. Buffering by
 message key also coalesces work: a message sent and completed within one batch never touches disk,
-and several delivery-count updates of one message become one UPDATE.
+and several delivery-count updates of one message become one UPDATE. A commit that only deletes
+messages and updates their delivery state (completions, receive-and-delete, the locks a delivery
+takes) goes to the :class:`~.journal.DeliveryJournal` beside the database instead, with the same
+durability, and reaches SQLite with a later transaction.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from sbemulator.broker.model import BrokerMessage, MessageState
 
+from .journal import DeliveryJournal
 from .serialize import decode_message, encode_message
 
 _SCHEMA = """
@@ -86,6 +90,10 @@ class SqliteStore:
         self._duplicates: list[tuple[str, str, int]] = []
         self._entity_ops: list[tuple[str, tuple]] = []
         self._closed = False
+        self._journal: DeliveryJournal | None = None
+        if self.path is not None:
+            self._journal = DeliveryJournal(self.path.with_name(self.path.name + "-delivery-log"))
+            self.fold_journal()  # what the last process confirmed: applied before anything is read
 
     # --- loading ---------------------------------------------------------------------------
     def load_entities(self) -> list[tuple[str, str, str]]:
@@ -170,10 +178,42 @@ class SqliteStore:
         )
 
     def commit(self) -> None:
-        if self._closed or not self.dirty:
+        if self._closed:
             return
+        journal = self._journal
+        messages = self._messages
+        if (
+            journal is not None
+            and len(messages) == 1
+            and not (self._sequences or self._sessions or self._duplicates or self._entity_ops)
+        ):
+            # One completion per request is the SDK's peek-lock path: its record without the general loop.
+            ((key, (op, _)),) = messages.items()
+            if op == _DEL and journal.append_delete(*key):
+                messages.clear()
+                return
+        if not self.dirty:
+            return
+        journal_full = False
+        if journal is not None and self._only_deliveries():
+            deletes = [key for key, (op, _) in messages.items() if op == _DEL]
+            updates = [
+                (key, (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms))
+                for key, (op, msg) in messages.items()
+                if op == _META and msg is not None
+            ]
+            if journal.append(deletes, updates):
+                messages.clear()
+                return
+            journal_full = True
         puts, metas, dels = [], [], []
-        for (entity, seq), (op, msg) in self._messages.items():
+        # The journal is applied first, in this transaction, when the writes below could be undone
+        # by its replay at start-up (a journaled key written again, an entity deleted and created
+        # again) or when it is full.
+        fold = journal is not None and bool(journal) and (
+            journal_full or bool(self._entity_ops) or journal.holds_any(messages)
+        )
+        for (entity, seq), (op, msg) in messages.items():
             if op == _DEL:
                 dels.append((entity, seq))
             elif op == _PUT:
@@ -197,6 +237,9 @@ class SqliteStore:
         db = self._db
         db.execute("BEGIN")
         try:
+            if fold:
+                assert journal is not None
+                self._apply_journal(journal)
             for sql, args in self._entity_ops:
                 db.execute(sql, args)
             if dels:
@@ -230,11 +273,42 @@ class SqliteStore:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        if fold:
+            assert journal is not None
+            journal.reset()
         self._messages.clear()
         self._sequences.clear()
         self._sessions.clear()
         self._duplicates.clear()
         self._entity_ops.clear()
+
+    def _only_deliveries(self) -> bool:
+        """Whether the pending work is only deletions and delivery-state updates (the journal's)."""
+        if self._sequences or self._sessions or self._duplicates or self._entity_ops:
+            return False
+        return all(op != _PUT for op, _ in self._messages.values())
+
+    def _apply_journal(self, journal: DeliveryJournal) -> None:
+        db = self._db
+        if journal.updates:
+            db.executemany(_SQL_META, [(*values, entity, seq) for (entity, seq), values in journal.updates.items()])
+        if journal.deletes:
+            db.executemany(_SQL_DEL, list(journal.deletes))
+
+    def fold_journal(self) -> None:
+        """Apply the journaled deletions and updates to SQLite and empty the journal."""
+        journal = self._journal
+        if journal is None or not journal:
+            return
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            self._apply_journal(journal)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        journal.reset()
 
     def prune_duplicates(self, now_ms: int) -> None:
         """Drop expired duplicate-detection rows (called occasionally by the broker)."""
@@ -244,5 +318,8 @@ class SqliteStore:
         if self._closed:
             return
         self.commit()
+        self.fold_journal()
         self._closed = True
         self._db.close()
+        if self._journal is not None:
+            self._journal.close()

@@ -59,3 +59,49 @@ def test_frame_matches_build_frame() -> None:
     assert hotframes.frame(5, performative, b"payload") == build_frame(
         5, Transfer(UInt(3), UInt(7), b"t" * 16, UInt(0), False), b"payload"
     )
+
+
+def _generic_disposition(body: bytes) -> Disposition:
+    values, _ = codec.decode(body, 3)
+    return Disposition.from_list(values)
+
+
+# The disposition azure-servicebus sends for every complete (bool8 role and settled, batchable null).
+SDK_COMPLETE = bytes.fromhex("005315c00d06560152014056000053244540")
+
+
+def test_the_sdks_complete_is_read_as_the_generic_decoder_reads_it() -> None:
+    fast = hotframes.parse_disposition(SDK_COMPLETE)
+    assert fast is not None
+    assert fast == _generic_disposition(SDK_COMPLETE)
+    assert (fast.role, fast.first, fast.last, fast.settled, type(fast.state), fast.batchable) == (
+        True, 1, None, False, Accepted, False)
+
+
+@pytest.mark.parametrize("state", STATES, ids=lambda s: type(s).__name__)
+@given(role=st.booleans(), first=UINTS, last=st.one_of(st.none(), UINTS), settled=st.booleans(),
+       batchable=st.booleans())
+def test_a_parsed_disposition_equals_the_generic_decoders(state, role: bool, first: int, last: int | None,
+                                                          settled: bool, batchable: bool) -> None:
+    body = codec.encode(Disposition(role, UInt(first), None if last is None else UInt(last), settled, state,
+                                    batchable))
+    fast = hotframes.parse_disposition(body)
+    if type(state) in (Accepted, Released) or state is None:
+        assert fast == _generic_disposition(body)
+    else:  # outcomes with fields (rejected, modified) are left to the generic decoder
+        assert fast is None or fast == _generic_disposition(body)
+
+
+@pytest.mark.parametrize("body", [SDK_COMPLETE[:cut] for cut in range(3, len(SDK_COMPLETE))] + [SDK_COMPLETE + b"\x40"])
+def test_a_truncated_or_padded_disposition_is_left_to_the_generic_decoder(body: bytes) -> None:
+    assert hotframes.parse_disposition(body) is None
+
+
+# The same with a delivery id past 255 (uint instead of smalluint).
+SDK_COMPLETE_UINT = bytes.fromhex("005315c010065601700000010040560000532445" "40")
+
+
+def test_the_sdks_complete_with_a_large_delivery_id_is_read_as_the_generic_decoder_reads_it() -> None:
+    fast = hotframes.parse_disposition(SDK_COMPLETE_UINT)
+    assert fast is not None and fast.first == 256
+    assert fast == _generic_disposition(SDK_COMPLETE_UINT)
