@@ -27,7 +27,8 @@ def test_demo_runs_to_the_end_and_writes_its_chart(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "[   0s] backlog:" in out and "messages/lowPriority=" in out  # the plain periodic summary
+    # the plain periodic summary (its first line may come a second late on a loaded machine)
+    assert re.search(r"^\[\s*\d+s\] backlog: ", out, re.M) and "messages/lowPriority=" in out
     assert "Demo summary" in out and "table writes:" in out
     assert re.search(r"web console: https://127\.0\.0\.1:\d+/console/ \(sign in with key name", out)
     # the ordered writer, audited from its table: every tenant got writes, none out of order or doubled
