@@ -113,14 +113,8 @@ class DeliveryJournal:
     def append_delete(self, entity: str, seq: int) -> bool:
         """:meth:`append` of one deletion, the record of every completion, without the general loop."""
         raw = entity.encode("utf-8")
-        payload = _ENTRY.pack(_DELETE, len(raw)) + raw + _SEQ.pack(seq)
-        offset = self._offset
-        end = offset + _RECORD.size + len(payload)
-        if end > self._size:
+        if not self._write_record(_ENTRY.pack(_DELETE, len(raw)) + raw + _SEQ.pack(seq)):
             return False
-        self._map[offset + _RECORD.size:end] = payload
-        _RECORD.pack_into(self._map, offset, self._epoch, len(payload), zlib.crc32(payload))
-        self._offset = end
         key = (entity, seq)
         self.deletes.add(key)
         self.updates.pop(key, None)  # moot: the row goes
@@ -137,7 +131,18 @@ class DeliveryJournal:
             raw = entity.encode("utf-8")
             parts.append(_ENTRY.pack(_UPDATE, len(raw)) + raw + _SEQ.pack(seq)
                          + _VALUES.pack(state, count, enqueued, -1 if expires is None else expires))
-        payload = b"".join(parts)
+        if not self._write_record(b"".join(parts)):
+            return False
+        if updates:
+            self.updates.update(updates)
+        if deletes:
+            self.deletes.update(deletes)
+            pending = self.updates
+            for key in deletes:
+                pending.pop(key, None)  # moot: the row goes
+        return True
+
+    def _write_record(self, payload: bytes) -> bool:
         offset = self._offset
         end = offset + _RECORD.size + len(payload)
         if end > self._size:
@@ -146,13 +151,6 @@ class DeliveryJournal:
         # The record header last: until it is written the bytes above are not a record.
         _RECORD.pack_into(self._map, offset, self._epoch, len(payload), zlib.crc32(payload))
         self._offset = end
-        if updates:
-            self.updates.update(updates)
-        if deletes:
-            self.deletes.update(deletes)
-            pending = self.updates
-            for key in deletes:
-                pending.pop(key, None)  # moot: the row goes
         return True
 
     def reset(self) -> None:
