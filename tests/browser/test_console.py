@@ -29,13 +29,27 @@ def api_status(page: Any, path: str) -> int:
         """async (path) => (await fetch(path, {headers: {'X-Requested-With': 'sbconsole'}})).status""", path)
 
 
+def expect_focus(page: Any, element_id: str, timeout_ms: int = 5_000) -> None:
+    """The focus lands on ``element_id``: the console moves it after rendering a view, which may finish
+    a moment after the view is visible."""
+    try:
+        page.wait_for_function(f"document.activeElement && document.activeElement.id === {element_id!r}",
+                               timeout=timeout_ms)
+    except Exception:
+        focused = page.evaluate("document.activeElement && document.activeElement.id")
+        raise AssertionError(f"focus is on {focused!r}, not {element_id!r}") from None
+
+
 def sign_in_by_keyboard(page: Any, key: str) -> None:
     page.goto("/console/")
+    # The page asks the server whether a session exists and then focuses the key field; wait for that,
+    # or its focus() lands in the middle of the typing below.
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'key'", timeout=15_000)
     page.get_by_label("Key name").focus()
     page.keyboard.press("Control+A")
     page.keyboard.type(KEY_NAME)
     page.keyboard.press("Tab")
-    assert page.evaluate("document.activeElement.id") == "key"
+    expect_focus(page, "key")
     page.keyboard.type(key)
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Sign in"
@@ -244,7 +258,7 @@ def test_paging_through_messages(page: Any, console_emulator: Emulator) -> None:
 
 def test_keyboard_only_navigation_keeps_focus_through_live_updates(page: Any, console_emulator: Emulator) -> None:
     sign_in_by_keyboard(page, console_emulator.key)
-    assert page.evaluate("document.activeElement.id") == "overview-title"  # focus moved to the new view
+    expect_focus(page, "overview-title")  # focus moved to the new view
     # Tab to the first entity link; the live update (every 2 s) must not take the focus away.
     for _ in range(10):
         page.keyboard.press("Tab")
@@ -258,7 +272,7 @@ def test_keyboard_only_navigation_keeps_focus_through_live_updates(page: Any, co
     assert page.evaluate("document.activeElement.textContent") == "orders"
     page.keyboard.press("Enter")
     page.locator("#entity-title").filter(has_text="orders").wait_for()
-    assert page.evaluate("document.activeElement.id") == "entity-title"
+    expect_focus(page, "entity-title")
     # Tabs are links: Tab to 'Messages', Enter, and the focus stays on that tab in the new view.
     for _ in range(10):
         page.keyboard.press("Tab")
@@ -266,7 +280,7 @@ def test_keyboard_only_navigation_keeps_focus_through_live_updates(page: Any, co
             break
     page.keyboard.press("Enter")
     page.get_by_role("list", name="Messages").wait_for()
-    assert page.evaluate("document.activeElement.id") == "tab-messages"
+    expect_focus(page, "tab-messages")
 
 
 def test_resubmit_selected_then_all(page: Any, console_emulator: Emulator) -> None:
