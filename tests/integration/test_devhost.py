@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from devhost.instances import InstanceId
 from devhost.local_services import AZURITE_KEY
 from devhost.scale import RoleScale
 from shared.topology import QUEUE_LEVELING
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,15 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _azurite_available() -> bool:
     return (ROOT / "node_modules" / ".bin" / "azurite").exists()
-
-
-def _wait(predicate: Any, timeout: float, interval: float = 0.25) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 @pytest.mark.slow
@@ -68,7 +59,7 @@ def test_the_pipeline_runs_under_devhost_with_separate_pools() -> None:
             except Exception:  # the leveler creates the table on its first write
                 return []
 
-        assert _wait(lambda: len(rows()) >= 12, 40), "fewer than two sender ticks reached the table"
+        assert wait_until(lambda: len(rows()) >= 12, 40), "fewer than two sender ticks reached the table"
         workers = host.instance_values("functions.runtime.leveling_worker")
         host.stop_functions()
         landed = rows()
@@ -125,10 +116,10 @@ def test_a_failing_function_is_logged_abandoned_and_finally_dead_lettered(
     with Host(_only(app, tmp_path)) as host:
         with host.service_bus_client() as client, client.get_queue_sender("flaky") as sender:
             sender.send_messages(ServiceBusMessage(b"x", message_id="m-1"))
-        assert _wait(lambda: len(attempts) >= 2, 30)
+        assert wait_until(lambda: len(attempts) >= 2, 30)
         with host.service_bus_client() as client, client.get_queue_receiver(
                 "flaky", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
-            assert _wait(lambda: bool(dlq.peek_messages(max_message_count=1, sequence_number=1)), 10)
+            assert wait_until(lambda: bool(dlq.peek_messages(max_message_count=1, sequence_number=1)), 10)
             (dead,) = dlq.peek_messages(max_message_count=5, sequence_number=1)
         failed = host.stats.by_function()["always_fails"]["failed"]
     assert dead.message_id == "m-1" and dead.dead_letter_reason == "MaxDeliveryCountExceeded"
@@ -155,7 +146,7 @@ def test_a_session_trigger_processes_each_session_in_order(tmp_path: Path) -> No
         with host.service_bus_client() as client, client.get_queue_sender("sessions") as sender:
             for i in range(5):
                 sender.send_messages([ServiceBusMessage(str(i), session_id=s) for s in ("a", "b", "c")])
-        assert _wait(lambda: sum(len(v) for v in seen.values()) >= 15, 60)
+        assert wait_until(lambda: sum(len(v) for v in seen.values()) >= 15, 60)
         listener = host.listeners[0]
     assert seen == {s: [0, 1, 2, 3, 4] for s in ("a", "b", "c")}
     assert listener.sessions and listener.slots == 8  # maxConcurrentSessions from host.json
@@ -186,7 +177,7 @@ def test_backlog_counts_by_peeking_and_by_runtime_properties() -> None:
             peek.close()
             if not LocalServices.emulator_supports_admin():
                 return
-            assert _wait(lambda: services.admin_url is not None, 5)  # printed after the ready line
+            assert wait_until(lambda: services.admin_url is not None, 5)  # printed after the ready line
             host.services = services  # the admin client is built from the emulator devhost knows about
             admin = BacklogProbe(host.service_bus_client, host.admin_client, PIPELINE_ENTITIES)
             assert admin.source == "runtime properties"
@@ -223,6 +214,6 @@ def test_a_table_output_binding_writes_the_entity(azurite: Any) -> None:
             except Exception:
                 return []
 
-        assert _wait(lambda: bool(rows()), 20)
+        assert wait_until(lambda: bool(rows()), 20)
     (row,) = rows()
     assert (row["PartitionKey"], row["RowKey"], row["PastDue"]) == ("p", "r1", False)

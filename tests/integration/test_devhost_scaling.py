@@ -13,7 +13,6 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import azure.functions as func
 import pytest
@@ -22,18 +21,10 @@ from azure.servicebus import ServiceBusMessage
 from devhost.host import Host, HostOptions
 from devhost.scale import RoleScale
 from devhost.scale_controller import ScaleOptions
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 FAST = ScaleOptions(interval=0.3, cold_start=0.2, scale_in_delay=1.0)
-
-
-def _wait(predicate: Any, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 def _topology(tmp_path: Path) -> Path:
@@ -71,9 +62,9 @@ def test_a_burst_grows_the_app_to_its_limit_and_idle_brings_it_to_zero(tmp_path:
         assert scaler.backlog.source == "runtime properties"
         with host.service_bus_client() as client, client.get_queue_sender("work") as sender:
             sender.send_messages([ServiceBusMessage(b"x", message_id=f"m-{i}") for i in range(200)])
-        assert _wait(lambda: scaler.live("burst") == 6, 30), f"never reached the limit: {scaler.events}"
-        assert _wait(lambda: len(done) >= 200, 60)
-        assert _wait(lambda: scaler.live("burst") == 0, 15), f"never scaled to zero: {scaler.events}"
+        assert wait_until(lambda: scaler.live("burst") == 6, 30), f"never reached the limit: {scaler.events}"
+        assert wait_until(lambda: len(done) >= 200, 60)
+        assert wait_until(lambda: scaler.live("burst") == 0, 15), f"never scaled to zero: {scaler.events}"
         events = scaler.events_of("burst")
         peak = scaler.peak("burst")
     assert peak == 6
@@ -97,7 +88,7 @@ def test_a_session_trigger_scales_on_max_concurrent_sessions(tmp_path: Path) -> 
         with host.service_bus_client() as client, client.get_queue_sender("groups") as sender:
             sender.send_messages([ServiceBusMessage(b"x", message_id=f"s-{i}", session_id=f"g-{i % 4}")
                                   for i in range(20)])
-        assert _wait(lambda: len(done) >= 20, 60)
+        assert wait_until(lambda: len(done) >= 20, 60)
         events = scaler.events_of("grouped")
     assert events and events[0].desired == 3 and events[0].backlogs["slow"] == 20  # ceil(20 / 8) = 3
 

@@ -37,6 +37,7 @@ from sbemulator import Emulator
 from shared.clients import table_service_client
 from shared.settings import TableSettings
 from tests.fixtures.azurite import Azurite
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,12 +79,8 @@ def _ledger(table: Any) -> list[dict[str, Any]]:
 
 
 def _wait(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    if not wait_until(predicate, timeout):
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def _start_instance(tmp_path: Path, name: str, namespace: str, azurite: Azurite, table: Any) -> subprocess.Popen:

@@ -5,7 +5,6 @@ tests/integration/test_devhost_scaling.py."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from devhost.config import ServiceBusOptions
@@ -13,6 +12,7 @@ from devhost.discovery import FunctionSpec
 from devhost.host import RolePlan
 from devhost.instances import InstanceId
 from devhost.scale_controller import ScaleController, ScaleOptions, target_per_instance
+from tests.fixtures.waiting import wait_until
 
 OPTIONS = ServiceBusOptions(max_concurrent_calls=2, max_concurrent_sessions=3, max_message_batch_size=50)
 
@@ -58,13 +58,6 @@ def controller(plans: dict[str, RolePlan], backlog: Backlog, clock: list[float],
     return scaler, started, stopped
 
 
-def _eventually(predicate: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not predicate():
-        time.sleep(0.01)
-    return bool(predicate())
-
-
 def test_targets_follow_the_trigger_kind() -> None:
     assert target_per_instance(spec("q", queueName="a"), OPTIONS) == 2
     assert target_per_instance(spec("s", queueName="a", isSessionsEnabled=True), OPTIONS) == 3
@@ -84,7 +77,7 @@ def test_instances_start_at_the_lowest_free_index_and_the_highest_stops_first() 
     scaler.step()
     clock[0] = 5.0
     scaler.step()  # after the delay: down to 1, the highest indexes first (stopped in the background)
-    assert _eventually(lambda: sorted(i.index for i in stopped) == [1, 2]) and scaler.live("w") == 1
+    assert wait_until(lambda: sorted(i.index for i in stopped) == [1, 2], 5.0, 0.01) and scaler.live("w") == 1
     backlog.counts["f"] = 8
     scaler.step()
     assert scaler.wait_live(5) and scaler.live("w") == 4 and scaler.peak("w") == 4
@@ -175,9 +168,9 @@ def test_an_app_that_executes_is_not_scaled_to_zero_until_it_has_been_idle() -> 
         clock[0] = float(second)
         done["f"] += 5
         scaler.step()
-    assert _eventually(lambda: scaler.live("w") == 1) and len(stopped) == 1
+    assert wait_until(lambda: scaler.live("w") == 1, 5.0, 0.01) and len(stopped) == 1
     for second in range(12, 30):  # no more executions
         clock[0] = float(second)
         scaler.step()
-    assert _eventually(lambda: scaler.live("w") == 0)
+    assert wait_until(lambda: scaler.live("w") == 0, 5.0, 0.01)
     scaler.stop()
