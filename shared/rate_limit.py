@@ -76,13 +76,6 @@ class TokenBucket:
         return delay
 
 
-def per_instance_rate(max_writes_per_second: float, max_instances: int) -> float:
-    """Static partition of an app-wide cap: each of ``max_instances`` instances gets an equal share."""
-    if max_instances < 1:
-        raise ValueError("max_instances must be >= 1")
-    return max_writes_per_second / max_instances
-
-
 class WritePacer:
     """At most one write per ``1 / rate`` seconds, counted from when the previous write *returned*.
 

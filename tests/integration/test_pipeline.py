@@ -215,10 +215,15 @@ def test_one_leader_at_a_time_and_handover_on_stop(client: ServiceBusClient) -> 
     assert order == [("a", "elected"), ("a", "lost"), ("b", "elected"), ("b", "lost")]
 
 
-def test_write_rate_stays_under_the_cap_across_instances(client: ServiceBusClient) -> None:
-    """Two leveler instances share LEVELER_MAX_WRITES_PER_SECOND = 20 by a static split (10/s each,
-    paced): in no one-second window does the store see more than the cap."""
-    from shared.rate_limit import WritePacer, per_instance_rate
+def test_write_rate_stays_under_the_cap_across_instances(client: ServiceBusClient, azurite: Any) -> None:
+    """Two leveler instances share LEVELER_MAX_WRITES_PER_SECOND = 20 through the app-wide budget the
+    leveler uses (shared.write_budget: write slots leased from one Table Storage entity, as in
+    functions/runtime.py): in no one-second window does the store see more than the cap."""
+    from azure.data.tables import TableServiceClient
+
+    from shared.write_budget import BudgetClock, SharedWritePacer
+
+    budget_table = "budget" + uuid.uuid4().hex[:12]
 
     cap, instances, count = 20, 2, 60
     bodies = [
@@ -240,7 +245,9 @@ def test_write_rate_stays_under_the_cap_across_instances(client: ServiceBusClien
     sink = TimedSink()
 
     def instance() -> None:
-        worker = LevelingWorker(sink, WritePacer(per_instance_rate(cap, instances)))
+        service = TableServiceClient.from_connection_string(azurite.connection_string)
+        pacer = SharedWritePacer(BudgetClock(service.get_table_client(budget_table), "leveler", cap))
+        worker = LevelingWorker(sink, pacer)
         with client.get_queue_receiver(QUEUE_LEVELING, prefetch_count=5) as receiver:
             idle = 0
             while idle < 2:

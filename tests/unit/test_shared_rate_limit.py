@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from shared.rate_limit import TokenBucket, per_instance_rate
+from shared.rate_limit import TokenBucket
 
 
 class FakeClock:
@@ -91,6 +91,3 @@ def test_invalid_arguments() -> None:
         TokenBucket(rate=0)
     with pytest.raises(ValueError):
         TokenBucket(rate=1, capacity=2).reserve(3)
-    assert per_instance_rate(90, 3) == 30
-    with pytest.raises(ValueError):
-        per_instance_rate(1, 0)
