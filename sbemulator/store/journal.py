@@ -34,7 +34,6 @@ MAGIC = b"SBDJ"
 VERSION = 2
 _HEADER = struct.Struct("<4sII4x")  # magic, version, epoch
 _RECORD = struct.Struct("<III")  # epoch, payload length, crc32 of the payload
-_KEY_LEN = struct.Struct("<H")
 _SEQ = struct.Struct("<Q")
 _ENTRY = struct.Struct("<BH")  # kind, entity length
 _VALUES = struct.Struct("<qqqq")  # state, delivery count, enqueued ms, expires ms (-1: none)
@@ -61,7 +60,9 @@ class DeliveryJournal:
         self._size = size
         magic, version, epoch = _HEADER.unpack_from(self._map, 0)
         if magic != MAGIC or version != VERSION:
-            epoch = 0  # a new file (all zeros) or one this version cannot read: start empty
+            epoch = 0  # a new file (all zeros) or one this version cannot read: start empty, and clear
+            # the old records too, or an epoch-0 record of another layout would be read back as ours
+            self._map[_HEADER.size:] = bytes(size - _HEADER.size)
             _HEADER.pack_into(self._map, 0, MAGIC, VERSION, epoch)
         self._epoch = epoch
         self.deletes: set[Key] = set()

@@ -185,7 +185,7 @@ class SqliteStore:
         if (
             journal is not None
             and len(messages) == 1
-            and not (self._sequences or self._sessions or self._duplicates or self._entity_ops)
+            and self._only_messages()
         ):
             # One completion per request is the SDK's peek-lock path: its record without the general loop.
             ((key, (op, _)),) = messages.items()
@@ -206,13 +206,15 @@ class SqliteStore:
                 messages.clear()
                 return
             journal_full = True
-        puts, metas, dels = [], [], []
-        # The journal is applied first, in this transaction, when the writes below could be undone
-        # by its replay at start-up (a journaled key written again, an entity deleted and created
-        # again) or when it is full.
-        fold = journal is not None and bool(journal) and (
+        # The journal is folded into SQLite (and emptied) before the writes below when they could be
+        # undone by its replay at start-up (a journaled key written again, an entity deleted and created
+        # again) or when it is full. Folding in its own transaction first means a kill at any point
+        # leaves nothing in the journal older than what SQLite holds.
+        if journal is not None and journal and (
             journal_full or bool(self._entity_ops) or journal.holds_any(messages)
-        )
+        ):
+            self.fold_journal()
+        puts, metas, dels = [], [], []
         for (entity, seq), (op, msg) in messages.items():
             if op == _DEL:
                 dels.append((entity, seq))
@@ -237,9 +239,6 @@ class SqliteStore:
         db = self._db
         db.execute("BEGIN")
         try:
-            if fold:
-                assert journal is not None
-                self._apply_journal(journal)
             for sql, args in self._entity_ops:
                 db.execute(sql, args)
             if dels:
@@ -273,20 +272,19 @@ class SqliteStore:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        if fold:
-            assert journal is not None
-            journal.reset()
         self._messages.clear()
         self._sequences.clear()
         self._sessions.clear()
         self._duplicates.clear()
         self._entity_ops.clear()
 
+    def _only_messages(self) -> bool:
+        """Whether the pending work touches messages only (no sequences, sessions, duplicates, entities)."""
+        return not (self._sequences or self._sessions or self._duplicates or self._entity_ops)
+
     def _only_deliveries(self) -> bool:
         """Whether the pending work is only deletions and delivery-state updates (the journal's)."""
-        if self._sequences or self._sessions or self._duplicates or self._entity_ops:
-            return False
-        return all(op != _PUT for op, _ in self._messages.values())
+        return self._only_messages() and all(op != _PUT for op, _ in self._messages.values())
 
     def _apply_journal(self, journal: DeliveryJournal) -> None:
         db = self._db

@@ -137,3 +137,56 @@ def test_a_key_written_again_after_its_journaled_deletion_survives_a_restart(tmp
 
 def _rows_in(store: SqliteStore) -> int:
     return store._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+
+
+class _KilledRightAfterCommit:
+    """A connection stand-in whose owner dies the moment the transaction that rewrote a message row
+    has committed: the worst moment for a journal that still holds older values of that row."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db, self._rewrote, self._dead = db, False, False
+
+    def execute(self, sql: str, *args):
+        if self._dead:
+            raise SystemExit("dead")  # nothing more happens, not even a ROLLBACK
+        result = self._db.execute(sql, *args)
+        if sql == "COMMIT" and self._rewrote:
+            self._dead = True
+            raise SystemExit("killed after COMMIT")
+        return result
+
+    def executemany(self, sql: str, rows):
+        self._rewrote |= sql.lstrip().upper().startswith("INSERT") and "messages" in sql
+        return self._db.executemany(sql, rows)
+
+
+def test_a_kill_after_a_commit_that_met_the_journal_does_not_bring_back_older_values(tmp_path):
+    """A journaled delivery-state update, then a general commit with newer values for the same
+    message: whenever the process dies after that commit, a restart must not replay the older
+    journaled values over the newer row."""
+    db = tmp_path / "sb.db"
+    store = SqliteStore(db)
+    b, _ = make_broker(QUEUES, [], store=store)
+    b.send("q", [msg(body=b"m")])
+    b.commit()
+    (delivery,) = receiver(b, "q").take(1)  # peek-lock: delivery count 1, journaled
+    b.commit()
+    message = delivery.message
+    assert store._journal.updates
+    journaled_count = message.delivery_count
+    message.delivery_count = journaled_count + 5  # newer values, written with a full row
+    message.body_raw = b"rewritten"
+    store.put_message("q", message)
+    real = store._db
+    store._db = _KilledRightAfterCommit(real)
+    try:
+        store.commit()
+    except SystemExit:
+        pass
+    real.close()  # no clean shutdown
+    again = SqliteStore(db)
+    try:
+        (count,) = again._db.execute("SELECT delivery_count FROM messages").fetchone()
+        assert count == journaled_count + 5
+    finally:
+        again.close()
