@@ -21,6 +21,7 @@ twice (redelivered after the kill) keeps only its last timestamp. Exit code 0 wh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -77,6 +78,12 @@ def short_lock_topology(directory: Path) -> Path:
     return path
 
 
+def _reap(child: subprocess.Popen) -> None:
+    if child.poll() is None:
+        child.kill()
+        child.wait(10)
+
+
 def child_leveler(host: Host, settings: dict[str, str], directory: Path) -> subprocess.Popen:
     """One more leveler instance in its own process, on the same namespace, storage and budget."""
     assert host.settings is not None
@@ -106,7 +113,7 @@ def scenario(name: str, args: argparse.Namespace, *, fixed: int | None, kill: bo
                 "LEVELER_BUDGET_TABLE": f"budget{uuid.uuid4().hex[:8]}"}
     limit = load_role_scales()["leveler"].max_instances
     count = int(args.factor * args.cap)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as cleanup:
         directory = Path(tmp)
         options = HostOptions(
             roles=("leveler",), use_local_settings=False, env={}, overrides=settings,
@@ -118,6 +125,8 @@ def scenario(name: str, args: argparse.Namespace, *, fixed: int | None, kill: bo
             host.wait_connected(60)
             host.table_client(table).create_table()  # in Azure the Bicep creates it (infra/modules/storage.bicep)
             child = child_leveler(host, settings, directory) if kill else None
+            if child is not None:
+                cleanup.callback(_reap, child)  # also when anything below raises
             messages = burst_messages(count)
             ids = {m.message_id for m in messages}
             started = time.time()
@@ -141,9 +150,6 @@ def scenario(name: str, args: argparse.Namespace, *, fixed: int | None, kill: bo
             dead = dead_letters(host)
             scaler = host.scaler
             peak_instances = scaler.peak("leveler") if scaler else 0
-            if child is not None and child.poll() is None:
-                child.kill()
-                child.wait(10)
     stamps = sorted(e.metadata["timestamp"].timestamp() for e in entities)
     first = stamps[0] if stamps else started
     windows = per_second(stamps, first, stamps[-1] + 1e-9 if stamps else first)

@@ -108,7 +108,6 @@ class Host:
         self.plans: dict[str, RolePlan] = {}
         self.listeners: list[Listener] = []
         self.outputs: list[Outputs] = []
-        self.running: dict[InstanceId, RunningInstance] = {}
         self.scaler: ScaleController | None = None
         self._instances_lock = threading.RLock()
         self.scope: InstanceScope | None = None
@@ -195,8 +194,7 @@ class Host:
             if scale.max_concurrent_sessions is not None:
                 per_role[f"{HOST_OVERRIDE_PREFIX}maxConcurrentSessions"] = str(scale.max_concurrent_sessions)
             options = host_json.service_bus.with_overrides(per_role).with_overrides(explicit)
-            limit = self.options.instances.get(role, scale.max_instances)
-            plans[role] = RolePlan(role, instances, options, discover(app, role), max_instances=limit,
+            plans[role] = RolePlan(role, instances, options, discover(app, role), max_instances=instances,
                                    always_ready=scale.always_ready)
         return plans
 
@@ -369,7 +367,6 @@ class Host:
             listener.join(max(0.0, deadline - time.monotonic()))
         running.outputs.close()
         with self._instances_lock:
-            self.running.pop(running.instance, None)
             self.listeners[:] = [x for x in self.listeners if x not in running.listeners]
             if running.outputs in self.outputs:
                 self.outputs.remove(running.outputs)
@@ -385,7 +382,6 @@ class Host:
         running = RunningInstance(instance, [], outputs)
         with self._instances_lock:
             self.outputs.append(outputs)
-            self.running[instance] = running
         for spec in plan.specs:
             listener: Listener
             if spec.trigger_type == TIMER_TRIGGER:
@@ -436,7 +432,6 @@ class Host:
             outputs.close()
         self.listeners.clear()
         self.outputs.clear()
-        self.running.clear()
         if self.scope is not None:
             self.scope.uninstall()
             self.scope = None

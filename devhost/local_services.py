@@ -105,23 +105,6 @@ class LocalServices:
         self.admin_url: str | None = None
         self.admin_ca: str | None = None
 
-    @staticmethod
-    def emulator_supports_admin() -> bool:
-        """The HTTPS management endpoint is newer than the AMQP server; ask for it only when present."""
-        import contextlib
-        import io
-
-        try:
-            from sbemulator.cli import parse_args
-        except ImportError:
-            return False
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            try:
-                parse_args(["--config", "x", "--admin-port", "0"])
-            except SystemExit:
-                return False
-        return True
-
     @property
     def admin_connection_string(self) -> str | None:
         """For ServiceBusAdministrationClient: the emulator's keys with the admin port."""

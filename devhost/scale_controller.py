@@ -82,7 +82,7 @@ class ScaleController:
     """Owns the instances of every app; ``start_instance``/``stop_instance`` come from the host."""
 
     def __init__(self, plans: Mapping[str, Any], options: ScaleOptions, backlog: TriggerBacklog,
-                 start_instance: Callable[[Any, InstanceId], Any], stop_instance: Callable[[Any], None],
+                 start_instance: Callable[[Any, InstanceId], Any], stop_instance: Callable[..., None],
                  fixed: Mapping[str, int] | None = None, always_ready: Mapping[str, int] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  executions: Callable[[list[str]], int] | None = None) -> None:
@@ -234,6 +234,7 @@ class ScaleController:
                 app.starting.clear()
         for handle in handles:
             handle.signal()  # all stop receiving at once; then each finishes what it holds
+        deadline = time.monotonic() + timeout  # one bound for all: each finishes what it holds meanwhile
         for handle in handles:
-            self._stop_instance(handle)
+            self._stop_instance(handle, max(0.0, deadline - time.monotonic()))
         self.backlog.close()

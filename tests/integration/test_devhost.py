@@ -175,8 +175,6 @@ def test_backlog_counts_by_peeking_and_by_runtime_properties() -> None:
                 assert counts["leveling"].show(3) == "3+"
                 assert counts["messages/highPriority"].active == 0
             peek.close()
-            if not LocalServices.emulator_supports_admin():
-                return
             assert wait_until(lambda: services.admin_url is not None, 5)  # printed after the ready line
             host.services = services  # the admin client is built from the emulator devhost knows about
             admin = BacklogProbe(host.service_bus_client, host.admin_client, PIPELINE_ENTITIES)

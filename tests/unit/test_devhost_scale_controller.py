@@ -50,7 +50,7 @@ def controller(plans: dict[str, RolePlan], backlog: Backlog, clock: list[float],
         started.append(instance)
         return Handle(instance)
 
-    def stop(handle: Handle) -> None:
+    def stop(handle: Handle, timeout: float | None = None) -> None:
         stopped.append(handle.instance)
 
     options = ScaleOptions(interval=3600, cold_start=0.0, scale_in_delay=5.0)
