@@ -132,18 +132,55 @@ _HEADER_PREFIX = b"\x00\x53\x70"  # described by 0x70: the header section
 _ANNOTATIONS_PREFIX = b"\x00\x53\x72"  # message-annotations
 _KEY = {key: codec.encode(key) for key in BROKER_ANNOTATIONS}
 _NULL, _TRUE = b"\x40", b"\x41"
+_UINT = [hotframes.uint(value) for value in range(256)]  # the delivery counts nearly every header carries
+_HEADERS: dict[tuple[int | None, int], bytes] = {}  # (ttl, delivery count) -> header section
+_HEADERS_MAX = 4096
 
 
 def _header(ttl: int | None, delivery_count: int) -> bytes:
-    """Header(durable=true, ttl, delivery-count), the bytes ``codec.encode(Header(...))`` gives."""
+    """Header(durable=true, ttl, delivery-count), the bytes ``codec.encode(Header(...))`` gives.
+
+    Kept by (ttl, count): an entity's messages share a few TTLs and delivery counts, so nearly every
+    delivery finds its header already written."""
+    key = (ttl, delivery_count)
+    cached = _HEADERS.get(key)
+    if cached is not None:
+        return cached
     ttl_bytes = hotframes.uint(ttl) if ttl and ttl <= 0xFFFFFFFF else _NULL
-    fields = b"".join((_TRUE, _NULL, ttl_bytes, _NULL, hotframes.uint(max(0, delivery_count))))
-    return _HEADER_PREFIX + bytes((0xC0, len(fields) + 1, 5)) + fields
+    count = max(0, delivery_count)
+    fields = b"".join((_TRUE, _NULL, ttl_bytes, _NULL, _UINT[count] if count < 256 else hotframes.uint(count)))
+    header = _HEADER_PREFIX + bytes((0xC0, len(fields) + 1, 5)) + fields
+    if len(_HEADERS) >= _HEADERS_MAX:
+        _HEADERS.clear()
+    _HEADERS[key] = header
+    return header
+
+
+# The annotations of a plain locked delivery (no sender annotations, no optional broker ones) in one
+# struct: map8 of 3 pairs, enqueued time (timestamp), sequence number (long, > 127 so not smalllong),
+# locked until (timestamp). _annotations writes the same bytes field by field for every other case.
+_ENQUEUED_KEY, _SEQUENCE_KEY, _LOCKED_KEY = _KEY[ENQUEUED_TIME], _KEY[SEQUENCE_NUMBER], _KEY[LOCKED_UNTIL]
+_PLAIN_LOCKED = struct.Struct(f">3sBBB{len(_ENQUEUED_KEY)}sBq{len(_SEQUENCE_KEY)}sBq{len(_LOCKED_KEY)}sBq")
+_PLAIN_LOCKED_SIZE = _PLAIN_LOCKED.size - 3 - 2  # the map8's size byte counts from its count byte
 
 
 def _annotations(message: BrokerMessage, locked_until_ms: int | None) -> bytes:
     """The message-annotations section: the sender's own, then the ones the broker sets, in the order
     the generic encoder of the equivalent map would write them."""
+    if (
+        locked_until_ms is not None
+        and message.sequence_number > 127
+        and not message.annotations
+        and message.partition_key is None
+        and message.scheduled_enqueue_time_ms is None
+        and message.dead_letter_source is None
+        and message.enqueue_sequence_number is None
+        and not message.state
+    ):
+        return _PLAIN_LOCKED.pack(_ANNOTATIONS_PREFIX, 0xC1, _PLAIN_LOCKED_SIZE, 6,
+                                  _ENQUEUED_KEY, 0x83, message.enqueued_time_ms,
+                                  _SEQUENCE_KEY, 0x81, message.sequence_number,
+                                  _LOCKED_KEY, 0x83, locked_until_ms)
     body = bytearray()
     count = 0
     encode = codec.encode_into

@@ -518,8 +518,8 @@ class EntityReceiverLink:
                     locked_until_ms=delivery.locked_until_ms if peek_lock else None,
                 )
                 if peek_lock:
-                    tag = delivery.lock_token.bytes_le
-                    conn.send_transfer(link, tag, payload, settled=False, context=delivery.lock_token)
+                    key = delivery.lock_key  # the delivery tag the SDKs read the lock token from
+                    conn.send_transfer(link, key, payload, settled=False, context=key)
                 else:
                     conn.send_transfer(link, uuid.uuid4().bytes_le, payload, settled=True)
         if link.drain and link.link_credit > 0 and conn.can_send(link):

@@ -40,8 +40,13 @@ def uint(value: int) -> bytes:
     return b"\x70" + _u32.pack(value)
 
 
+_SMALL_UINT = [uint(value) for value in range(256)]  # handles, small delivery ids
+
+
 def _binary(value: bytes) -> bytes:
     n = len(value)
+    if n == 16:
+        return b"\xa0\x10" + value  # a lock token: every peek-lock delivery's tag
     if n < 256:
         return bytes((0xA0, n)) + value
     return b"\xb0" + _u32.pack(n) + value
@@ -69,8 +74,14 @@ def state_bytes(state: Any) -> bytes:
 def transfer(handle: int, delivery_id: int, delivery_tag: bytes, message_format: int, settled: bool,
              more: bool = False) -> bytes:
     """The transfer performative (without frame header) of a delivery we send."""
-    fields = b"".join((uint(handle), uint(delivery_id), _binary(delivery_tag), uint(message_format),
+    fields = b"".join((_SMALL_UINT[handle] if handle < 256 else uint(handle),
+                       _SMALL_UINT[delivery_id] if delivery_id < 256 else b"\x70" + _u32.pack(delivery_id),
+                       _binary(delivery_tag),
+                       _SMALL_UINT[message_format] if message_format < 256 else uint(message_format),
                        _BOOL[bool(settled)], _TRANSFER_TAIL[bool(more)]))
+    size = len(fields)
+    if size < 255:
+        return _TRANSFER + bytes((0xC0, size + 1, 11)) + fields
     return _TRANSFER + _list(fields, 11)
 
 

@@ -95,7 +95,7 @@ from .errors import (
     SessionRequiredError,
 )
 from .inspection import InspectionMixin
-from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, ReceiveMode
+from .model import BrokerMessage, Delivery, IncomingMessage, LockKey, MessageState, ReceiveMode, lock_key_of
 from .receiver import Receiver
 from .rules import FilterEvaluationError
 from .sessions import SessionsMixin
@@ -155,7 +155,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
         self._pending: dict[int, Receiver] = {}
         self._depth = 0
         self._operation = _Operation(self)
-        self._tokens: list[uuid.UUID] = []
+        self._lock_keys: list[LockKey] = []
         self._flushing = False
         self._next_dup_prune = 0
         self._init_topology()
@@ -195,14 +195,17 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     def _now(self) -> int:
         return int(self.clock() * 1000)
 
-    def _lock_token(self) -> uuid.UUID:
-        """A random (version 4) lock token. ``uuid4()`` makes a getrandom system call per token, one
-        per delivered message; the pool makes one per 256."""
-        tokens = self._tokens
-        if not tokens:
-            raw = os.urandom(16 * 256)
-            tokens.extend(uuid.UUID(bytes=raw[i:i + 16], version=4) for i in range(0, len(raw), 16))
-        return tokens.pop()
+    def _new_lock_key(self) -> LockKey:
+        """The key of a random (version 4) lock token. ``uuid4()`` makes a getrandom system call per
+        token, one per delivered message; the pool makes one per 256, and sets the version and variant
+        bits where ``bytes_le`` has them without building a UUID."""
+        keys = self._lock_keys
+        if not keys:
+            raw = bytearray(os.urandom(16 * 256))
+            raw[7::16] = bytes(b & 0x0F | 0x40 for b in raw[7::16])  # version 4 (byte 6 of the UUID)
+            raw[8::16] = bytes(b & 0x3F | 0x80 for b in raw[8::16])  # variant RFC 4122
+            keys.extend(bytes(raw[i:i + 16]) for i in range(0, len(raw), 16))
+        return keys.pop()
 
     def _op(self) -> _Operation:
         """Wrap every public call: receiver notifications run after the state is consistent."""
@@ -300,11 +303,12 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
         self.store.delete_message(ent.key, msg.sequence_number)
 
     def _unlock(self, ent: Entity, msg: BrokerMessage) -> None:
-        if msg.lock_token is not None:
-            ent.locks.pop(msg.lock_token, None)
+        key = msg.lock_key
+        if key is not None:
+            ent.locks.pop(key, None)
             if msg.lock_owner is not None:
-                msg.lock_owner.locks.discard(msg.lock_token)
-        msg.lock_token = None
+                msg.lock_owner.locks.discard(key)
+        msg.lock_key = None
         msg.lock_owner = None
         msg.locked_until_ms = None
 
@@ -670,26 +674,26 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             return out
 
     def _lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int) -> Delivery:
-        token = self._lock_token()
-        msg.lock_token = token
+        key = self._new_lock_key()
+        msg.lock_key = key
         msg.lock_owner = owner
-        ent.locks[token] = msg
+        ent.locks[key] = msg
         if owner is not None:
-            owner.locks.add(token)
+            owner.locks.add(key)
         session = owner.session if owner is not None else None
         if session is not None:
             msg.locked_until_ms = session.locked_until_ms
         else:
             msg.locked_until_ms = now + ent.lock_duration_ms
-            self._timer(msg.locked_until_ms, _LOCK, ent, msg, token)
+            self._timer(msg.locked_until_ms, _LOCK, ent, msg, key)
         self.store.update_message(ent.key, msg)
-        return Delivery(msg, token, msg.locked_until_ms, msg.delivery_count - 1)
+        return Delivery(msg, key, msg.locked_until_ms, msg.delivery_count - 1)
 
     # ================================================================= settlement
     def _locked_message(
-        self, ent: Entity, token: uuid.UUID, receiver: Receiver | None, session_id: str | None, now: int
+        self, ent: Entity, key: LockKey, receiver: Receiver | None, session_id: str | None, now: int
     ) -> BrokerMessage:
-        msg = ent.locks.get(token)
+        msg = ent.locks.get(key)
         if msg is None:
             if receiver is not None and receiver.session_lost:
                 raise SessionLockLostError(f"The session lock on {ent.path} was lost.")
@@ -715,7 +719,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     def _settle(
         self,
         ent: Entity,
-        token: uuid.UUID,
+        token: uuid.UUID | LockKey,
         status: str,
         *,
         receiver: Receiver | None = None,
@@ -726,7 +730,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     ) -> None:
         with self._op():
             now = self._now()
-            msg = self._locked_message(ent, token, receiver, session_id, now)
+            msg = self._locked_message(ent, lock_key_of(token), receiver, session_id, now)
             if properties_to_modify:
                 msg.application_properties.update(properties_to_modify)
                 self.store.put_message(ent.key, msg)
@@ -778,12 +782,13 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             now = self._now()
             out = []
             for token in lock_tokens:
-                msg = self._locked_message(ent, token, None, None, now)
+                key = lock_key_of(token)
+                msg = self._locked_message(ent, key, None, None, now)
                 if ent.requires_session and msg.lock_owner is not None and msg.lock_owner.session is not None:
                     out.append(msg.lock_owner.session.locked_until_ms)
                     continue
                 msg.locked_until_ms = now + ent.lock_duration_ms
-                self._timer(msg.locked_until_ms, _LOCK, ent, msg, token)
+                self._timer(msg.locked_until_ms, _LOCK, ent, msg, key)
                 out.append(msg.locked_until_ms)
             return out
 

@@ -9,7 +9,6 @@ while its message is still ``queued``.
 
 from __future__ import annotations
 
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,7 +78,7 @@ class Entity:
     messages: dict[int, BrokerMessage] = field(default_factory=dict)
     available: list[int] = field(default_factory=list)
     sessions: dict[str, Session] = field(default_factory=dict)
-    locks: dict[uuid.UUID, BrokerMessage] = field(default_factory=dict)
+    locks: dict[bytes, BrokerMessage] = field(default_factory=dict)  # by lock key (model.LockKey)
     receivers: dict[int, Receiver] = field(default_factory=dict)
     # relations
     dlq: Entity | None = None

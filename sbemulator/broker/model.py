@@ -12,6 +12,21 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+LockKey = bytes
+"""A lock token as the broker keys it: the 16 bytes of the delivery tag, which is the token's
+``uuid.UUID.bytes_le`` (the SDKs read the tag that way). Bytes hash in C; a ``uuid.UUID`` computes
+its hash in Python, and a delivery is looked up by its token several times on its way through."""
+
+
+def lock_key_of(token: uuid.UUID | LockKey) -> LockKey:
+    """The broker's key of a lock token given as a UUID (the management API) or as its key already."""
+    return token if type(token) is bytes else token.bytes_le  # type: ignore[union-attr]
+
+
+def lock_token_of(key: LockKey) -> uuid.UUID:
+    """The lock token a client sees for a key."""
+    return uuid.UUID(bytes_le=key)
+
 
 class ReceiveMode(enum.Enum):
     PEEK_LOCK = "peek_lock"
@@ -84,7 +99,7 @@ class BrokerMessage:
     dead_letter_reason: str | None = None
     dead_letter_description: str | None = None
     locked_until_ms: int | None = None
-    lock_token: uuid.UUID | None = None
+    lock_key: LockKey | None = None
     # Auto-forwarding hops taken so far (Service Bus stops at 4).
     hops: int = 0
     # True when a rule action changed a system property (server must re-encode the properties section).
@@ -159,7 +174,12 @@ class BrokerMessage:
 
     @property
     def locked(self) -> bool:
-        return self.lock_token is not None
+        return self.lock_key is not None
+
+    @property
+    def lock_token(self) -> uuid.UUID | None:
+        """The token of the lock a receiver holds on this message, as clients see it."""
+        return None if self.lock_key is None else lock_token_of(self.lock_key)
 
     def header_delivery_count(self, delivering: bool) -> int:
         """The AMQP header delivery-count: previous deliveries (what the SDKs report/convert)."""
@@ -168,12 +188,17 @@ class BrokerMessage:
 
 @dataclass(slots=True)
 class Delivery:
-    """A message handed to a receiver. ``lock_token`` is None in receive-and-delete mode."""
+    """A message handed to a receiver. ``lock_key`` (and ``lock_token``) is None in receive-and-delete
+    mode; the server sends the key as the delivery tag, so no UUID is built per delivery."""
 
     message: BrokerMessage
-    lock_token: uuid.UUID | None
+    lock_key: LockKey | None
     locked_until_ms: int | None
     header_delivery_count: int
+
+    @property
+    def lock_token(self) -> uuid.UUID | None:
+        return None if self.lock_key is None else lock_token_of(self.lock_key)
 
     def __iter__(self):  # allows ``msg, token = delivery``
         yield self.message

@@ -19,7 +19,7 @@ class ReceiverHost(Protocol):
 
     def _take(self, r: Receiver, max_count: int) -> list[Delivery]: ...
 
-    def _settle(self, ent: Entity, token: uuid.UUID, status: str, **options: Any) -> None: ...
+    def _settle(self, ent: Entity, token: uuid.UUID | bytes, status: str, **options: Any) -> None: ...
 
     def _close_receiver(self, r: Receiver) -> None: ...
 
@@ -52,7 +52,7 @@ class Receiver:
         self.session: Session | None = None
         self.session_lost = False
         self.closed = False
-        self.locks: set[uuid.UUID] = set()
+        self.locks: set[bytes] = set()  # lock keys (model.LockKey)
         self._requested_session = session_id
 
     # --- info ------------------------------------------------------------------------------
@@ -83,22 +83,22 @@ class Receiver:
         return self._broker._take(self, max_count)
 
     # --- settlement -----------------------------------------------------------------------------
-    def complete(self, lock_token: uuid.UUID) -> None:
+    def complete(self, lock_token: uuid.UUID | bytes) -> None:
         self._broker._settle(self.entity, lock_token, "completed", receiver=self)
 
-    def abandon(self, lock_token: uuid.UUID, properties_to_modify: dict[str, Any] | None = None) -> None:
+    def abandon(self, lock_token: uuid.UUID | bytes, properties_to_modify: dict[str, Any] | None = None) -> None:
         self._broker._settle(
             self.entity, lock_token, "abandoned", receiver=self, properties_to_modify=properties_to_modify
         )
 
-    def defer(self, lock_token: uuid.UUID, properties_to_modify: dict[str, Any] | None = None) -> None:
+    def defer(self, lock_token: uuid.UUID | bytes, properties_to_modify: dict[str, Any] | None = None) -> None:
         self._broker._settle(
             self.entity, lock_token, "defered", receiver=self, properties_to_modify=properties_to_modify
         )
 
     def dead_letter(
         self,
-        lock_token: uuid.UUID,
+        lock_token: uuid.UUID | bytes,
         reason: str | None = None,
         description: str | None = None,
         properties_to_modify: dict[str, Any] | None = None,
@@ -113,7 +113,7 @@ class Receiver:
             properties_to_modify=properties_to_modify,
         )
 
-    def release(self, lock_token: uuid.UUID) -> None:
+    def release(self, lock_token: uuid.UUID | bytes) -> None:
         """The client gave the message back unprocessed: available again, delivery not counted."""
         self._broker._settle(self.entity, lock_token, "released", receiver=self)
 

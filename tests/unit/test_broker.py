@@ -52,6 +52,20 @@ def test_fifo_and_complete():
     assert [m.body_raw for m in b.peek("q", 0, 10)] == [b"3"]
 
 
+def test_lock_tokens_are_distinct_random_version_4_uuids_whose_bytes_le_is_the_delivery_tag():
+    # The SDKs read a peek-lock delivery's lock token as UUID(bytes_le=delivery_tag); the broker keys
+    # locks by those 16 bytes (model.LockKey) and builds no UUID per delivery.
+    b, _ = make_broker([Q])
+    b.send("q", [msg(str(i).encode()) for i in range(600)])  # more than one pool of 256 keys
+    got = receiver(b, "q").take(600)
+    tokens = [d.lock_token for d in got]
+    assert len(set(tokens)) == 600
+    assert all(t.version == 4 and t.variant == uuid.RFC_4122 for t in tokens)
+    assert all(d.lock_key == d.lock_token.bytes_le and d.message.lock_token == d.lock_token for d in got)
+    (until,) = b.renew_lock("q", [tokens[5]])  # the management API takes the UUID the client has
+    assert until == got[5].message.locked_until_ms
+
+
 def test_abandon_returns_message_to_its_position_and_counts_delivery():
     b, _ = make_broker([Q])
     b.send("q", [msg(b"1"), msg(b"2")])
