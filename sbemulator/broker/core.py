@@ -73,6 +73,7 @@ from .entity import (
     NO_LIMIT,
     QUEUE,
     TIMER_LOCK,
+    TIMER_LOCKS,
     TIMER_SCHEDULED,
     TIMER_SESSION,
     TIMER_TTL,
@@ -116,7 +117,7 @@ REASON_TRANSFER = "MessageTransferFailed"
 # Set on the copy a rule with an action produced ("Topic filters and actions").
 RULE_NAME = "RuleName"
 
-_LOCK, _TTL, _SCHED, _SESSION = TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION
+_LOCK, _TTL, _SCHED, _SESSION, _LOCKS = TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION, TIMER_LOCKS
 _DUP_PRUNE_INTERVAL_MS = 60_000
 _MIN_COMPACT = 8192
 
@@ -658,6 +659,8 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             now = self._now()
             out: list[Delivery] = []
             peek_lock = r.mode == ReceiveMode.PEEK_LOCK
+            # The locks of one take end together: one timer for all of them, not one per message.
+            locks: list[tuple[BrokerMessage, LockKey]] | None = [] if r.session is None else None
             while len(out) < max_count:
                 msg = self._pop(ent, heap)
                 if msg is None:
@@ -667,13 +670,18 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                     continue
                 msg.delivery_count += 1
                 if peek_lock:
-                    out.append(self._lock_message(ent, msg, r, now))
+                    out.append(self._lock_message(ent, msg, r, now, locks))
                 else:
                     self._remove(ent, msg)
                     out.append(Delivery(msg, None, None, msg.delivery_count - 1))
+            if locks:
+                self._timer(now + ent.lock_duration_ms, _LOCKS, ent, locks)
             return out
 
-    def _lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int) -> Delivery:
+    def _lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int,
+                      locks: list[tuple[BrokerMessage, LockKey]] | None = None) -> Delivery:
+        """Lock ``msg`` for ``owner``. Its expiry timer is its own, or, given ``locks``, the one the
+        caller sets for all the locks it appended there (they share ``now`` and so their deadline)."""
         key = self._new_lock_key()
         msg.lock_key = key
         msg.lock_owner = owner
@@ -685,7 +693,10 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             msg.locked_until_ms = session.locked_until_ms
         else:
             msg.locked_until_ms = now + ent.lock_duration_ms
-            self._timer(msg.locked_until_ms, _LOCK, ent, msg, key)
+            if locks is None:
+                self._timer(msg.locked_until_ms, _LOCK, ent, msg, key)
+            else:
+                locks.append((msg, key))
         self.store.update_message(ent.key, msg)
         return Delivery(msg, key, msg.locked_until_ms, msg.delivery_count - 1)
 
@@ -889,6 +900,9 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             return False
         if kind == _LOCK:
             return ent.locks.get(extra) is obj and obj.locked_until_ms == deadline
+        if kind == _LOCKS:
+            locks = ent.locks
+            return any(locks.get(key) is msg and msg.locked_until_ms == deadline for msg, key in obj)
         if kind == _TTL:
             return ent.messages.get(obj.sequence_number) is obj and obj.expires_at_ms == deadline
         if kind == _SCHED:
@@ -913,9 +927,13 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                 entry = heapq.heappop(timers)
                 if not self._timer_valid(entry):
                     continue
-                _, _, kind, ent, obj, _ = entry
+                deadline, _, kind, ent, obj, _ = entry
                 if kind == _LOCK:
                     self._lock_ended(ent, obj, now)
+                elif kind == _LOCKS:
+                    for msg, key in obj:  # in the order they were taken (sequence order)
+                        if ent.locks.get(key) is msg and msg.locked_until_ms == deadline:
+                            self._lock_ended(ent, msg, now)
                 elif kind == _TTL:
                     if not obj.locked and obj.state != MessageState.SCHEDULED:
                         self._expire(ent, obj, now)

@@ -29,8 +29,9 @@ DLQ_SUFFIX = DEAD_LETTER_QUEUE
 TRANSFER_DLQ_SUFFIX = TRANSFER_DEAD_LETTER_QUEUE
 NO_LIMIT = 1 << 62
 
-# Kinds of broker timers (lock expiry, TTL expiry, scheduled activation, session-lock expiry).
-TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION = range(4)
+# Kinds of broker timers (lock expiry, TTL expiry, scheduled activation, session-lock expiry, and the
+# expiry of the locks one take made together).
+TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION, TIMER_LOCKS = range(5)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ class DeliveryJournal:
         self._epoch = epoch
         self.deletes: set[Key] = set()
         self.updates: dict[Key, Values] = {}
+        self._delete_heads: dict[str, bytes] = {}  # entity -> its deletion entry up to the sequence number
         self._offset = _HEADER.size
         self._read_back()
 
@@ -113,8 +114,11 @@ class DeliveryJournal:
 
     def append_delete(self, entity: str, seq: int) -> bool:
         """:meth:`append` of one deletion, the record of every completion, without the general loop."""
-        raw = entity.encode("utf-8")
-        if not self._write_record(_ENTRY.pack(_DELETE, len(raw)) + raw + _SEQ.pack(seq)):
+        head = self._delete_heads.get(entity)
+        if head is None:
+            raw = entity.encode("utf-8")
+            head = self._delete_heads[entity] = _ENTRY.pack(_DELETE, len(raw)) + raw
+        if not self._write_record(head + _SEQ.pack(seq)):
             return False
         key = (entity, seq)
         self.deletes.add(key)

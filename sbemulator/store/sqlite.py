@@ -185,7 +185,7 @@ class SqliteStore:
         if (
             journal is not None
             and len(messages) == 1
-            and self._only_messages()
+            and not (self._sequences or self._sessions or self._duplicates or self._entity_ops)
         ):
             # One completion per request is the SDK's peek-lock path: its record without the general loop.
             ((key, (op, _)),) = messages.items()

@@ -146,6 +146,28 @@ def test_renew_lock_extends_expiry():
         b.renew_lock("q", [uuid.uuid4()])
 
 
+def test_locks_taken_together_expire_each_on_their_own_terms():
+    # One take locks several messages; completing, abandoning or renewing one of them changes only its
+    # own lock, and the rest come back when their lock duration is over.
+    b, clock = make_broker([Q])
+    b.send("q", [msg(str(i).encode()) for i in range(4)])
+    r = receiver(b, "q")
+    done, renewed, abandoned, _lapsed = r.take(4)
+    r.complete(done.lock_token)
+    r.abandon(abandoned.lock_token)
+    clock.advance(20)
+    b.renew_lock("q", [renewed.lock_token])
+    assert bodies(r.take(1)) == [b"2"]  # the abandoned one, now locked again
+    clock.advance(10)
+    b.tick()
+    back = r.take(5)
+    assert bodies(back) == [b"3"] and back[0].header_delivery_count == 1  # only the lapsed lock ended
+    r.complete(renewed.lock_token)  # renewed 10 s ago: still held
+    clock.advance(30)
+    b.tick()
+    assert sorted(bodies(r.take(5))) == [b"2", b"3"]  # both later locks ran out; 0 and 1 are gone
+
+
 def test_release_does_not_count_the_delivery():
     b, _ = make_broker([Q])
     b.send("q", [msg()])
