@@ -108,9 +108,11 @@ class Gateway:
 
     # ------------------------------------------------------------------ driving
     def receive_data(self, data: bytes) -> None:
-        self._dispatch(self.connection.receive_data(data))
+        connection = self.connection
+        self._dispatch(connection.receive_data(data))
         # Deliveries before a flow-control violation are answered first, then the link or session ends.
-        self._dispatch(self.connection.answer_violations())
+        if connection.has_violations:
+            self._dispatch(connection.answer_violations())
 
     def connection_lost(self) -> None:
         self._dispatch(self.connection.connection_lost())
@@ -121,9 +123,9 @@ class Gateway:
 
     def run_pending(self) -> None:
         """Deliver to receivers the broker said have work (called by the server before flushing)."""
-        while self._pump_pending:
-            handler = self._pump_pending.pop()
-            handler.pump()
+        pending = self._pump_pending
+        while pending:
+            pending.pop().pump()
 
     def data_to_send(self) -> bytes:
         return self.connection.data_to_send()
@@ -135,7 +137,8 @@ class Gateway:
             except Exception:  # a bug in one handler must not take the whole server down
                 log.exception("error handling %r", type(event).__name__)
                 self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
-        self.run_pending()
+        if self._pump_pending:
+            self.run_pending()
 
     def _handle(self, event: Any) -> None:
         kind = type(event)

@@ -44,7 +44,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         self.gateway = Gateway(
             self.server.broker,
             self.server.validator,
-            request_flush=lambda _gw: self.request_flush(),
+            request_flush=self.request_flush,
             call_later=loop.call_later,
             max_frame_size=self.server.max_frame_size,
             idle_timeout_ms=self.server.idle_timeout_ms,
@@ -74,7 +74,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             self._heartbeat_armed = True
             self._arm_timer()
 
-    def request_flush(self) -> None:
+    def request_flush(self, _gateway: Gateway | None = None) -> None:
         # A flush asked for while handling input is the one data_received ends with; scheduling
         # another would cost a loop iteration (and an epoll call) per request for nothing.
         if not self._flush_scheduled and not self._receiving:

@@ -278,6 +278,11 @@ class Connection:
         events, self._events = self._events, []
         return events
 
+    @property
+    def has_violations(self) -> bool:
+        """Whether :meth:`answer_violations` has something to answer."""
+        return bool(self._violations)
+
     def answer_violations(self) -> list[Event]:
         """Detach the links and end the sessions on which the last read broke a flow-control rule.
 
@@ -391,6 +396,23 @@ class Connection:
                 return
             frame = bytes(buf[doff * 4 : size])
             del buf[:size]
+            if (
+                frame_type == FRAME_AMQP
+                and len(frame) > 3
+                and frame[2] == 0x15  # a disposition (00 53 15): one per settled message
+                and frame[0] == 0x00
+                and frame[1] == 0x53
+                and self._state == "opened"
+                and not self._discarding
+                and not self._violations
+            ):
+                disposition = hotframes.parse_disposition(frame)
+                if disposition is not None:  # the shapes the SDKs send; anything else goes the long way
+                    try:
+                        self._on_disposition(channel, disposition)
+                    except SessionError as exc:
+                        self._end_session_with_error(exc.session, exc.condition, exc.description)
+                    continue
             self._on_frame(frame_type, channel, frame)
 
     def _on_protocol_header(self, header: bytes) -> None:

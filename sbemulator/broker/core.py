@@ -763,6 +763,22 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             else:
                 raise ArgumentError(f"Unknown disposition status {status!r}.")
 
+    def _complete(self, ent: Entity, token: uuid.UUID | LockKey, receiver: Receiver) -> None:
+        """:meth:`_settle` with "completed" for a message whose lock is plainly valid (no session, not
+        expired): the settlement of nearly every peek-locked message, without the general checks."""
+        key = lock_key_of(token)
+        msg = ent.locks.get(key)
+        if (
+            msg is None
+            or ent.requires_session
+            or msg.locked_until_ms is None
+            or msg.locked_until_ms <= self._now()
+        ):
+            self._settle(ent, key, "completed", receiver=receiver)
+            return
+        with self._operation:
+            self._remove(ent, msg)
+
     def update_disposition(
         self,
         path: str,

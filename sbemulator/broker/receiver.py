@@ -21,6 +21,8 @@ class ReceiverHost(Protocol):
 
     def _settle(self, ent: Entity, token: uuid.UUID | bytes, status: str, **options: Any) -> None: ...
 
+    def _complete(self, ent: Entity, token: uuid.UUID | bytes, receiver: Receiver) -> None: ...
+
     def _close_receiver(self, r: Receiver) -> None: ...
 
     def _try_acquire_session(self, r: Receiver) -> str | None: ...
@@ -84,7 +86,7 @@ class Receiver:
 
     # --- settlement -----------------------------------------------------------------------------
     def complete(self, lock_token: uuid.UUID | bytes) -> None:
-        self._broker._settle(self.entity, lock_token, "completed", receiver=self)
+        self._broker._complete(self.entity, lock_token, self)
 
     def abandon(self, lock_token: uuid.UUID | bytes, properties_to_modify: dict[str, Any] | None = None) -> None:
         self._broker._settle(
