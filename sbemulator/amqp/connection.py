@@ -43,6 +43,7 @@ from .performatives import (
     ROLE_RECEIVER,
     ROLE_SENDER,
     SASL_FRAMES,
+    Accepted,
     Attach,
     Begin,
     Close,
@@ -60,6 +61,8 @@ from .performatives import (
     from_described,
 )
 from .types import Array, Symbol, UByte, UInt, ULong, UShort
+
+_ACCEPTED = Accepted()  # the state of every completion; it has no fields, so one instance serves all
 
 # Error conditions (spec 2.8.15 - 2.8.18)
 DECODE_ERROR = "amqp:decode-error"
@@ -252,6 +255,7 @@ class Connection:
         self._discarding: dict[int, int] = {}
         # Links and sessions the peer broke a flow-control rule on, answered by answer_violations().
         self._violations: list[Link | Session] = []
+        self._windows_used = False  # a transfer arrived since the windows were last checked
         self.closed = False
         self.close_sent = False
         self.sasl_username: str | None = None
@@ -268,7 +272,9 @@ class Connection:
         self._in += data
         try:
             self._process_input()
-            self._widen_incoming_windows()
+            if self._windows_used:  # only transfers use up an incoming window
+                self._windows_used = False
+                self._widen_incoming_windows()
         except ProtocolError as exc:
             self._fail(exc.condition, exc.description)
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
@@ -406,8 +412,12 @@ class Connection:
                 and not self._discarding
                 and not self._violations
             ):
+                delivery_id = hotframes.sdk_complete_id(frame)
+                if delivery_id is not None:  # the SDK's complete of one delivery: one per message
+                    self._on_sdk_complete(channel, delivery_id)
+                    continue
                 disposition = hotframes.parse_disposition(frame)
-                if disposition is not None:  # the shapes the SDKs send; anything else goes the long way
+                if disposition is not None:  # the other shapes the SDKs send; the rest goes the long way
                     try:
                         self._on_disposition(channel, disposition)
                     except SessionError as exc:
@@ -899,6 +909,7 @@ class Connection:
         # Every transfer frame takes a session transfer-id, even one we then drop (spec 2.5.6).
         session.next_incoming_id += 1
         session.incoming_window -= 1
+        self._windows_used = True
         if link.detach_sent or link.failure is not None:
             return  # in flight when we detached: the peer learns from our detach (spec 2.6.5)
         delivery = link.incoming
@@ -961,9 +972,21 @@ class Connection:
         link.unsettled.pop(delivery_id, None)
         if session.ended or self.closed:
             return
-        self._out += hotframes.frame(
-            session.channel, hotframes.disposition(ROLE_SENDER, delivery_id, None, True, state)
-        )
+        if type(state) is Accepted:
+            self._out += hotframes.accepted_echo_frame(session.channel, delivery_id)
+        else:
+            self._out += hotframes.frame(
+                session.channel, hotframes.disposition(ROLE_SENDER, delivery_id, None, True, state)
+            )
+
+    def _on_sdk_complete(self, channel: int, delivery_id: int) -> None:
+        """:meth:`_on_disposition` of an unsettled accepted disposition of one delivery."""
+        session = self._session(channel)
+        link = session.outgoing_unsettled.get(delivery_id)
+        if link is not None:
+            self._events.append(
+                DeliveryStateChanged(link, delivery_id, _ACCEPTED, False, link.unsettled.get(delivery_id))
+            )
 
     def _on_disposition(self, channel: int, disposition: Any) -> None:
         session = self._session(channel)

@@ -90,6 +90,21 @@ def transfer(handle: int, delivery_id: int, delivery_tag: bytes, message_format:
 _ACCEPTED_ECHO_TAIL = b"\x40\x41\x00\x53\x24\x45\x42"
 
 
+# The whole frame of that echo for a delivery id written as uint (every id from 256 on): frame header,
+# then the performative up to the id, the id, the rest.
+_ECHO_HEAD_U32 = _DISPOSITION + bytes((0xC0, 5 + 9, 6)) + b"\x42\x70"
+_ECHO_FRAME_U32 = struct.Struct(f">IBBH{len(_ECHO_HEAD_U32)}sI{len(_ACCEPTED_ECHO_TAIL)}s")
+
+
+def accepted_echo_frame(channel: int, delivery_id: int) -> bytes:
+    """The frame settling delivery ``delivery_id`` we sent as accepted: what the emulator answers to
+    every completion (``frame(channel, disposition(ROLE_SENDER, delivery_id, None, True, Accepted()))``)."""
+    if 256 <= delivery_id <= 0xFFFFFFFF:
+        return _ECHO_FRAME_U32.pack(_ECHO_FRAME_U32.size, 2, 0, channel, _ECHO_HEAD_U32, delivery_id,
+                                    _ACCEPTED_ECHO_TAIL)
+    return frame(channel, disposition(False, delivery_id, None, True, _ACCEPTED))
+
+
 def disposition(role: bool, first: int, last: int | None, settled: bool, state: Any) -> bytes:
     """The disposition performative (without frame header), batchable false as the codec writes it."""
     if last is None and settled and not role and type(state) is Accepted:
@@ -139,18 +154,27 @@ _SDK_COMPLETE_TAIL = b"\x40\x56\x00\x00\x53\x24\x45\x40"
 _ACCEPTED = _STATE_AT[b"\x00\x53\x24\x45"]
 
 
-def parse_disposition(frame: bytes) -> Disposition | None:
-    """A disposition body (``00 53 15`` then a list8 of its six fields) with an accepted or
-    released state or none, as the SDKs send one per settled message; None for any other shape.
-    Gives the object ``Disposition.from_list`` would give for the same bytes."""
+def sdk_complete_id(frame: bytes) -> int | None:
+    """The delivery id of a disposition body in the exact shape of the SDK's complete of one delivery
+    (role receiver, no last, settled false, accepted, batchable null), or None for anything else."""
     size = len(frame)
     if (size == 18 or size == 21) and frame[:4] == _SDK_COMPLETE_HEAD and frame[4] == size - 5 \
             and frame[5:8] == b"\x06\x56\x01" and frame[-8:] == _SDK_COMPLETE_TAIL:
         code = frame[8]
         if size == 18 and code == 0x52:
-            return Disposition(True, frame[9], None, False, _ACCEPTED, False)
+            return frame[9]
         if size == 21 and code == 0x70:
-            return Disposition(True, _u32_at(frame, 9)[0], None, False, _ACCEPTED, False)
+            return _u32_at(frame, 9)[0]
+    return None
+
+
+def parse_disposition(frame: bytes) -> Disposition | None:
+    """A disposition body (``00 53 15`` then a list8 of its six fields) with an accepted or
+    released state or none, as the SDKs send one per settled message; None for any other shape.
+    Gives the object ``Disposition.from_list`` would give for the same bytes."""
+    delivery_id = sdk_complete_id(frame)
+    if delivery_id is not None:
+        return Disposition(True, delivery_id, None, False, _ACCEPTED, False)
     try:
         if frame[3] != 0xC0 or frame[4] + 5 != len(frame) or frame[5] != 6:
             return None
@@ -186,4 +210,5 @@ def frame(channel: int, performative: bytes, payload: bytes = b"") -> bytes:
     return _frame_header.pack(8 + len(performative) + len(payload), 2, 0, channel) + performative + payload
 
 
-__all__ = ["disposition", "frame", "parse_disposition", "state_bytes", "transfer", "uint"]
+__all__ = ["accepted_echo_frame", "disposition", "frame", "parse_disposition", "sdk_complete_id", "state_bytes",
+           "transfer", "uint"]

@@ -37,6 +37,7 @@ _RECORD = struct.Struct("<III")  # epoch, payload length, crc32 of the payload
 _SEQ = struct.Struct("<Q")
 _ENTRY = struct.Struct("<BH")  # kind, entity length
 _VALUES = struct.Struct("<qqqq")  # state, delivery count, enqueued ms, expires ms (-1: none)
+_SEQ_VALUES = struct.Struct("<Qqqqq")  # an update's sequence number and values
 _DELETE, _UPDATE = 0, 1
 Key = tuple[str, int]
 Values = tuple[int, int, int, int | None]  # state, delivery count, enqueued ms, expires ms
@@ -67,7 +68,9 @@ class DeliveryJournal:
         self._epoch = epoch
         self.deletes: set[Key] = set()
         self.updates: dict[Key, Values] = {}
-        self._delete_heads: dict[str, bytes] = {}  # entity -> its deletion entry up to the sequence number
+        # entity -> (kind, entity length, entity) of its deletion and update entries, encoded once
+        self._delete_heads: dict[str, bytes] = {}
+        self._update_heads: dict[str, bytes] = {}
         self._offset = _HEADER.size
         self._read_back()
 
@@ -116,8 +119,7 @@ class DeliveryJournal:
         """:meth:`append` of one deletion, the record of every completion, without the general loop."""
         head = self._delete_heads.get(entity)
         if head is None:
-            raw = entity.encode("utf-8")
-            head = self._delete_heads[entity] = _ENTRY.pack(_DELETE, len(raw)) + raw
+            head = self._head(self._delete_heads, _DELETE, entity)
         if not self._write_record(head + _SEQ.pack(seq)):
             return False
         key = (entity, seq)
@@ -130,12 +132,13 @@ class DeliveryJournal:
         returns True. False when the journal has no room: the caller folds it into SQLite instead."""
         parts = []
         for entity, seq in deletes:
-            raw = entity.encode("utf-8")
-            parts.append(_ENTRY.pack(_DELETE, len(raw)) + raw + _SEQ.pack(seq))
+            parts.append(self._head(self._delete_heads, _DELETE, entity))
+            parts.append(_SEQ.pack(seq))
+        heads, pack = self._update_heads, _SEQ_VALUES.pack
         for (entity, seq), (state, count, enqueued, expires) in updates:
-            raw = entity.encode("utf-8")
-            parts.append(_ENTRY.pack(_UPDATE, len(raw)) + raw + _SEQ.pack(seq)
-                         + _VALUES.pack(state, count, enqueued, -1 if expires is None else expires))
+            head = heads.get(entity)
+            parts.append(head if head is not None else self._head(heads, _UPDATE, entity))
+            parts.append(pack(seq, state, count, enqueued, -1 if expires is None else expires))
         if not self._write_record(b"".join(parts)):
             return False
         if updates:
@@ -146,6 +149,15 @@ class DeliveryJournal:
             for key in deletes:
                 pending.pop(key, None)  # moot: the row goes
         return True
+
+    @staticmethod
+    def _head(heads: dict[str, bytes], kind: int, entity: str) -> bytes:
+        """An entry's bytes before the sequence number, kept per entity in ``heads``."""
+        head = heads.get(entity)
+        if head is None:
+            raw = entity.encode("utf-8")
+            head = heads[entity] = _ENTRY.pack(kind, len(raw)) + raw
+        return head
 
     def _write_record(self, payload: bytes) -> bool:
         offset = self._offset

@@ -105,3 +105,27 @@ def test_the_sdks_complete_with_a_large_delivery_id_is_read_as_the_generic_decod
     fast = hotframes.parse_disposition(SDK_COMPLETE_UINT)
     assert fast is not None and fast.first == 256
     assert fast == _generic_disposition(SDK_COMPLETE_UINT)
+
+
+@given(channel=st.integers(0, 65535), delivery_id=UINTS)
+def test_the_accepted_echo_frame_is_the_generic_frame_of_that_disposition(channel: int, delivery_id: int) -> None:
+    expected = build_frame(channel, Disposition(ROLE_SENDER, UInt(delivery_id), None, True, Accepted()))
+    assert hotframes.accepted_echo_frame(channel, delivery_id) == expected
+
+
+@given(role=st.booleans(), first=UINTS, last=st.one_of(st.none(), UINTS), settled=st.booleans(),
+       batchable=st.one_of(st.none(), st.booleans()), state=st.sampled_from(STATES))
+def test_only_the_sdks_exact_complete_has_a_complete_id(role, first, last, settled, batchable, state) -> None:
+    # sdk_complete_id must not take any other disposition for a plain complete of one delivery; bool8 /
+    # null encodings are what the SDK writes, so the body is built as it does (0x56 for booleans).
+    def boolean(value):
+        return b"\x40" if value is None else b"\x56" + bytes((int(value),))
+
+    fields = (boolean(role) + hotframes.uint(first) + (b"\x40" if last is None else hotframes.uint(last))
+              + boolean(settled) + hotframes.state_bytes(state) + boolean(batchable))
+    body = b"\x00\x53\x15\xc0" + bytes((len(fields) + 1, 6)) + fields
+    is_sdk_complete = (role is True and last is None and settled is False and type(state) is Accepted
+                       and batchable is None and first > 0)  # id 0 (uint0) takes the general parser
+    assert hotframes.sdk_complete_id(body) == (first if is_sdk_complete else None)
+    if is_sdk_complete:
+        assert _generic_disposition(body).first == first
