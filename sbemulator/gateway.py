@@ -127,7 +127,7 @@ class Gateway:
         while pending:
             pending.pop().pump()
 
-    def data_to_send(self) -> bytes:
+    def data_to_send(self) -> bytes | bytearray:
         return self.connection.data_to_send()
 
     def _dispatch(self, events: list) -> None:

@@ -88,7 +88,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         if gateway is None or transport is None:
             return
         gateway.run_pending()
-        self.server.commit()
+        self.server.store.commit()
         out = gateway.data_to_send()
         if out and not transport.is_closing():
             transport.write(out)

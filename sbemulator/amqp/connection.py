@@ -315,14 +315,14 @@ class Connection:
             endpoint.failure = (condition, description)
             self._violations.append(endpoint)
 
-    def data_to_send(self) -> bytes:
-        """Bytes the server should write now (empties the buffer)."""
+    def data_to_send(self) -> bytes | bytearray:
+        """Bytes the server should write now (empties the buffer; the caller owns what it gets)."""
         if self._violations:
             self._events += self.answer_violations()
-        if not self._out:
+        out = self._out
+        if not out:
             return b""
-        out = bytes(self._out)
-        self._out.clear()
+        self._out = bytearray()  # handed over whole: no copy of what may be a hundred deliveries
         self._last_sent = self.clock()
         return out
 
@@ -373,7 +373,8 @@ class Connection:
     def _process_input(self) -> None:
         buf = self._in
         while not self.closed:
-            if self._state in ("expect-header", "expect-amqp-header"):
+            opened = self._state == "opened"
+            if not opened and self._state in ("expect-header", "expect-amqp-header"):
                 if len(buf) < 8:
                     return
                 header = bytes(buf[:8])
@@ -385,7 +386,7 @@ class Connection:
             size, doff, frame_type, channel = parse_frame_header(buf)
             if size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
                 raise ProtocolError(FRAMING_ERROR, f"invalid frame header (size={size}, doff={doff})")
-            if self._state != "opened" and size > MIN_MAX_FRAME_SIZE:
+            if not opened and size > MIN_MAX_FRAME_SIZE:
                 # Spec 2.4.1: until the open frames have been exchanged the largest frame is
                 # MIN-MAX-FRAME-SIZE (the open itself, and SASL frames before it, included).
                 raise ProtocolError(
@@ -403,12 +404,12 @@ class Connection:
             frame = bytes(buf[doff * 4 : size])
             del buf[:size]
             if (
-                frame_type == FRAME_AMQP
+                opened
+                and frame_type == FRAME_AMQP
                 and len(frame) > 3
                 and frame[2] == 0x15  # a disposition (00 53 15): one per settled message
                 and frame[0] == 0x00
                 and frame[1] == 0x53
-                and self._state == "opened"
                 and not self._discarding
                 and not self._violations
             ):
