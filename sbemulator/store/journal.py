@@ -115,14 +115,14 @@ class DeliveryJournal:
     def __bool__(self) -> bool:
         return bool(self.deletes or self.updates)
 
-    def append_delete(self, entity: str, seq: int) -> bool:
+    def append_delete(self, key: Key) -> bool:
         """:meth:`append` of one deletion, the record of every completion, without the general loop."""
+        entity, seq = key
         head = self._delete_heads.get(entity)
         if head is None:
             head = self._head(self._delete_heads, _DELETE, entity)
         if not self._write_record(head + _SEQ.pack(seq)):
             return False
-        key = (entity, seq)
         self.deletes.add(key)
         self.updates.pop(key, None)  # moot: the row goes
         return True

@@ -190,3 +190,29 @@ def test_a_kill_after_a_commit_that_met_the_journal_does_not_bring_back_older_va
         assert count == journaled_count + 5
     finally:
         again.close()
+
+
+def test_a_fold_deletes_exactly_the_journaled_rows_whatever_their_gaps(tmp_path):
+    # The fold deletes runs of consecutive sequence numbers with one range delete each: a message
+    # between two completed ones (still locked, deferred, abandoned) and the other entity's rows stay.
+    db = tmp_path / "sb.db"
+    queues = [{"Name": "a", "Properties": {}}, {"Name": "a2", "Properties": {}}]
+    b, _ = make_broker(queues, [], store=SqliteStore(db))
+    b.send("a", [msg(body=str(i).encode()) for i in range(1, 11)])
+    b.send("a2", [msg(body=str(i).encode()) for i in range(1, 6)])
+    b.commit()
+    in_a, in_a2 = receiver(b, "a"), receiver(b, "a2")
+    taken_a, taken_a2 = in_a.take(10), in_a2.take(5)
+    b.commit()
+    for index in (0, 1, 2, 4, 6, 7):  # sequence numbers 1-3, 5, 7-8
+        in_a.complete(taken_a[index].lock_token)
+        b.commit()  # one journal record per completion, as on the SDK's path
+    in_a2.complete(taken_a2[1].lock_token)
+    b.commit()
+    b.store.fold_journal()
+    b.close()  # the store holds its database exclusively while open
+    assert _rows(db) == 15 - 7
+    assert [row[0] for row in sqlite3.connect(db).execute(
+        "SELECT seq FROM messages WHERE entity = 'a' ORDER BY seq")] == [4, 6, 9, 10]
+    assert [row[0] for row in sqlite3.connect(db).execute(
+        "SELECT seq FROM messages WHERE entity = 'a2' ORDER BY seq")] == [1, 3, 4, 5]
