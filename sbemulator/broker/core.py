@@ -119,6 +119,9 @@ RULE_NAME = "RuleName"
 
 _LOCK, _TTL, _SCHED, _SESSION, _LOCKS = TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION, TIMER_LOCKS
 _DUP_PRUNE_INTERVAL_MS = 60_000
+# Byte maps that set a random UUID's version (4) and variant (RFC 4122) bits.
+_VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
+_VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
 _MIN_COMPACT = 8192
 
 
@@ -203,9 +206,9 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
         keys = self._lock_keys
         if not keys:
             raw = bytearray(os.urandom(16 * 256))
-            raw[7::16] = bytes(b & 0x0F | 0x40 for b in raw[7::16])  # version 4 (byte 6 of the UUID)
-            raw[8::16] = bytes(b & 0x3F | 0x80 for b in raw[8::16])  # variant RFC 4122
-            keys.extend(bytes(raw[i:i + 16]) for i in range(0, len(raw), 16))
+            raw[7::16] = raw[7::16].translate(_VERSION_4)  # byte 6 of the UUID, 7 of bytes_le
+            raw[8::16] = raw[8::16].translate(_VARIANT_RFC_4122)
+            keys.extend([bytes(raw[i:i + 16]) for i in range(0, len(raw), 16)])
         return keys.pop()
 
     def _op(self) -> _Operation:
@@ -682,7 +685,8 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                       locks: list[tuple[BrokerMessage, LockKey]] | None = None) -> Delivery:
         """Lock ``msg`` for ``owner``. Its expiry timer is its own, or, given ``locks``, the one the
         caller sets for all the locks it appended there (they share ``now`` and so their deadline)."""
-        key = self._new_lock_key()
+        keys = self._lock_keys
+        key = keys.pop() if keys else self._new_lock_key()
         msg.lock_key = key
         msg.lock_owner = owner
         ent.locks[key] = msg
