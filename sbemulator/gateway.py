@@ -9,6 +9,7 @@ same object runs under asyncio or in a test.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections import deque
@@ -524,7 +525,7 @@ class EntityReceiverLink:
                     key = delivery.lock_key  # the delivery tag the SDKs read the lock token from
                     conn.send_transfer(link, key, payload, settled=False, context=key)
                 else:
-                    conn.send_transfer(link, uuid.uuid4().bytes_le, payload, settled=True)
+                    conn.send_transfer(link, _presettled_tag(), payload, settled=True)
         if link.drain and link.link_credit > 0 and conn.can_send(link):
             conn.drain_complete(link)
 
@@ -587,6 +588,18 @@ class EntityReceiverLink:
         self.gateway.receivers.discard(self)
         if self.receiver is not None:
             self.receiver.close()
+
+
+_PRESETTLED_TAGS: list[bytes] = []
+
+
+def _presettled_tag() -> bytes:
+    """A delivery tag for a receive-and-delete delivery: 16 random bytes, as the SDKs read every tag as
+    a UUID, taken from a pool filled with one system call per 256 (``uuid4()`` makes one per call)."""
+    if not _PRESETTLED_TAGS:
+        raw = os.urandom(16 * 256)
+        _PRESETTLED_TAGS.extend([raw[i:i + 16] for i in range(0, len(raw), 16)])
+    return _PRESETTLED_TAGS.pop()
 
 
 def _str(value: Any) -> str | None:
