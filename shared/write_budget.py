@@ -47,6 +47,8 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
+from shared.tables import TableCreatedOnFirstUse
+
 log = logging.getLogger("pipeline.budget")
 
 CLOCK_ROW = "clock"
@@ -68,7 +70,7 @@ class Lease:
         return [self.first + i * self.interval for i in range(self.count)]
 
 
-class BudgetClock:
+class BudgetClock(TableCreatedOnFirstUse):
     """The shared ``NextFree`` entity: lease slots with ETag-conditional updates."""
 
     def __init__(self, table: TableClient, name: str, rate: float, *, headroom: float = DEFAULT_HEADROOM,
@@ -77,28 +79,18 @@ class BudgetClock:
             raise ValueError(f"rate must be > 0, got {rate}")
         if not 0 <= headroom < 1:
             raise ValueError(f"headroom must be in [0, 1), got {headroom}")
-        self.table = table
+        super().__init__(table)
         self.name = name
         self.cap = float(rate)
         self.interval = 1.0 / (rate * (1.0 - headroom))
         self.clock = clock
         self._cached: tuple[float, str] | None = None  # (NextFree, etag) from our last read or update
-        self._table_ready = False
         self.updates = 0
         self.reads = 0
         self.conflicts = 0
 
-    def _ensure_table(self) -> None:
-        if self._table_ready:
-            return
-        try:
-            self.table.create_table()
-        except ResourceExistsError:
-            pass
-        self._table_ready = True
-
     def _read(self) -> tuple[float, str]:
-        self._ensure_table()
+        self.ensure_table()
         self.reads += 1
         try:
             entity = self.table.get_entity(self.name, CLOCK_ROW)
