@@ -30,7 +30,6 @@ import logging
 import math
 import os
 import queue
-import re
 import shutil
 import subprocess
 import sys
@@ -55,7 +54,7 @@ from bench._util import (
 from consumers.priority import process_message
 from devhost.demo.metrics import Sample, TelemetryCollector, percentile
 from devhost.host import Host, HostOptions
-from devhost.local_services import LocalServices
+from devhost.local_services import LocalServices, emulator_admin_connection_string
 from devhost.scale import RoleScale, load_role_scales
 from devhost.scale_controller import DEFAULT_COLD_START, ScaleOptions
 from functions import runtime
@@ -293,10 +292,9 @@ class BaselineProcess:
 
 def admin_connection(process: EmulatorProcess) -> tuple[str, str | None] | None:
     """The emulator's management endpoint for ServiceBusAdministrationClient (keys, admin port, CA)."""
-    if process.admin_port is None:
+    if process.admin_url is None:
         return None
-    conn = re.sub(r"Endpoint=sb://[^;]+", f"Endpoint=sb://127.0.0.1:{process.admin_port}", process.connection_string)
-    return conn, process.ca_path
+    return emulator_admin_connection_string(process.connection_string, process.admin_url), process.ca_path
 
 
 def pool(host: Host, role: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
 
+from consumers.settlement import settle_message
 from shared.contract import ContractMessage, PoisonMessageError, format_timestamp, parse_message, utc_now
 
 log = logging.getLogger("pipeline.ordered")
@@ -188,38 +189,26 @@ def settle_ordered(
     completed without being applied. A message that can never be applied (not the contract, no
     positive ``sequence``, or a tenant that is not its session) is dead-lettered at once with the reason;
     any other failure abandons it, so it comes back first in its session and, after MaxDeliveryCount
-    deliveries, is dead-lettered by the broker. ``actions`` is ``ServiceBusMessageActions`` in Azure or
-    ``consumers.leveling.ReceiverActions`` elsewhere. Returns the outcome's name.
+    deliveries, is dead-lettered by the broker (``consumers.settlement.settle_message``: the leveler's
+    rule). ``actions`` is ``ServiceBusMessageActions`` in Azure or ``consumers.settlement.ReceiverActions``
+    elsewhere. Returns the outcome's name.
     """
-    from consumers.leveling import MAX_DESCRIPTION, body_bytes
-
-    message_id = getattr(message, "message_id", "?")
-    try:
-        write = parse_ordered(body_bytes(message))
+    def apply(body: bytes) -> str:
+        write = parse_ordered(body)
         session_id = getattr(message, "session_id", None)
         if session_id is not None and session_id != write.tenant_id:
             raise PoisonMessageError("InvalidField", f"tenant_id {write.tenant_id!r} is not the message's "
                                                      f"session id {session_id!r}: its order is not kept")
-    except PoisonMessageError as exc:
-        log.error("dead-lettering ordered write %s: %s", message_id, exc)
-        actions.deadletter(message, deadletter_reason=exc.reason,
-                           deadletter_error_description=exc.description[:MAX_DESCRIPTION])
-        return "dead-lettered"
-    try:
         if work is not None:
             work(write)
-        outcome = store.apply(write)
-    except Exception:
-        log.exception("ordered write %s (tenant %s, sequence %d) failed; abandoning it",
-                      message_id, write.tenant_id, write.sequence)
-        actions.abandon(message)
-        raise
-    name = getattr(outcome, "value", str(outcome))
-    if name != "applied":
-        log.info("ordered write %s (tenant %s, sequence %d) is %s: completed without applying",
-                 message_id, write.tenant_id, write.sequence, name)
-    actions.complete(message)
-    return name
+        name = getattr(outcome := store.apply(write), "value", str(outcome))
+        if name != "applied":
+            log.info("ordered write %s (tenant %s, sequence %d) is %s: completed without applying",
+                     getattr(message, "message_id", "?"), write.tenant_id, write.sequence, name)
+        return name
+
+    name = settle_message(message, actions, apply, log=log, kind="ordered write")
+    return "dead-lettered" if name is None else name
 
 
 class TenantSequence:

@@ -34,8 +34,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import EdmType, EntityProperty, TableClient, TableTransactionError, UpdateMode
 
 from consumers.ordered import OrderedWrite
-from consumers.table_sink import TableCreatedOnFirstUse
 from shared.contract import format_timestamp, utc_now
+from shared.tables import TableCreatedOnFirstUse
 
 STATE_ROW = "state"
 ORDINAL_WIDTH = 19  # Table Storage sorts RowKeys as strings; zero-padding keeps ordinals in order

@@ -11,10 +11,10 @@ import json
 import threading
 from typing import Any, Protocol
 
-from azure.core.exceptions import ResourceExistsError
-from azure.data.tables import TableClient, TableServiceClient, UpdateMode
+from azure.data.tables import TableServiceClient, UpdateMode
 
 from shared.contract import ContractMessage, PoisonMessageError, format_timestamp
+from shared.tables import TableCreatedOnFirstUse
 
 #: Characters Table Storage forbids in PartitionKey/RowKey.
 _FORBIDDEN_KEY_CHARS = set("/\\#?") | {chr(c) for c in range(0x20)} | {chr(c) for c in range(0x7F, 0xA0)}
@@ -47,26 +47,6 @@ def to_entity(message: ContractMessage) -> dict[str, Any]:
         "Payload": json.dumps(message.payload, sort_keys=True, separators=(",", ":")),
         "Result": json.dumps(message.result, sort_keys=True, separators=(",", ":")),
     }
-
-
-class TableCreatedOnFirstUse:
-    """One table, created on first use if it does not exist: the app needs no deployment step for it, and
-    the create request is made once per process, not once per write (threads share the flag)."""
-
-    def __init__(self, table: TableClient) -> None:
-        self.table = table
-        self._created = False
-        self._lock = threading.Lock()
-
-    def ensure_table(self) -> None:
-        with self._lock:
-            if self._created:
-                return
-            try:
-                self.table.create_table()
-            except ResourceExistsError:
-                pass
-            self._created = True
 
 
 class TableSink(TableCreatedOnFirstUse):

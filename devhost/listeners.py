@@ -8,7 +8,7 @@ one grows to its full concurrency.
 
 Settlement follows ``autoCompleteMessages``: complete after success and after the output bindings were
 sent, abandon when the function raises. With it off, the function settles through the
-message actions (``consumers.leveling.ReceiverActions``). Locks are renewed by the SDK's
+message actions (``consumers.settlement.ReceiverActions``). Locks are renewed by the SDK's
 ``AutoLockRenewer`` up to ``maxAutoLockRenewalDuration``.
 """
 
@@ -247,7 +247,7 @@ class ServiceBusListener(Listener):
             idle_since = time.monotonic()
 
     def invoke(self, receiver: Any, message: Any) -> bool:
-        from consumers.leveling import ReceiverActions
+        from consumers.settlement import ReceiverActions
 
         started = time.time()
         trigger_arg = message if self.spec.trigger_kind is ArgKind.SDK else functions_message(message)

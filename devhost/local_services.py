@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+from azure.servicebus import parse_connection_string
+
+from sbemulator import connection_string
 from sbemulator.launcher import EmulatorStartError, start_emulator_process
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,6 +97,20 @@ def _listening_ports(process: subprocess.Popen[str], pattern: re.Pattern[str], n
     return ports, output
 
 
+def emulator_admin_connection_string(data_connection_string: str, admin_url: str) -> str:
+    """The connection string ``ServiceBusAdministrationClient`` takes for an emulator started as a process.
+
+    The launcher reports the data plane's connection string and the admin URL separately; the admin
+    one has the same keys with the admin endpoint's host and port. sbemulator's own
+    ``connection_string`` builds it, so its format is written in one place.
+    """
+    keys = parse_connection_string(data_connection_string)
+    admin = urlparse(admin_url)
+    if not (admin.hostname and admin.port and keys.shared_access_key_name and keys.shared_access_key):
+        raise ValueError(f"no emulator admin endpoint in {admin_url!r} with a key in the connection string")
+    return connection_string(admin.hostname, admin.port, keys.shared_access_key_name, keys.shared_access_key)
+
+
 class LocalServices:
     """Start on demand, stop everything that was started."""
 
@@ -110,8 +127,7 @@ class LocalServices:
         """For ServiceBusAdministrationClient: the emulator's keys with the admin port."""
         if not (self.admin_url and self.service_bus_connection):
             return None
-        port = urlparse(self.admin_url).port
-        return re.sub(r"Endpoint=sb://[^;]+", f"Endpoint=sb://127.0.0.1:{port}", self.service_bus_connection)
+        return emulator_admin_connection_string(self.service_bus_connection, self.admin_url)
 
     def start_service_bus(self, topology: Path, timeout: float = 30.0) -> str:
         """Start ``python -m sbemulator`` through the launcher tests and benchmarks use.

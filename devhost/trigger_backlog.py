@@ -6,6 +6,9 @@ message count) through the management surface. Here that is ``ServiceBusAdminist
 and against sbemulator's HTTPS management endpoint. When no management endpoint is reachable (an
 external emulator without one), the count falls back to peeking over AMQP, bounded by what the
 decision can use (``limit``: the app's limit times its target; more changes nothing).
+
+The module-level functions are the one implementation of both counts; the demo's dashboard
+(:mod:`devhost.demo.backlog`) uses them too, for active and dead-letter counts.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import logging
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from azure.servicebus import ServiceBusSubQueue
 
 from devhost.discovery import FunctionSpec
 
@@ -60,18 +65,8 @@ class TriggerBacklog:
     def _peek(self, trigger: dict[str, Any], limit: int) -> int:
         if self._client is None:
             self._client = self._client_factory()
-        if trigger.get("queueName"):
-            receiver = self._client.get_queue_receiver(trigger["queueName"])
-        else:
-            receiver = self._client.get_subscription_receiver(trigger["topicName"], trigger["subscriptionName"])
-        count, sequence = 0, 1
-        with receiver:
-            while count < limit:
-                page = receiver.peek_messages(max_message_count=PEEK_PAGE, sequence_number=sequence)
-                if not page:
-                    break
-                count += len(page)
-                sequence = page[-1].sequence_number + 1
+        with open_receiver(self._client, **_address(trigger)) as receiver:
+            count, _ = count_by_peeking(receiver, limit)
         return count
 
     def close(self) -> None:
@@ -85,8 +80,43 @@ class TriggerBacklog:
 
 
 def _runtime_active(admin: Any, trigger: dict[str, Any]) -> int:
-    if trigger.get("queueName"):
-        props = admin.get_queue_runtime_properties(trigger["queueName"])
-    else:
-        props = admin.get_subscription_runtime_properties(trigger["topicName"], trigger["subscriptionName"])
-    return int(props.active_message_count)
+    return int(runtime_properties(admin, **_address(trigger)).active_message_count)
+
+
+def _address(trigger: dict[str, Any]) -> dict[str, str | None]:
+    """A trigger binding's entity as the keyword arguments of the functions below."""
+    return {"queue": trigger.get("queueName") or None, "topic": trigger.get("topicName"),
+            "subscription": trigger.get("subscriptionName")}
+
+
+def runtime_properties(admin: Any, queue: str | None = None, topic: str | None = None,
+                       subscription: str | None = None) -> Any:
+    """The queue's (``queue``) or else the subscription's runtime properties from the management API."""
+    if queue:
+        return admin.get_queue_runtime_properties(queue)
+    return admin.get_subscription_runtime_properties(topic, subscription)
+
+
+def open_receiver(client: Any, queue: str | None = None, topic: str | None = None,
+                  subscription: str | None = None, dead_letter: bool = False) -> Any:
+    """A receiver on the queue or subscription (or its dead-letter queue), used only to peek."""
+    sub_queue = ServiceBusSubQueue.DEAD_LETTER if dead_letter else None
+    if queue:
+        return client.get_queue_receiver(queue, sub_queue=sub_queue)
+    return client.get_subscription_receiver(topic, subscription, sub_queue=sub_queue)
+
+
+def count_by_peeking(receiver: Any, limit: int) -> tuple[int, bool]:
+    """(messages counted, whether ``limit`` was reached first): peeks page by page from the start.
+
+    The sequence number is given on every page: 0 or none would make the SDK continue after its
+    previous peek, so a second count on the same receiver would miss what the first one saw.
+    """
+    count, sequence = 0, 1
+    while count < limit:
+        page = receiver.peek_messages(max_message_count=PEEK_PAGE, sequence_number=sequence)
+        if not page:
+            return count, False
+        count += len(page)
+        sequence = page[-1].sequence_number + 1
+    return count, True

@@ -47,6 +47,8 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
+from shared.tables import TableCreatedOnFirstUse
+
 log = logging.getLogger("pipeline.budget")
 
 CLOCK_ROW = "clock"
@@ -68,7 +70,7 @@ class Lease:
         return [self.first + i * self.interval for i in range(self.count)]
 
 
-class BudgetClock:
+class BudgetClock(TableCreatedOnFirstUse):
     """The shared ``NextFree`` entity: lease slots with ETag-conditional updates."""
 
     def __init__(self, table: TableClient, name: str, rate: float, *, headroom: float = DEFAULT_HEADROOM,
@@ -77,28 +79,18 @@ class BudgetClock:
             raise ValueError(f"rate must be > 0, got {rate}")
         if not 0 <= headroom < 1:
             raise ValueError(f"headroom must be in [0, 1), got {headroom}")
-        self.table = table
+        super().__init__(table)
         self.name = name
         self.cap = float(rate)
         self.interval = 1.0 / (rate * (1.0 - headroom))
         self.clock = clock
         self._cached: tuple[float, str] | None = None  # (NextFree, etag) from our last read or update
-        self._table_ready = False
         self.updates = 0
         self.reads = 0
         self.conflicts = 0
 
-    def _ensure_table(self) -> None:
-        if self._table_ready:
-            return
-        try:
-            self.table.create_table()
-        except ResourceExistsError:
-            pass
-        self._table_ready = True
-
     def _read(self) -> tuple[float, str]:
-        self._ensure_table()
+        self.ensure_table()
         self.reads += 1
         try:
             entity = self.table.get_entity(self.name, CLOCK_ROW)
@@ -144,22 +136,41 @@ class BudgetClock:
         return random.uniform(0.0, count * self.interval)
 
 
+class WriteBudgetTimeout(TimeoutError):
+    """No write slot within the pacer's ``max_wait``: the write was not made, and may be retried.
+
+    Under contention a wait lasts about (writers waiting) / cap; far longer means the budget cannot
+    serve this instance, most likely because the instances' clocks disagree (see the module's note).
+    """
+
+
 class SharedWritePacer:
     """Drop-in for :class:`shared.rate_limit.WritePacer`: ``with pacer.slot(): write()``.
 
     Each write waits for a slot this instance leased; a lease is for as many slots as this instance
     has writers (waiting or writing: its demand), at most ``batch``. A slot missed by more than ``grace`` (a thread woke
     late) is dropped, not used late: using it would squeeze two writes closer than 1 / C.
+
+    A wait ends after ``max_wait`` seconds with :class:`WriteBudgetTimeout`, never with a write
+    outside the budget. Without that bound, clocks that disagree would keep a writer waiting for
+    ever: on a clock running ahead of the budget's, every slot leased is already past and dropped
+    (each one lost to the whole app); on the others, the next free slot that such a clock wrote
+    stays out of reach. The default (60 s) is far above a wait under contention (1,200 writers
+    at a cap of 20/s) and below the leveler's function timeout and lock renewal (5 min, host.json),
+    so the message is abandoned and retried rather than its invocation killed.
     """
 
     def __init__(self, budget: BudgetClock, *, batch: int | None = None, max_ahead: float = 0.5,
-                 grace: float | None = None, clock: Callable[[], float] = time.time,
+                 grace: float | None = None, max_wait: float = 60.0, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep) -> None:
+        if max_wait <= 0:
+            raise ValueError(f"max_wait must be > 0, got {max_wait}")
         self.budget = budget
         self.rate = budget.cap  # the app-wide cap; slots come at (1 - headroom) x cap
         self.batch = batch or max(1, math.ceil(0.25 / budget.interval))  # a quarter of a second of slots
         self.max_ahead = max_ahead
         self.grace = budget.interval / 2 if grace is None else grace
+        self.max_wait = max_wait
         self._clock = clock
         self._sleep = sleep
         self._slots: deque[float] = deque()
@@ -169,7 +180,9 @@ class SharedWritePacer:
         self._round_trip = 0.0  # smoothed lease latency: slots are leased that far in the future
         self.dropped = 0
 
-    def _next_slot(self) -> float:
+    def _next_slot(self, deadline: float) -> float:
+        dropped_before = self.dropped
+        next_free_in: float | None = None  # the budget's last answer: its next free slot is this far away
         while True:
             with self._lock:
                 now = self._clock()
@@ -178,6 +191,8 @@ class SharedWritePacer:
                     self.dropped += 1
                 if self._slots:
                     return self._slots.popleft()
+            if now >= deadline:
+                raise self._timeout(self.dropped - dropped_before, next_free_in)
             with self._lease_lock:  # one lease at a time per instance; the others wait for its slots
                 with self._lock:
                     if self._slots:
@@ -191,18 +206,37 @@ class SharedWritePacer:
                     with self._lock:
                         self._slots.extend(result.slots())
                     continue
+            next_free_in = result + self.max_ahead
             # a little random extra, so instances told to wait the same time do not all race again
             # at once; it costs nothing: whoever holds the next half second of slots is still writing
-            self._sleep(min(result, 1.0) + random.uniform(0.0, 0.05))
+            self._sleep(min(result, 1.0, max(deadline - self._clock(), 0.0)) + random.uniform(0.0, 0.05))
+
+    def _timeout(self, missed: int, next_free_in: float | None) -> WriteBudgetTimeout:
+        seen = []
+        if missed:
+            seen.append(f"{missed} leased slots were already past on this instance's clock")
+        if next_free_in is not None and next_free_in > self.max_wait:
+            seen.append(f"the next free slot is {next_free_in:.1f} s ahead of this instance's clock")
+        cause = "; ".join(seen) + ": do the instances' clocks agree?" if seen else "the budget is contended"
+        return WriteBudgetTimeout(f"write budget {self.budget.name}: no write slot within {self.max_wait:g} s "
+                                  f"({cause})")
 
     @contextmanager
     def slot(self) -> Iterator[float]:
-        """Wait for a leased slot, then hold it for one write; yields the time waited."""
+        """Wait for a leased slot, then hold it for one write; yields the time waited.
+
+        Raises :class:`WriteBudgetTimeout` when no slot comes within ``max_wait``.
+        """
         with self._lock:
             self._active += 1
         try:
             started = self._clock()
-            at = self._next_slot()
+            deadline = started + self.max_wait
+            at = self._next_slot(deadline)
+            if at > deadline + self.grace:  # a slot beyond the wait allowed: this clock lags the budget's
+                raise WriteBudgetTimeout(
+                    f"write budget {self.budget.name}: no write slot within {self.max_wait:g} s (the slot leased "
+                    f"is {at - self._clock():.1f} s ahead of this instance's clock: do the instances' clocks agree?)")
             delay = at - self._clock()
             if delay > 0:
                 self._sleep(delay)

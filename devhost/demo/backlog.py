@@ -3,7 +3,8 @@
 Preferred: runtime properties from ``ServiceBusAdministrationClient`` (Azure, and the emulator once
 its HTTPS management endpoint runs). Otherwise the counts come from peeking over AMQP, page by page,
 up to ``peek_limit`` (shown as "N+" beyond it): exact for the small backlogs a demo has, and it works
-against any endpoint the data plane reaches.
+against any endpoint the data plane reaches. Both counts come from :mod:`devhost.trigger_backlog`,
+the same functions the scale controller uses.
 """
 
 from __future__ import annotations
@@ -13,12 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from azure.servicebus import ServiceBusSubQueue
-
+from devhost.trigger_backlog import count_by_peeking, open_receiver, runtime_properties
 from shared.topology import QUEUE_LEVELING, SUBSCRIPTION_HIGH, SUBSCRIPTION_LOW, TOPIC
 
 log = logging.getLogger("devhost.demo")
-PAGE = 250
 
 
 @dataclass(frozen=True)
@@ -73,10 +72,7 @@ class BacklogProbe:
     def _admin_counts(self, admin: Any) -> dict[str, Count]:
         result = {}
         for entity in self.entities:
-            if entity.queue:
-                props = admin.get_queue_runtime_properties(entity.queue)
-            else:
-                props = admin.get_subscription_runtime_properties(entity.topic, entity.subscription)
+            props = runtime_properties(admin, entity.queue, entity.topic, entity.subscription)
             result[entity.label] = Count(props.active_message_count, props.dead_letter_message_count)
         return result
 
@@ -85,25 +81,12 @@ class BacklogProbe:
         if key not in self._receivers:
             if self._client is None:
                 self._client = self.client_factory()
-            sub_queue = ServiceBusSubQueue.DEAD_LETTER if dead_letter else None
-            if entity.queue:
-                receiver = self._client.get_queue_receiver(entity.queue, sub_queue=sub_queue)
-            else:
-                receiver = self._client.get_subscription_receiver(entity.topic, entity.subscription,
-                                                                  sub_queue=sub_queue)
-            self._receivers[key] = receiver
+            self._receivers[key] = open_receiver(self._client, entity.queue, entity.topic, entity.subscription,
+                                                 dead_letter)
         return self._receivers[key]
 
     def _peek_count(self, entity: Entity, dead_letter: bool) -> tuple[int, bool]:
-        receiver = self._receiver(entity, dead_letter)
-        count, sequence = 0, 1  # sequence numbers start at 1; 0 would mean "after the last peek" to the SDK
-        while count < self.peek_limit:
-            page = receiver.peek_messages(max_message_count=PAGE, sequence_number=sequence)
-            if not page:
-                return count, False
-            count += len(page)
-            sequence = page[-1].sequence_number + 1
-        return count, True
+        return count_by_peeking(self._receiver(entity, dead_letter), self.peek_limit)
 
     def counts(self) -> dict[str, Count]:
         if self._admin is not None:

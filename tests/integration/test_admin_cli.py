@@ -9,6 +9,7 @@ import sys
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 from azure.servicebus.management import ServiceBusAdministrationClient
 
+from devhost.local_services import emulator_admin_connection_string
 from sbemulator.admin.tls import generate_certificates
 from tests.fixtures.process import REPO_ROOT, start_emulator_process
 
@@ -16,7 +17,7 @@ CONFIG = str(REPO_ROOT / "infra" / "servicebus.json")
 
 
 def admin_connection_string(proc) -> str:
-    return proc.connection_string.replace(f"127.0.0.1:{proc.port}", f"127.0.0.1:{proc.admin_port}")
+    return emulator_admin_connection_string(proc.connection_string, proc.admin_url)
 
 
 def test_ca_is_kept_in_the_data_dir_and_admin_entities_survive_restart(tmp_path) -> None:

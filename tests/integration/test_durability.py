@@ -8,6 +8,7 @@ import json
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.management import ServiceBusAdministrationClient, SqlRuleFilter
 
+from devhost.local_services import emulator_admin_connection_string
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, queue, topology
 from tests.fixtures.process import start_emulator_process
 
@@ -102,7 +103,7 @@ def test_session_state_and_session_messages_survive_a_process_kill(tmp_path):
 
 
 def _admin(proc) -> ServiceBusAdministrationClient:
-    conn = proc.connection_string.replace(f"127.0.0.1:{proc.port}", f"127.0.0.1:{proc.admin_port}")
+    conn = emulator_admin_connection_string(proc.connection_string, proc.admin_url)
     return ServiceBusAdministrationClient.from_connection_string(conn, connection_verify=proc.ca_path)
 
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from azure.data.tables import TableServiceClient
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.management import ServiceBusAdministrationClient
 
-from devhost.local_services import LocalServiceError, LocalServices
+from devhost.local_services import LocalServiceError, LocalServices, emulator_admin_connection_string
 from shared.topology import QUEUE_LEVELING
-from tests.fixtures.process import REPO_ROOT
+from tests.fixtures.process import REPO_ROOT, start_emulator_process
 
 requires_azurite = pytest.mark.skipif(not (REPO_ROOT / "node_modules" / ".bin" / "azurite").exists(),
                                       reason="azurite is not installed (npm install)")
@@ -70,3 +71,21 @@ def test_an_emulator_that_cannot_start_is_reported_with_its_output(tmp_path: Pat
     with pytest.raises(LocalServiceError, match="LockDuration"):
         services.start_service_bus(bad, timeout=20)
     assert services.processes == [] and services.service_bus_connection is None
+
+
+def test_the_admin_connection_string_has_the_emulators_own_key_and_admin_port() -> None:
+    """An emulator started with a key of its own: the management API accepts the admin connection string
+    built from its data-plane one (a wrong key or port would fail with 401 or a refused connection)."""
+    process = start_emulator_process("--config", str(REPO_ROOT / "infra" / "servicebus.json"), "--in-memory",
+                                     "--sas-key", "a-key-of-its-own")
+    try:
+        assert process.admin_url is not None
+        conn = emulator_admin_connection_string(process.connection_string, process.admin_url)
+        assert f":{process.admin_port};" in conn and "SharedAccessKey=a-key-of-its-own;" in conn
+        with ServiceBusAdministrationClient.from_connection_string(
+                conn, connection_verify=process.ca_path, connection_timeout=3, read_timeout=5) as admin:
+            assert admin.get_queue_runtime_properties(QUEUE_LEVELING).active_message_count == 0
+    finally:
+        process.terminate()
+    with pytest.raises(ValueError, match="no emulator admin endpoint"):
+        emulator_admin_connection_string(process.connection_string, "not a url")

@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusSubQueue
 
-from consumers.leveling import ReceiverActions
 from consumers.ordered import build_ordered_messages, settle_ordered
 from consumers.ordered_table import STATE_ROW, TableSequenceStore, audit_table
+from consumers.settlement import ReceiverActions
 from sbemulator import Emulator
 from shared.clients import table_service_client
 from shared.settings import TableSettings
@@ -201,7 +201,7 @@ def test_a_write_applied_but_not_settled_is_completed_not_applied_again_by_the_n
 
 
 def settle_write(message: Any) -> Any:
-    from consumers.leveling import body_bytes
     from consumers.ordered import parse_ordered
+    from consumers.settlement import body_bytes
 
     return parse_ordered(body_bytes(message))

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
-from consumers.leveling import LevelingWorker, Outcome, ReceiverActions, settle
+from consumers.leveling import LevelingWorker, Outcome, settle
 from consumers.ordered import InMemoryLedger, build_ordered_messages, run_ordered_worker
 from consumers.priority import process_message
+from consumers.settlement import ReceiverActions
 from consumers.table_sink import InMemorySink, TableSink
 from sbemulator import Emulator
 from sender.messages import build_messages, publish

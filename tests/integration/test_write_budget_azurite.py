@@ -17,7 +17,7 @@ import pytest
 from azure.data.tables import TableServiceClient
 
 from devhost.demo.metrics import peak_sliding
-from shared.write_budget import BudgetClock, Lease, SharedWritePacer
+from shared.write_budget import BudgetClock, Lease, SharedWritePacer, WriteBudgetTimeout
 from tests.fixtures.azurite import Azurite  # the `azurite` fixture is registered by tests/conftest.py
 
 pytestmark = pytest.mark.timeout(60)
@@ -125,3 +125,69 @@ def test_a_dead_instance_share_returns_when_its_leases_lapse(azurite: Azurite) -
         result = survivor.lease(1, max_ahead=0.5)
     assert result.first >= lapses_at - 1e-6  # the dead one's slots were never handed out twice
     assert result.first <= lapses_at + 0.5  # ...and the survivor got the budget back right after
+
+
+class _Clocks:
+    """Two fake clocks ``skew`` seconds apart that advance together when anything sleeps."""
+
+    def __init__(self, skew: float) -> None:
+        self.budget = 1_000_000.0
+        self.skew = skew
+
+    def budget_now(self) -> float:
+        return self.budget
+
+    def pacer_now(self) -> float:
+        return self.budget + self.skew
+
+    def sleep(self, seconds: float) -> None:
+        self.budget += max(seconds, 0.0)
+
+
+@pytest.mark.timeout(20)
+def test_a_pacer_whose_clock_runs_ahead_of_the_budget_gives_up_with_a_clear_error(azurite: Azurite) -> None:
+    """Every slot leased is already past on a clock an hour ahead, so each is dropped unused (using one
+    late could put two writes closer than 1 / cap). The pacer must not lease and drop for ever: after
+    ``max_wait`` seconds it raises, naming the budget and the clocks, and nothing has been written."""
+    clocks = _Clocks(skew=3600.0)
+    service = TableServiceClient.from_connection_string(azurite.connection_string)
+    budget = BudgetClock(service.get_table_client(_table()), "skewed", RATE, clock=clocks.budget_now)
+    pacer = SharedWritePacer(budget, max_wait=5.0, clock=clocks.pacer_now, sleep=clocks.sleep)
+    writes = 0
+    with pytest.raises(WriteBudgetTimeout, match=r"skewed.*5(\.0)? s.*clock") as raised:
+        with pacer.slot():
+            writes += 1
+    assert writes == 0
+    assert isinstance(raised.value, TimeoutError)
+    assert pacer.dropped > 0 and clocks.budget - 1_000_000.0 <= 5.0 + 1.05  # at most one wait past the deadline
+
+
+@pytest.mark.timeout(20)
+def test_a_budget_pushed_far_ahead_by_another_instance_ends_the_wait_with_a_clear_error(azurite: Azurite) -> None:
+    """An instance whose clock runs an hour ahead leases from its own now: the budget's next free slot
+    is then an hour ahead of everyone else, who would wait for it in one-second naps without end."""
+    clocks = _Clocks(skew=0.0)
+    table = _table()
+    service = TableServiceClient.from_connection_string(azurite.connection_string)
+    ahead = BudgetClock(service.get_table_client(table), "pushed", RATE, clock=lambda: clocks.budget + 3600.0)
+    assert isinstance(ahead.lease(5), Lease)
+    budget = BudgetClock(service.get_table_client(table), "pushed", RATE, clock=clocks.budget_now)
+    pacer = SharedWritePacer(budget, max_wait=5.0, clock=clocks.pacer_now, sleep=clocks.sleep)
+    with pytest.raises(WriteBudgetTimeout, match=r"pushed.*5(\.0)? s"):
+        with pacer.slot():
+            pytest.fail("no slot should be handed out")
+    assert clocks.budget - 1_000_000.0 <= 5.0 + 1.05
+
+
+@pytest.mark.timeout(20)
+def test_a_pacer_whose_clock_lags_the_budget_does_not_sleep_past_its_wait(azurite: Azurite) -> None:
+    """On a clock an hour behind, the slot leased lies an hour ahead: the pacer raises instead of
+    sleeping that long, and the slot goes unused (an unused slot never breaks the cap)."""
+    clocks = _Clocks(skew=-3600.0)
+    service = TableServiceClient.from_connection_string(azurite.connection_string)
+    budget = BudgetClock(service.get_table_client(_table()), "lagging", RATE, clock=clocks.budget_now)
+    pacer = SharedWritePacer(budget, max_wait=5.0, clock=clocks.pacer_now, sleep=clocks.sleep)
+    with pytest.raises(WriteBudgetTimeout, match=r"lagging.*5(\.0)? s.*clock"):
+        with pacer.slot():
+            pytest.fail("no slot should be handed out")
+    assert clocks.budget - 1_000_000.0 <= 5.0 + 1.05

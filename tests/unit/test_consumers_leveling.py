@@ -8,7 +8,8 @@ import pytest
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus._pyamqp.message import Message
 
-from consumers.leveling import LevelingWorker, Outcome, ReceiverActions, body_bytes, settle
+from consumers.leveling import LevelingWorker, Outcome, settle
+from consumers.settlement import ReceiverActions, body_bytes
 from consumers.table_sink import InMemorySink
 from shared.contract import ContractMessage, PoisonMessageError
 from shared.rate_limit import TokenBucket
