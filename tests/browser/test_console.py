@@ -29,9 +29,10 @@ def api_status(page: Any, path: str) -> int:
         """async (path) => (await fetch(path, {headers: {'X-Requested-With': 'sbconsole'}})).status""", path)
 
 
-def expect_focus(page: Any, element_id: str, timeout_ms: int = 5_000) -> None:
+def expect_focus(page: Any, element_id: str, timeout_ms: int = 15_000) -> None:
     """The focus lands on ``element_id``: the console moves it after rendering a view, which may finish
-    a moment after the view is visible."""
+    a moment after the view is visible (several seconds later in a headless browser on a busy machine:
+    the wait ends as soon as it has)."""
     try:
         page.wait_for_function(f"document.activeElement && document.activeElement.id === {element_id!r}",
                                timeout=timeout_ms)
