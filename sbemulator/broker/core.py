@@ -109,10 +109,16 @@ log = logging.getLogger(__name__)
 MAX_FORWARD_HOPS = 4
 REASON_MAX_DELIVERY = "MaxDeliveryCountExceeded"
 REASON_TTL = "TTLExpiredException"
-REASON_SESSION_ID_NULL = "Session id is null."
+# The system's dead-letter reasons and descriptions, as "Dead-letter queues" lists them.
+REASON_SESSION_ID_NULL = "Session ID is null."
 DESC_SESSION_ID_NULL = "Session enabled entity doesn't allow a message whose session identifier is null."
+REASON_MAX_HOPS = "MaxTransferHopCountExceeded"
+DESC_MAX_HOPS = (
+    "The maximum number of allowed hops when forwarding between queues has been exceeded. "
+    f"This value is set to {MAX_FORWARD_HOPS}."
+)
 REASON_FILTER_EXCEPTION = "FilterEvaluationException"
-REASON_TRANSFER = "MessageTransferFailed"
+REASON_TRANSFER = "MessageTransferFailed"  # a forwarding destination that does not exist
 # Set on the copy a rule with an action produced ("Topic filters and actions").
 RULE_NAME = "RuleName"
 
@@ -501,18 +507,18 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     def _forward(self, source: Entity, msg: BrokerMessage, target_name: str, now: int) -> None:
         """Auto-forward (``msg`` is no longer in ``source``); failures land in the transfer DLQ."""
         target = self._entities.get(target_name.lower())
-        problem = None
+        reason = problem = None
         if target is None or target.kind not in (QUEUE, TOPIC):
-            problem = f"The forwarding destination '{target_name}' could not be found."
+            reason, problem = REASON_TRANSFER, f"The forwarding destination '{target_name}' could not be found."
         elif msg.hops >= MAX_FORWARD_HOPS:
-            problem = f"The message exceeded the maximum of {MAX_FORWARD_HOPS} auto-forwarding hops."
+            reason, problem = REASON_MAX_HOPS, DESC_MAX_HOPS
         elif target.requires_session and not msg.session_id:
-            problem = DESC_SESSION_ID_NULL
+            reason, problem = REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL
         if problem is not None:
             tdlq = source.transfer_dlq
             assert tdlq is not None
             msg.state = MessageState.ACTIVE
-            self._mark_dead_lettered(msg, REASON_TRANSFER, problem)
+            self._mark_dead_lettered(msg, reason, problem)
             msg.expires_at_ms = None
             self._insert(tdlq, msg)
             self.store.put_message(tdlq.key, msg)
