@@ -588,7 +588,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                 now,
             )
             return
-        if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
+        if msg.state == MessageState.ACTIVE and msg.expires_at_ms is not None and msg.expires_at_ms <= now:
             self._expire(ent, msg, now)
             return
         self.store.update_message(ent.key, msg)
@@ -814,6 +814,16 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                         f"message with sequence number {seq} was not found."
                     )
                 found.append(msg)
+            # "Message deferral": a deferred message is not expired until a receive by sequence number
+            # asks for it; then an expired one is dead-lettered (or dropped) instead of delivered.
+            expired = [m for m in found if m.expires_at_ms is not None and m.expires_at_ms <= now]
+            if expired:
+                for msg in expired:
+                    self._expire(ent, msg, now)
+                raise MessageNotFoundError(
+                    f"Failed to lock one or more specified messages: the deferred message with sequence "
+                    f"number {expired[0].sequence_number} has expired."
+                )
             out = []
             for msg in found:
                 msg.delivery_count += 1
@@ -918,9 +928,10 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                 if kind == _LOCK:
                     self._lock_ended(ent, obj, now)
                 elif kind == _TTL:
-                    if not obj.locked and obj.state != MessageState.SCHEDULED:
+                    if not obj.locked and obj.state == MessageState.ACTIVE:
                         self._expire(ent, obj, now)
-                    # a locked message is checked again when its lock ends
+                    # a locked message is checked again when its lock ends; a deferred one when a
+                    # receive by sequence number asks for it ("Message deferral")
                 elif kind == _SCHED:
                     self._activate(ent, obj, now, stored=True)
                 elif kind == _SESSION:
