@@ -95,7 +95,15 @@ from .errors import (
     SessionRequiredError,
 )
 from .inspection import InspectionMixin
-from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, ReceiveMode
+from .model import (
+    MAX_HEADER_SIZE,
+    MAX_PROPERTY_SIZE,
+    BrokerMessage,
+    Delivery,
+    IncomingMessage,
+    MessageState,
+    ReceiveMode,
+)
 from .receiver import Receiver
 from .rules import FilterEvaluationError
 from .sessions import SessionsMixin
@@ -388,6 +396,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                     f"The received message (size {m.size} bytes) exceeds the limit "
                     f"({ent.max_message_size} bytes) currently allowed on '{ent.path}'."
                 )
+            self._check_property_sizes(m)
             if ent.requires_session and not m.session_id:
                 raise SessionRequiredError(
                     "The SessionId was not set on a message, and it cannot be sent to the entity. "
@@ -395,6 +404,21 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                     "SessionId set to a valid value."
                 )
         return ent, batch
+
+    @staticmethod
+    def _check_property_sizes(m: IncomingMessage) -> None:
+        """"Service Bus quotas", Message property size: refused before anything of the batch is stored."""
+        if m.largest_property is not None and m.largest_property[1] > MAX_PROPERTY_SIZE:
+            name, size = m.largest_property
+            raise ArgumentError(
+                f"SerializationException: the property '{name}' ({size} bytes) exceeds the maximum message "
+                f"property size of {MAX_PROPERTY_SIZE // 1024} KB."
+            )
+        if m.header_size > MAX_HEADER_SIZE:
+            raise ArgumentError(
+                f"SerializationException: the message header ({m.header_size} bytes: system and user "
+                f"properties) exceeds the maximum of {MAX_HEADER_SIZE // 1024} KB."
+            )
 
     def _is_duplicate(self, ent: Entity, m: IncomingMessage, now: int) -> bool:
         if not ent.requires_duplicate_detection or m.message_id is None:

@@ -1,0 +1,212 @@
+"""More documented Service Bus behaviours, checked through the real azure-servicebus SDK over a socket.
+
+Each test names the documentation page (learn.microsoft.com/azure/service-bus-messaging/...) it follows.
+Entities use TTLs of two seconds so that no test waits longer than the behaviour needs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterator
+
+import pytest
+from azure.servicebus import (
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusReceivedMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+)
+from azure.servicebus.exceptions import MessageNotFoundError, ServiceBusError
+
+from sbemulator import Emulator
+from tests.fixtures.emulator import queue, receive, topology
+
+KB = 1024
+
+CONFIG = topology(
+    queues=[
+        queue("plain"),
+        queue("deferred-ttl-dlq", DefaultMessageTimeToLive="PT2S", DeadLetteringOnMessageExpiration=True),
+        queue("deferred-ttl-drop", DefaultMessageTimeToLive="PT2S", DeadLetteringOnMessageExpiration=False),
+        # a chain of six queues: five forwarding hops from hop-1 to hop-6
+        queue("hop-1", ForwardTo="hop-2"),
+        queue("hop-2", ForwardTo="hop-3"),
+        queue("hop-3", ForwardTo="hop-4"),
+        queue("hop-4", ForwardTo="hop-5"),
+        queue("hop-5", ForwardTo="hop-6"),
+        queue("hop-6"),
+        queue("four-hops-1", ForwardTo="hop-3"),  # four-hops-1 -> hop-3 -> hop-4 -> hop-5 -> hop-6
+        queue("session-target", RequiresSession=True),
+        queue("forwards-to-sessions", ForwardTo="session-target"),
+    ],
+    topics=[
+        {
+            "Name": "session-topic",
+            "Properties": {},
+            "Subscriptions": [{"Name": "sessions", "Properties": {"RequiresSession": True}}],
+        },
+    ],
+)
+
+
+@pytest.fixture
+def emu() -> Iterator[Emulator]:
+    with Emulator(config=CONFIG, in_memory=True) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def client(emu: Emulator) -> Iterator[ServiceBusClient]:
+    with ServiceBusClient.from_connection_string(emu.connection_string) as sb:
+        yield sb
+
+
+def _defer_one(client: ServiceBusClient, queue_name: str, body: str) -> ServiceBusReceivedMessage:
+    """Send, receive and defer one message (links opened first: the entity's TTL is short)."""
+    with client.get_queue_receiver(queue_name) as receiver, client.get_queue_sender(queue_name) as sender:
+        sender.send_messages(ServiceBusMessage(body))
+        (msg,) = receive(receiver, 1)
+        receiver.defer_message(msg)
+    return msg
+
+
+def _sleep_past(moment: dt.datetime) -> None:
+    time.sleep(max(0.0, (moment - dt.datetime.now(dt.UTC)).total_seconds()) + 0.3)
+
+
+def _peek_all(client: ServiceBusClient, queue_name: str, sub_queue: ServiceBusSubQueue | None = None) -> list:
+    with client.get_queue_receiver(queue_name, sub_queue=sub_queue) as receiver:
+        return receiver.peek_messages(max_message_count=50, sequence_number=1)
+
+
+# ------------------------------------------------------------------ deferred messages and TTL
+def test_an_expired_deferred_message_is_dead_lettered_only_when_received_by_sequence_number(client):
+    """"Message deferral" (message-deferral): deferred messages aren't expired and moved to the dead-letter
+    queue until a client tries to receive them by sequence number; then an expired one is moved to the DLQ
+    (dead-lettering on expiration enabled). "Dead-letter queues", Time to live: deferred messages won't be
+    purged and moved to the dead-letter queue after they expire."""
+    deferred = _defer_one(client, "deferred-ttl-dlq", "late")
+    seq = deferred.sequence_number
+    _sleep_past(deferred.expires_at_utc)
+    assert _peek_all(client, "deferred-ttl-dlq", ServiceBusSubQueue.DEAD_LETTER) == []
+    (still,) = _peek_all(client, "deferred-ttl-dlq")
+    assert (str(still), still.sequence_number) == ("late", seq)
+
+    with client.get_queue_receiver("deferred-ttl-dlq") as receiver, pytest.raises(MessageNotFoundError):
+        receiver.receive_deferred_messages([seq])
+
+    assert _peek_all(client, "deferred-ttl-dlq") == []
+    with client.get_queue_receiver("deferred-ttl-dlq", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
+        (dead,) = receive(dlq, 1)
+        dlq.complete_message(dead)
+    assert (str(dead), dead.dead_letter_reason) == ("late", "TTLExpiredException")
+
+
+def test_an_expired_deferred_message_is_dropped_when_received_without_dead_lettering_on_expiration(client):
+    """"Message deferral": the expiry check happens at the receive by sequence number; an expired message
+    goes to the dead-letter queue only when dead-lettering on expiration is enabled, else it is removed."""
+    deferred = _defer_one(client, "deferred-ttl-drop", "late")
+    seq = deferred.sequence_number
+    _sleep_past(deferred.expires_at_utc)
+    assert [m.sequence_number for m in _peek_all(client, "deferred-ttl-drop")] == [seq]
+    with client.get_queue_receiver("deferred-ttl-drop") as receiver, pytest.raises(MessageNotFoundError):
+        receiver.receive_deferred_messages([seq])
+    assert _peek_all(client, "deferred-ttl-drop") == []
+    assert _peek_all(client, "deferred-ttl-drop", ServiceBusSubQueue.DEAD_LETTER) == []
+
+
+def test_a_received_deferred_message_abandoned_after_expiry_stays_deferred(client):
+    """"Message deferral": a deferred message received by sequence number and abandoned goes back to the
+    deferred set; being past its TTL does not dead-letter it until the next receive by sequence number."""
+    seq = _defer_one(client, "deferred-ttl-dlq", "kept").sequence_number
+    with client.get_queue_receiver("deferred-ttl-dlq") as receiver:
+        (msg,) = receiver.receive_deferred_messages([seq])
+        _sleep_past(msg.expires_at_utc)  # expires while locked
+        receiver.abandon_message(msg)
+        assert _peek_all(client, "deferred-ttl-dlq", ServiceBusSubQueue.DEAD_LETTER) == []
+        (still,) = receiver.peek_messages(max_message_count=5, sequence_number=1)
+        assert still.sequence_number == seq
+
+
+# ------------------------------------------------------------------ system dead-letter reasons
+def _transfer_dead_letters(client: ServiceBusClient, queue_name: str) -> list:
+    with client.get_queue_receiver(
+        queue_name,
+        sub_queue=ServiceBusSubQueue.TRANSFER_DEAD_LETTER,
+        receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+    ) as receiver:
+        return receiver.receive_messages(max_message_count=10, max_wait_time=1)
+
+
+def test_a_message_forwarded_more_than_four_hops_is_dead_lettered_with_max_transfer_hop_count_exceeded(client):
+    """"Dead-letter queues", Moving messages to the DLQ: the system reason `MaxTransferHopCountExceeded`
+    ("The maximum number of allowed hops when forwarding between queues has been exceeded. This value is
+    set to 4."); "Chaining Service Bus entities with autoforwarding": messages that exceed four hops are
+    dead-lettered. Four hops still arrive."""
+    with client.get_queue_sender("four-hops-1") as sender:
+        sender.send_messages(ServiceBusMessage("four"))
+    with client.get_queue_receiver("hop-6", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
+        assert [str(m) for m in receive(receiver, 1)] == ["four"]
+
+    with client.get_queue_sender("hop-1") as sender:
+        sender.send_messages(ServiceBusMessage("five"))
+    (dead,) = _transfer_dead_letters(client, "hop-5")  # the fifth hop, hop-5 -> hop-6, is refused
+    assert str(dead) == "five"
+    assert dead.dead_letter_reason == "MaxTransferHopCountExceeded"
+    assert "4" in dead.dead_letter_error_description
+    with client.get_queue_receiver("hop-6") as receiver:
+        assert receiver.receive_messages(max_message_count=1, max_wait_time=0.5) == []
+
+
+def test_a_message_without_session_id_in_a_session_subscription_is_dead_lettered_with_session_id_is_null(client):
+    """"Dead-letter queues", Moving messages to the DLQ: reason "Session ID is null." with description
+    "Session enabled entity doesn't allow a message whose session identifier is null."."""
+    with client.get_topic_sender("session-topic") as sender:
+        sender.send_messages(ServiceBusMessage("no-session"))
+    with client.get_subscription_receiver(
+        "session-topic", "sessions", sub_queue=ServiceBusSubQueue.DEAD_LETTER
+    ) as dlq:
+        (dead,) = receive(dlq, 1)
+        dlq.complete_message(dead)
+    assert dead.dead_letter_reason == "Session ID is null."
+    assert dead.dead_letter_error_description == (
+        "Session enabled entity doesn't allow a message whose session identifier is null."
+    )
+
+
+def test_a_message_without_session_id_forwarded_to_a_session_queue_is_dead_lettered_with_session_id_is_null(client):
+    """"Dead-letter queues": the same system reason when auto-forwarding brings a message without a session
+    id to a session-enabled queue (it stays in the source's transfer dead-letter queue)."""
+    with client.get_queue_sender("forwards-to-sessions") as sender:
+        sender.send_messages(ServiceBusMessage("no-session"))
+    (dead,) = _transfer_dead_letters(client, "forwards-to-sessions")
+    assert str(dead) == "no-session"
+    assert dead.dead_letter_reason == "Session ID is null."
+    assert dead.dead_letter_error_description == (
+        "Session enabled entity doesn't allow a message whose session identifier is null."
+    )
+
+
+# ------------------------------------------------------------------ message property quotas
+def test_a_property_over_32_kb_is_refused_and_nothing_is_enqueued(client):
+    """"Service Bus quotas", Message property size: each property is at most 32 KB; a larger one is
+    refused (SerializationException) and the calling code gets an exception. The message is not stored."""
+    with client.get_queue_sender("plain") as sender:
+        with pytest.raises(ServiceBusError, match="32"):
+            sender.send_messages(ServiceBusMessage("big", application_properties={"blob": "x" * (33 * KB)}))
+        sender.send_messages(ServiceBusMessage("fits", application_properties={"blob": "x" * (30 * KB)}))
+    assert [str(m) for m in _peek_all(client, "plain")] == ["fits"]
+
+
+def test_properties_over_64_kb_in_total_are_refused(client):
+    """"Service Bus quotas", Message property size: the cumulative size of all properties (the whole header:
+    user and system properties) can't exceed 64 KB; a batch holding such a message is refused whole."""
+    three = {f"p{i}": "x" * (30 * KB) for i in range(3)}
+    two = {f"p{i}": "x" * (30 * KB) for i in range(2)}
+    with client.get_queue_sender("plain") as sender:
+        with pytest.raises(ServiceBusError, match="64"):
+            sender.send_messages([ServiceBusMessage("ok"), ServiceBusMessage("big", application_properties=three)])
+        sender.send_messages(ServiceBusMessage("fits", application_properties=two))
+    assert [str(m) for m in _peek_all(client, "plain")] == ["fits"]
