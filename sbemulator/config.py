@@ -65,6 +65,12 @@ class RuleConfig:
     action_expression: str | None = None
 
 
+STATUS_ACTIVE = "Active"
+STATUS_DISABLED = "Disabled"
+STATUS_SEND_DISABLED = "SendDisabled"
+STATUS_RECEIVE_DISABLED = "ReceiveDisabled"
+
+
 @dataclass(frozen=True)
 class SubscriptionConfig:
     name: str
@@ -77,6 +83,9 @@ class SubscriptionConfig:
     forward_dead_lettered_messages_to: str | None = None
     requires_session: bool = False
     rules: tuple[RuleConfig, ...] = ()
+    # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
+    # (set through the management APIs; the config file has no such property).
+    status: str = STATUS_ACTIVE
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,9 @@ class QueueConfig:
     forward_dead_lettered_messages_to: str | None = None
     requires_session: bool = False
     max_message_size_kb: int = DEFAULT_MAX_MESSAGE_SIZE_KB
+    # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
+    # (set through the management APIs; the config file has no such property).
+    status: str = STATUS_ACTIVE
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,9 @@ class TopicConfig:
     requires_duplicate_detection: bool = False
     max_message_size_kb: int = DEFAULT_MAX_MESSAGE_SIZE_KB
     subscriptions: tuple[SubscriptionConfig, ...] = ()
+    # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
+    # (set through the management APIs; the config file has no such property).
+    status: str = STATUS_ACTIVE
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ same *spec*: a dict keyed by the Service Bus property names of the Atom schema (
 dataclasses, calls the broker, and answers with :class:`EntityInfo` / :class:`RuleInfo` for the
 renderers. It runs on the emulator's event loop (the broker is single-threaded).
 
-Properties the broker has no behaviour for (``AutoDeleteOnIdle``, ``Status``, ``UserMetadata``,
+Properties the broker has no behaviour for (``AutoDeleteOnIdle``, ``UserMetadata``,
 ``EnableBatchedOperations``, ``MaxSizeInMegabytes``, partitioning...) are validated, kept in memory
 and echoed, so that round trips (get, change, update) behave; they are not enforced and, unlike the
 entities themselves, not kept across restarts.
@@ -42,6 +42,7 @@ from sbemulator.config import (
     DEFAULT_MAX_MESSAGE_SIZE_KB,
     DEFAULT_MESSAGE_TTL,
     MAX_LOCK_DURATION,
+    STATUS_ACTIVE,
     QueueConfig,
     RuleConfig,
     SubscriptionConfig,
@@ -179,6 +180,7 @@ class Namespace:
     def _info(self, view: EntityView) -> EntityInfo:
         meta = self._meta_for(view)
         extras = {k: meta.extras.get(k, EXTRA_DEFAULTS[k]) for k in _EXTRAS_BY_KIND[view.kind]}
+        extras["Status"] = view.config.status  # enforced by the broker, so kept in its config
         default_rule = next((rc for rc in view.rules if rc.name == DEFAULT_RULE), None)
         accessed = max(meta.updated_at, min(view.last_enqueued_ms / 1000, self.clock()))
         return EntityInfo(
@@ -272,9 +274,11 @@ class Namespace:
         for key in _EXTRAS_BY_KIND[kind]:
             if key in spec and spec[key] is not None:
                 extras[key] = s.extra(key)
+        status = extras.pop("Status", STATUS_ACTIVE)
         if kind == TOPIC:
             config: Any = TopicConfig(
                 name=name,
+                status=status,
                 default_message_ttl=s.duration("DefaultMessageTimeToLive", DEFAULT_MESSAGE_TTL),
                 duplicate_detection_window=s.duration(
                     "DuplicateDetectionHistoryTimeWindow", DEFAULT_DUPLICATE_DETECTION_WINDOW),
@@ -284,6 +288,7 @@ class Namespace:
             return config, extras
         common = dict(
             name=name,
+            status=status,
             lock_duration=s.lock_duration(),
             max_delivery_count=s.integer("MaxDeliveryCount", DEFAULT_MAX_DELIVERY_COUNT, 1),
             default_message_ttl=s.duration("DefaultMessageTimeToLive", DEFAULT_MESSAGE_TTL),

@@ -66,7 +66,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from sbemulator.config import NamespaceConfig
+from sbemulator.config import STATUS_DISABLED, STATUS_RECEIVE_DISABLED, STATUS_SEND_DISABLED, NamespaceConfig
 
 from .entity import (
     DEAD_LETTER,
@@ -84,6 +84,7 @@ from .entity import (
 )
 from .errors import (
     ArgumentError,
+    EntityDisabledError,
     EntityNotFoundError,
     InvalidOperationError,
     MessageLockLostError,
@@ -132,6 +133,8 @@ RULE_NAME = "RuleName"
 
 _LOCK, _TTL, _SCHED, _SESSION = TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION
 _DUP_PRUNE_INTERVAL_MS = 60_000
+_SEND_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_SEND_DISABLED})
+_RECEIVE_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_RECEIVE_DISABLED})
 _MIN_COMPACT = 8192
 
 
@@ -389,6 +392,10 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             raise InvalidOperationError(
                 f"Cannot send to '{ent.path}': sending is only allowed to queues and topics."
             )
+        if ent.status in _SEND_SUSPENDED:
+            raise EntityDisabledError(
+                f"Messaging entity '{ent.path}' is currently disabled for sending (status {ent.status})."
+            )
         batch = list(messages)
         for m in batch:
             if m.size > ent.max_message_size:
@@ -534,6 +541,8 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
         reason = problem = None
         if target is None or target.kind not in (QUEUE, TOPIC):
             reason, problem = REASON_TRANSFER, f"The forwarding destination '{target_name}' could not be found."
+        elif target.status in _SEND_SUSPENDED:
+            reason, problem = REASON_TRANSFER, f"The forwarding destination '{target.path}' is disabled."
         elif msg.hops >= MAX_FORWARD_HOPS:
             reason, problem = REASON_MAX_HOPS, DESC_MAX_HOPS
         elif target.requires_session and not msg.session_id:
@@ -634,6 +643,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             ent = self._entity(path)
             if ent.kind == TOPIC:
                 raise InvalidOperationError(f"Cannot receive from topic '{ent.path}'; use a subscription.")
+            self._check_receive_status(ent)
             wants_session = session_id is not None or next_available_session
             if ent.requires_session and not wants_session:
                 raise InvalidOperationError(
@@ -663,6 +673,15 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             if not ent.requires_session or r.session is not None:
                 self._notify_one(ent, r)
             return r
+
+    @staticmethod
+    def _check_receive_status(ent: Entity) -> None:
+        """"Suspend and reactivate messaging entities": no receiving from a Disabled or ReceiveDisabled
+        queue or subscription (their dead-letter queues stay readable)."""
+        if ent.status in _RECEIVE_SUSPENDED:
+            raise EntityDisabledError(
+                f"Messaging entity '{ent.path}' is currently disabled for receiving (status {ent.status})."
+            )
 
     def _notify_one(self, ent: Entity, r: Receiver) -> None:
         heap = r.session.heap if r.session is not None else ent.available
@@ -823,6 +842,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
         """$management receive-by-sequence-number for deferred messages (all or nothing)."""
         with self._op():
             ent = self._entity(path)
+            self._check_receive_status(ent)
             now = self._now()
             found = []
             for seq in sequence_numbers:

@@ -46,6 +46,13 @@ class MessageSizeExceededError(BrokerError):
     status_code = 413
 
 
+class EntityDisabledError(BrokerError):
+    """A send to, or a receive from, a suspended entity (the SDK raises MessagingEntityDisabledError)."""
+
+    condition = "com.microsoft:entity-disabled"
+    status_code = 400
+
+
 class MessageNotFoundError(BrokerError):
     condition = "com.microsoft:message-not-found"
     status_code = 404

@@ -37,7 +37,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from sbemulator.config import NamespaceConfig, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
+from sbemulator.config import (
+    STATUS_DISABLED,
+    STATUS_RECEIVE_DISABLED,
+    NamespaceConfig,
+    QueueConfig,
+    RuleConfig,
+    SubscriptionConfig,
+    TopicConfig,
+)
 
 from .entity import (
     DEAD_LETTER,
@@ -204,6 +212,10 @@ class TopologyMixin:
         elif ent.kind == SUBSCRIPTION:
             config = dataclasses.replace(config, rules=tuple(rc for rc, _ in ent.rules))
         _configure(ent, config)
+        if ent.kind != TOPIC and ent.status in (STATUS_DISABLED, STATUS_RECEIVE_DISABLED):
+            # suspended for receiving: the receivers attached until now get nothing more
+            for r in list(ent.receivers.values()):
+                self._close_receiver(r)
         for sub in (ent.dlq, ent.transfer_dlq):
             if sub is not None:
                 sub.lock_duration_ms = ent.lock_duration_ms
@@ -418,6 +430,7 @@ class TopologyMixin:
 def _configure(ent: Entity, config: Any) -> None:
     """Set an entity's behaviour from its config (building and updating share this one mapping)."""
     ent.config = config
+    ent.status = config.status
     ttl = _ms(config.default_message_ttl)
     if ent.kind == SUBSCRIPTION and ent.parent is not None and ent.parent.ttl_ms is not None:
         ttl = min(ttl, ent.parent.ttl_ms)  # the topic's default is a ceiling too

@@ -18,7 +18,8 @@ from azure.servicebus import (
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
 )
-from azure.servicebus.exceptions import MessageNotFoundError, ServiceBusError
+from azure.servicebus.exceptions import MessageNotFoundError, MessagingEntityDisabledError, ServiceBusError
+from azure.servicebus.management import EntityStatus, ServiceBusAdministrationClient
 
 from sbemulator import Emulator
 from tests.fixtures.emulator import queue, receive, topology
@@ -47,6 +48,7 @@ CONFIG = topology(
             "Properties": {},
             "Subscriptions": [{"Name": "sessions", "Properties": {"RequiresSession": True}}],
         },
+        {"Name": "status-topic", "Properties": {}, "Subscriptions": [{"Name": "all", "Properties": {}}]},
     ],
 )
 
@@ -210,3 +212,99 @@ def test_properties_over_64_kb_in_total_are_refused(client):
             sender.send_messages([ServiceBusMessage("ok"), ServiceBusMessage("big", application_properties=three)])
         sender.send_messages(ServiceBusMessage("fits", application_properties=two))
     assert [str(m) for m in _peek_all(client, "plain")] == ["fits"]
+
+
+# ------------------------------------------------------------------ entity status (suspend and reactivate)
+@pytest.fixture
+def admin(emu: Emulator) -> Iterator[ServiceBusAdministrationClient]:
+    assert emu.admin_connection_string is not None
+    with ServiceBusAdministrationClient.from_connection_string(
+        emu.admin_connection_string, connection_verify=emu.ca_path
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+def once(emu: Emulator) -> Iterator[ServiceBusClient]:
+    """A client that does not retry: the SDK retries MessagingEntityDisabledError with backoff."""
+    with ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as sb:
+        yield sb
+
+
+def _set_queue_status(admin: ServiceBusAdministrationClient, name: str, status: EntityStatus) -> None:
+    props = admin.get_queue(name)
+    props.status = status
+    admin.update_queue(props)
+    assert admin.get_queue(name).status == status
+
+
+def _send(client: ServiceBusClient, queue_name: str, body: str) -> None:
+    with client.get_queue_sender(queue_name) as sender:
+        sender.send_messages(ServiceBusMessage(body))
+
+
+def _receive_bodies(client: ServiceBusClient, queue_name: str, count: int) -> list[str]:
+    with client.get_queue_receiver(queue_name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
+        return [str(m) for m in receive(receiver, count)]
+
+
+def test_a_disabled_queue_refuses_sends_and_receives_and_keeps_its_messages(once, admin):
+    """"Suspend and reactivate messaging entities (disable)" (entity-suspend): a Disabled queue keeps its
+    messages, but they can't be added or removed and the operations yield errors; reactivated, it works."""
+    _send(once, "plain", "kept")
+    _set_queue_status(admin, "plain", EntityStatus.DISABLED)
+    with pytest.raises(MessagingEntityDisabledError):
+        _send(once, "plain", "refused")
+    with pytest.raises(MessagingEntityDisabledError):
+        _receive_bodies(once, "plain", 1)
+    _set_queue_status(admin, "plain", EntityStatus.ACTIVE)
+    assert _receive_bodies(once, "plain", 2) == ["kept"]
+
+
+def test_a_send_disabled_queue_refuses_sends_but_still_delivers(once, admin):
+    """"Suspend and reactivate messaging entities": SendDisabled: you can't send messages to the queue (an
+    exception), but you can receive messages from it. A sender attached before the change is refused too."""
+    with once.get_queue_sender("plain") as sender:
+        sender.send_messages(ServiceBusMessage("before"))
+        _set_queue_status(admin, "plain", EntityStatus.SEND_DISABLED)
+        with pytest.raises(MessagingEntityDisabledError):
+            sender.send_messages(ServiceBusMessage("after"))
+    assert _receive_bodies(once, "plain", 2) == ["before"]
+
+
+def test_a_receive_disabled_queue_accepts_sends_but_refuses_receives(once, admin):
+    """"Suspend and reactivate messaging entities": ReceiveDisabled: you can send messages to the queue,
+    but you can't receive messages from it (an exception)."""
+    _set_queue_status(admin, "plain", EntityStatus.RECEIVE_DISABLED)
+    _send(once, "plain", "queued")
+    with pytest.raises(MessagingEntityDisabledError):
+        _receive_bodies(once, "plain", 1)
+    _set_queue_status(admin, "plain", EntityStatus.ACTIVE)
+    assert _receive_bodies(once, "plain", 1) == ["queued"]
+
+
+def test_topic_and_subscription_status_follow_the_documented_table(once, admin):
+    """"Suspend and reactivate messaging entities", topic and subscription status: a Disabled subscription
+    still gets the topic's messages but can't be received from; a Disabled topic refuses sends while its
+    subscriptions still deliver what they hold."""
+    sub = admin.get_subscription("status-topic", "all")
+    sub.status = EntityStatus.DISABLED
+    admin.update_subscription("status-topic", sub)
+    with once.get_topic_sender("status-topic") as sender:
+        sender.send_messages(ServiceBusMessage("held"))
+    with pytest.raises(MessagingEntityDisabledError):
+        with once.get_subscription_receiver("status-topic", "all") as receiver:
+            receiver.receive_messages(max_message_count=1, max_wait_time=1)
+
+    sub.status = EntityStatus.ACTIVE
+    admin.update_subscription("status-topic", sub)
+    topic = admin.get_topic("status-topic")
+    topic.status = EntityStatus.DISABLED
+    admin.update_topic(topic)
+    with pytest.raises(MessagingEntityDisabledError):
+        with once.get_topic_sender("status-topic") as sender:
+            sender.send_messages(ServiceBusMessage("refused"))
+    with once.get_subscription_receiver(
+        "status-topic", "all", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    ) as receiver:
+        assert [str(m) for m in receive(receiver, 2, wait=3)] == ["held"]
