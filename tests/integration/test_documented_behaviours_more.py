@@ -41,6 +41,8 @@ CONFIG = topology(
         queue("four-hops-1", ForwardTo="hop-3"),  # four-hops-1 -> hop-3 -> hop-4 -> hop-5 -> hop-6
         queue("session-target", RequiresSession=True),
         queue("forwards-to-sessions", ForwardTo="session-target"),
+        queue("forward-target"),
+        queue("forwards-to-target", ForwardTo="forward-target"),
     ],
     topics=[
         {
@@ -308,3 +310,15 @@ def test_topic_and_subscription_status_follow_the_documented_table(once, admin):
         "status-topic", "all", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
     ) as receiver:
         assert [str(m) for m in receive(receiver, 2, wait=3)] == ["held"]
+
+
+def test_a_message_forwarded_to_a_disabled_queue_is_dead_lettered_at_the_source(client, admin):
+    """"Chaining Service Bus entities with autoforwarding": if the destination entity is disabled, the source
+    adds the messages to its dead-letter queue ("Dead-letter queues", Dead-lettering in auto forward
+    scenarios: the destination queue or topic is disabled); here the source's transfer dead-letter queue."""
+    _set_queue_status(admin, "forward-target", EntityStatus.DISABLED)
+    _send(client, "forwards-to-target", "stranded")
+    (dead,) = _transfer_dead_letters(client, "forwards-to-target")
+    assert str(dead) == "stranded" and dead.dead_letter_reason
+    _set_queue_status(admin, "forward-target", EntityStatus.ACTIVE)
+    assert _peek_all(client, "forward-target") == []
