@@ -4,6 +4,7 @@ from .core import Broker, RuleError
 from .entity import EntityRef
 from .errors import (
     ArgumentError,
+    ArgumentOutOfRangeError,
     BrokerError,
     EntityAlreadyExistsError,
     EntityDisabledError,
@@ -21,6 +22,7 @@ from .receiver import Receiver
 
 __all__ = [
     "ArgumentError",
+    "ArgumentOutOfRangeError",
     "Broker",
     "BrokerError",
     "BrokerMessage",

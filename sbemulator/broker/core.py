@@ -84,6 +84,7 @@ from .entity import (
 )
 from .errors import (
     ArgumentError,
+    ArgumentOutOfRangeError,
     EntityDisabledError,
     EntityNotFoundError,
     InvalidOperationError,
@@ -98,6 +99,7 @@ from .errors import (
 from .inspection import InspectionMixin
 from .model import (
     MAX_HEADER_SIZE,
+    MAX_ID_LENGTH,
     MAX_PROPERTY_SIZE,
     BrokerMessage,
     Delivery,
@@ -404,6 +406,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                     f"({ent.max_message_size} bytes) currently allowed on '{ent.path}'."
                 )
             self._check_property_sizes(m)
+            self._check_id_lengths(m)
             if ent.requires_session and not m.session_id:
                 raise SessionRequiredError(
                     "The SessionId was not set on a message, and it cannot be sent to the entity. "
@@ -426,6 +429,15 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                 f"SerializationException: the message header ({m.header_size} bytes: system and user "
                 f"properties) exceeds the maximum of {MAX_HEADER_SIZE // 1024} KB."
             )
+
+    @staticmethod
+    def _check_id_lengths(m: IncomingMessage) -> None:
+        """"Service Bus quotas": a message ID and a session ID are at most 128 characters."""
+        for what, value in (("MessageId", m.message_id), ("SessionId", m.session_id)):
+            if value is not None and len(value) > MAX_ID_LENGTH:
+                raise ArgumentOutOfRangeError(
+                    f"The {what} is {len(value)} characters long; the maximum is {MAX_ID_LENGTH}."
+                )
 
     def _is_duplicate(self, ent: Entity, m: IncomingMessage, now: int) -> bool:
         if not ent.requires_duplicate_detection or m.message_id is None:

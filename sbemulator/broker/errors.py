@@ -74,6 +74,13 @@ class ArgumentError(BrokerError):
     status_code = 400
 
 
+class ArgumentOutOfRangeError(BrokerError):
+    """.NET's ArgumentOutOfRangeException, e.g. an id longer than its quota."""
+
+    condition = "com.microsoft:argument-out-of-range"
+    status_code = 400
+
+
 class EntityAlreadyExistsError(BrokerError):
     condition = "com.microsoft:entity-already-exists"
     status_code = 409

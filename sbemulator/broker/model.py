@@ -30,6 +30,8 @@ class MessageState(enum.IntEnum):
 # (user and system properties together); a larger one is refused with a SerializationException.
 MAX_PROPERTY_SIZE = 32 * 1024
 MAX_HEADER_SIZE = 64 * 1024
+# "Service Bus quotas": maximum size of a message ID, and of a message session ID.
+MAX_ID_LENGTH = 128
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from azure.servicebus import (
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
 )
+from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageProperties
 from azure.servicebus.exceptions import MessageNotFoundError, MessagingEntityDisabledError, ServiceBusError
 from azure.servicebus.management import EntityStatus, ServiceBusAdministrationClient
 
@@ -322,3 +323,27 @@ def test_a_message_forwarded_to_a_disabled_queue_is_dead_lettered_at_the_source(
     assert str(dead) == "stranded" and dead.dead_letter_reason
     _set_queue_status(admin, "forward-target", EntityStatus.ACTIVE)
     assert _peek_all(client, "forward-target") == []
+
+
+# ------------------------------------------------------------------ message id and session id quotas
+@pytest.mark.parametrize(
+    ("queue_name", "properties"),
+    [
+        ("plain", AmqpMessageProperties(message_id="m" * 129)),
+        ("session-target", AmqpMessageProperties(message_id="ok", group_id="s" * 129)),
+    ],
+    ids=["message-id", "session-id"],
+)
+def test_ids_over_128_characters_are_refused(client, queue_name, properties):
+    """"Service Bus quotas": maximum size of a message ID 128, of a message session ID 128. The SDK's
+    ServiceBusMessage checks this itself; an AmqpAnnotatedMessage reaches the service unchecked, and the
+    service refuses it. Ids of exactly 128 characters are accepted."""
+    with client.get_queue_sender(queue_name) as sender:
+        with pytest.raises(ServiceBusError, match="128"):
+            sender.send_messages(AmqpAnnotatedMessage(data_body=b"too long", properties=properties))
+        sender.send_messages(AmqpAnnotatedMessage(
+            data_body=b"fits", properties=AmqpMessageProperties(message_id="m" * 128, group_id="s" * 128)))
+    with client.get_queue_receiver(
+        queue_name, session_id="s" * 128 if queue_name == "session-target" else None
+    ) as receiver:
+        assert [m.message_id for m in receiver.peek_messages(max_message_count=5, sequence_number=1)] == ["m" * 128]
