@@ -280,8 +280,7 @@ class Namespace:
                 name=name,
                 status=status,
                 default_message_ttl=s.duration("DefaultMessageTimeToLive", DEFAULT_MESSAGE_TTL),
-                duplicate_detection_window=s.duration(
-                    "DuplicateDetectionHistoryTimeWindow", DEFAULT_DUPLICATE_DETECTION_WINDOW),
+                duplicate_detection_window=s.duplicate_window(),
                 requires_duplicate_detection=s.boolean("RequiresDuplicateDetection", False),
                 max_message_size_kb=s.integer("MaxMessageSizeInKilobytes", DEFAULT_MAX_MESSAGE_SIZE_KB, 1),
             )
@@ -301,8 +300,7 @@ class Namespace:
         if kind == QUEUE:
             config = QueueConfig(
                 **common,
-                duplicate_detection_window=s.duration(
-                    "DuplicateDetectionHistoryTimeWindow", DEFAULT_DUPLICATE_DETECTION_WINDOW),
+                duplicate_detection_window=s.duplicate_window(),
                 requires_duplicate_detection=s.boolean("RequiresDuplicateDetection", False),
                 max_message_size_kb=s.integer("MaxMessageSizeInKilobytes", DEFAULT_MAX_MESSAGE_SIZE_KB, 1),
             )
@@ -449,6 +447,17 @@ class _Spec:
             raise BadRequest("The value supplied for LockDuration is invalid: the maximum is 5 minutes (PT5M).")
         return value
 
+    def duplicate_window(self) -> float:
+        """DuplicateDetectionHistoryTimeWindow: "minimum is 20 seconds", "max value is 7 days"
+        (QueueProperties.DuplicateDetectionHistoryTimeWindow)."""
+        key = "DuplicateDetectionHistoryTimeWindow"
+        value = self.duration(key, DEFAULT_DUPLICATE_DETECTION_WINDOW)
+        if not MIN_DUPLICATE_WINDOW <= value <= MAX_DUPLICATE_WINDOW:
+            raise BadRequest(
+                f"The value supplied for {key} is invalid: it must be between 20 seconds (PT20S) and 7 days (P7D)."
+            )
+        return value
+
     def boolean(self, key: str, default: bool) -> bool:
         value = self._get(key)
         if value is None:
@@ -499,6 +508,8 @@ class _Spec:
 
 
 MAX_TIMESPAN_SECONDS = 922337203685.4775807  # .NET TimeSpan.MaxValue
+MIN_DUPLICATE_WINDOW = 20.0
+MAX_DUPLICATE_WINDOW = 7 * 86400.0
 
 
 def admin_error_from(exc: BrokerError) -> AdminError:

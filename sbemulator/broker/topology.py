@@ -45,6 +45,7 @@ from sbemulator.config import (
     RuleConfig,
     SubscriptionConfig,
     TopicConfig,
+    forward_source_problem,
 )
 
 from .entity import (
@@ -164,6 +165,7 @@ class TopologyMixin:
     def create_queue(self, q: QueueConfig) -> EntityRef:
         with self._op():
             self._check_new_name(q.name)
+            _check_forward_source(q)
             ent = self._add_queue(q)
             self._persist(ent)
             return ent.ref()
@@ -186,6 +188,7 @@ class TopologyMixin:
                 raise EntityAlreadyExistsError(
                     f"The subscription '{s.name}' already exists on '{topic.path}'."
                 )
+            _check_forward_source(s)
             ent = self._add_subscription(topic, s)
             self._persist(ent)
             return ent.ref()
@@ -202,6 +205,8 @@ class TopologyMixin:
                 raise InvalidOperationError(f"'{ent.path}' is a {ent.kind}; expected a {expected.__name__}.")
             if ent.kind != TOPIC and ent.requires_session != config.requires_session:
                 raise InvalidOperationError("The value of RequiresSession cannot be changed on an existing entity.")
+            if not isinstance(config, TopicConfig):
+                _check_forward_source(config)
             self._reconfigure(ent, config)
             self._persist(ent)
             return ent.ref()
@@ -425,6 +430,12 @@ class TopologyMixin:
     def _save_rules(self, sub: Entity) -> None:
         sub.config = dataclasses.replace(sub.config, rules=tuple(rc for rc, _ in sub.rules))
         self._persist(sub)
+
+
+def _check_forward_source(config: QueueConfig | SubscriptionConfig) -> None:
+    problem = forward_source_problem(config)
+    if problem is not None:
+        raise InvalidOperationError(f"'{config.name}': {problem}.")
 
 
 def _configure(ent: Entity, config: Any) -> None:

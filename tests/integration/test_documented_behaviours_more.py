@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from azure.core.exceptions import HttpResponseError
 from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
@@ -347,3 +348,35 @@ def test_ids_over_128_characters_are_refused(client, queue_name, properties):
         queue_name, session_id="s" * 128 if queue_name == "session-target" else None
     ) as receiver:
         assert [m.message_id for m in receiver.peek_messages(max_message_count=5, sequence_number=1)] == ["m" * 128]
+
+
+# ------------------------------------------------------------------ auto-forwarding sources
+def test_a_session_enabled_queue_or_subscription_cannot_auto_forward(admin):
+    """"Chaining Service Bus entities with autoforwarding": autoforwarding isn't supported for session-enabled
+    queues or subscriptions; Service Bus refuses such an entity (400 Bad Request) and creates nothing."""
+    with pytest.raises(HttpResponseError) as refused:
+        admin.create_queue("session-source", requires_session=True, forward_to="plain")
+    assert refused.value.status_code == 400
+    with pytest.raises(HttpResponseError) as refused:
+        admin.create_subscription("status-topic", "session-source", requires_session=True, forward_to="plain")
+    assert refused.value.status_code == 400
+    assert "session-source" not in [q.name for q in admin.list_queues()]
+    assert "session-source" not in [s.name for s in admin.list_subscriptions("status-topic")]
+    session_queue = admin.get_queue("session-target")
+    session_queue.forward_to = "plain"
+    with pytest.raises(HttpResponseError):
+        admin.update_queue(session_queue)
+    assert admin.get_queue("session-target").forward_to is None
+
+
+@pytest.mark.parametrize("window", [dt.timedelta(seconds=10), dt.timedelta(days=8)], ids=["10s", "8d"])
+def test_a_duplicate_detection_window_outside_20_seconds_to_7_days_is_refused(admin, window):
+    """QueueProperties.DuplicateDetectionHistoryTimeWindow (Service Bus administration reference): the
+    maximum is 7 days and the minimum 20 seconds; Service Bus answers 400 outside that range."""
+    with pytest.raises(HttpResponseError) as refused:
+        admin.create_queue("dedup-window", requires_duplicate_detection=True,
+                           duplicate_detection_history_time_window=window)
+    assert refused.value.status_code == 400
+    created = admin.create_queue("dedup-window", requires_duplicate_detection=True,
+                                 duplicate_detection_history_time_window=dt.timedelta(seconds=20))
+    assert created.duplicate_detection_history_time_window == dt.timedelta(seconds=20)
