@@ -571,7 +571,10 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             return
         fwd = msg.copy()
         fwd.hops = msg.hops + 1
-        fwd.enqueue_sequence_number = msg.sequence_number
+        # "Messages, payloads, and serialization": the number of the original submission, however many hops
+        fwd.enqueue_sequence_number = (
+            msg.enqueue_sequence_number if msg.enqueue_sequence_number is not None else msg.sequence_number
+        )
         fwd.delivery_count = 0
         fwd.scheduled_enqueue_time_ms = None
         fwd.expires_at_ms = None

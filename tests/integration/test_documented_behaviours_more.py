@@ -44,6 +44,9 @@ CONFIG = topology(
         queue("session-target", RequiresSession=True),
         queue("forwards-to-sessions", ForwardTo="session-target"),
         queue("forward-target"),
+        queue("chain-a", ForwardTo="chain-b"),
+        queue("chain-b", ForwardTo="chain-c"),
+        queue("chain-c"),
         queue("forwards-to-target", ForwardTo="forward-target"),
     ],
     topics=[
@@ -380,3 +383,18 @@ def test_a_duplicate_detection_window_outside_20_seconds_to_7_days_is_refused(ad
     created = admin.create_queue("dedup-window", requires_duplicate_detection=True,
                                  duplicate_detection_history_time_window=dt.timedelta(seconds=20))
     assert created.duplicate_detection_history_time_window == dt.timedelta(seconds=20)
+
+
+def test_enqueued_sequence_number_is_the_one_of_the_original_submission_across_several_hops(client):
+    """"Messages, payloads, and serialization" (service-bus-messages-payloads), EnqueuedSequenceNumber: for
+    auto-forwarded messages, the sequence number first assigned at the original point of submission, however
+    many hops later (chain-a -> chain-b -> chain-c, with chain-b's numbers ahead of chain-a's)."""
+    with client.get_queue_sender("chain-b") as sender:
+        sender.send_messages([ServiceBusMessage(f"direct-{i}") for i in range(3)])
+    with client.get_queue_sender("chain-a") as sender:
+        sender.send_messages(ServiceBusMessage("via-a"))
+    with client.get_queue_receiver("chain-c", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
+        got = {str(m): m for m in receive(receiver, 4)}
+    assert [got[f"direct-{i}"].enqueued_sequence_number for i in range(3)] == [1, 2, 3]  # their chain-b numbers
+    assert got["via-a"].enqueued_sequence_number == 1  # chain-a's number, not chain-b's 4
+    assert got["via-a"].sequence_number == 4
