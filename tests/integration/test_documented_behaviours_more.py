@@ -20,7 +20,12 @@ from azure.servicebus import (
     ServiceBusSubQueue,
 )
 from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageProperties
-from azure.servicebus.exceptions import MessageNotFoundError, MessagingEntityDisabledError, ServiceBusError
+from azure.servicebus.exceptions import (
+    MessageNotFoundError,
+    MessageSizeExceededError,
+    MessagingEntityDisabledError,
+    ServiceBusError,
+)
 from azure.servicebus.management import EntityStatus, ServiceBusAdministrationClient
 
 from sbemulator import Emulator
@@ -398,3 +403,16 @@ def test_enqueued_sequence_number_is_the_one_of_the_original_submission_across_s
     assert [got[f"direct-{i}"].enqueued_sequence_number for i in range(3)] == [1, 2, 3]  # their chain-b numbers
     assert got["via-a"].enqueued_sequence_number == 1  # chain-a's number, not chain-b's 4
     assert got["via-a"].sequence_number == 4
+
+
+# ------------------------------------------------------------------ session state
+def test_session_state_holds_at_most_one_message_worth_of_data(client):
+    """"Message sessions", Message session state: an opaque binary object that can hold data of the size of
+    one message, 256 KB for Service Bus Standard. A larger state is refused and the previous one kept."""
+    with client.get_queue_receiver("session-target", session_id="stateful") as receiver:
+        receiver.session.set_state(b"s" * (200 * KB))
+        with pytest.raises(MessageSizeExceededError):
+            receiver.session.set_state(b"x" * (256 * KB + 1))
+        assert receiver.session.get_state() == b"s" * (200 * KB)
+        receiver.session.set_state(None)
+        assert receiver.session.get_state() is None
