@@ -366,11 +366,17 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                 self._accept(ent, BrokerMessage.from_incoming(incoming), now)
 
     def schedule(self, path: str, messages: Iterable[IncomingMessage]) -> list[int]:
-        """$management schedule-message: returns the sequence numbers (usable for cancel)."""
+        """$management schedule-message: returns the sequence numbers (usable for cancel). "Duplicate
+        detection": scheduled messages are included; a duplicate is dropped, its send still succeeds and
+        gets a number (that no message holds, so cancelling it finds nothing)."""
         with self._op():
             ent, batch = self._check_send(path, messages)
             now = self._now()
-            return [self._accept(ent, BrokerMessage.from_incoming(m), now) for m in batch]
+            return [
+                self._next_sequence(ent) if self._is_duplicate(ent, m, now)
+                else self._accept(ent, BrokerMessage.from_incoming(m), now)
+                for m in batch
+            ]
 
     def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None:
         with self._op():

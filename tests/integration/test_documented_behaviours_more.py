@@ -52,6 +52,7 @@ CONFIG = topology(
         queue("chain-a", ForwardTo="chain-b"),
         queue("chain-b", ForwardTo="chain-c"),
         queue("chain-c"),
+        queue("dedup", RequiresDuplicateDetection=True, DuplicateDetectionHistoryTimeWindow="PT1M"),
         queue("forwards-to-target", ForwardTo="forward-target"),
     ],
     topics=[
@@ -77,6 +78,14 @@ def client(emu: Emulator) -> Iterator[ServiceBusClient]:
         yield sb
 
 
+@pytest.fixture
+def once(emu: Emulator) -> Iterator[ServiceBusClient]:
+    """A client that does not retry, for the operations expected to fail (the SDK retries some of those
+    errors, MessagingEntityDisabledError among them, with backoff: that would only slow the tests down)."""
+    with ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as sb:
+        yield sb
+
+
 def _defer_one(client: ServiceBusClient, queue_name: str, body: str) -> ServiceBusReceivedMessage:
     """Send, receive and defer one message (links opened first: the entity's TTL is short)."""
     with client.get_queue_receiver(queue_name) as receiver, client.get_queue_sender(queue_name) as sender:
@@ -96,7 +105,7 @@ def _peek_all(client: ServiceBusClient, queue_name: str, sub_queue: ServiceBusSu
 
 
 # ------------------------------------------------------------------ deferred messages and TTL
-def test_an_expired_deferred_message_is_dead_lettered_only_when_received_by_sequence_number(client):
+def test_an_expired_deferred_message_is_dead_lettered_only_when_received_by_sequence_number(client, once):
     """"Message deferral" (message-deferral): deferred messages aren't expired and moved to the dead-letter
     queue until a client tries to receive them by sequence number; then an expired one is moved to the DLQ
     (dead-lettering on expiration enabled). "Dead-letter queues", Time to live: deferred messages won't be
@@ -108,7 +117,7 @@ def test_an_expired_deferred_message_is_dead_lettered_only_when_received_by_sequ
     (still,) = _peek_all(client, "deferred-ttl-dlq")
     assert (str(still), still.sequence_number) == ("late", seq)
 
-    with client.get_queue_receiver("deferred-ttl-dlq") as receiver, pytest.raises(MessageNotFoundError):
+    with once.get_queue_receiver("deferred-ttl-dlq") as receiver, pytest.raises(MessageNotFoundError):
         receiver.receive_deferred_messages([seq])
 
     assert _peek_all(client, "deferred-ttl-dlq") == []
@@ -118,14 +127,14 @@ def test_an_expired_deferred_message_is_dead_lettered_only_when_received_by_sequ
     assert (str(dead), dead.dead_letter_reason) == ("late", "TTLExpiredException")
 
 
-def test_an_expired_deferred_message_is_dropped_when_received_without_dead_lettering_on_expiration(client):
+def test_an_expired_deferred_message_is_dropped_when_received_without_dead_lettering_on_expiration(client, once):
     """"Message deferral": the expiry check happens at the receive by sequence number; an expired message
     goes to the dead-letter queue only when dead-lettering on expiration is enabled, else it is removed."""
     deferred = _defer_one(client, "deferred-ttl-drop", "late")
     seq = deferred.sequence_number
     _sleep_past(deferred.expires_at_utc)
     assert [m.sequence_number for m in _peek_all(client, "deferred-ttl-drop")] == [seq]
-    with client.get_queue_receiver("deferred-ttl-drop") as receiver, pytest.raises(MessageNotFoundError):
+    with once.get_queue_receiver("deferred-ttl-drop") as receiver, pytest.raises(MessageNotFoundError):
         receiver.receive_deferred_messages([seq])
     assert _peek_all(client, "deferred-ttl-drop") == []
     assert _peek_all(client, "deferred-ttl-drop", ServiceBusSubQueue.DEAD_LETTER) == []
@@ -234,13 +243,6 @@ def admin(emu: Emulator) -> Iterator[ServiceBusAdministrationClient]:
         emu.admin_connection_string, connection_verify=emu.ca_path
     ) as client:
         yield client
-
-
-@pytest.fixture
-def once(emu: Emulator) -> Iterator[ServiceBusClient]:
-    """A client that does not retry: the SDK retries MessagingEntityDisabledError with backoff."""
-    with ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as sb:
-        yield sb
 
 
 def _set_queue_status(admin: ServiceBusAdministrationClient, name: str, status: EntityStatus) -> None:
@@ -416,3 +418,17 @@ def test_session_state_holds_at_most_one_message_worth_of_data(client):
         assert receiver.session.get_state() == b"s" * (200 * KB)
         receiver.session.set_state(None)
         assert receiver.session.get_state() is None
+
+
+# ------------------------------------------------------------------ duplicate detection and scheduling
+def test_scheduled_messages_are_included_in_duplicate_detection(client):
+    """"Duplicate detection", note: scheduled messages are included in duplicate detection. A scheduled message
+    followed by a non-scheduled duplicate: the non-scheduled one is dropped; a non-scheduled message followed
+    by a scheduled duplicate: the scheduled one is dropped. Both sends succeed."""
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    with client.get_queue_sender("dedup") as sender:
+        sender.schedule_messages(ServiceBusMessage("scheduled-first", message_id="a"), later)
+        sender.send_messages(ServiceBusMessage("dropped-now", message_id="a"))
+        sender.send_messages(ServiceBusMessage("sent-first", message_id="b"))
+        sender.schedule_messages(ServiceBusMessage("dropped-scheduled", message_id="b"), later)
+    assert sorted(str(m) for m in _peek_all(client, "dedup")) == ["scheduled-first", "sent-first"]
