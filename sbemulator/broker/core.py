@@ -85,6 +85,7 @@ from .entity import (
 from .errors import (
     ArgumentError,
     ArgumentOutOfRangeError,
+    BrokerError,
     EntityDisabledError,
     EntityNotFoundError,
     InvalidOperationError,
@@ -951,6 +952,17 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                 ent.forget_session_if_idle(s)
                 if s.heap:
                     self._notify(ent, s)
+
+    def _end_receivers(self, ent: Entity, error: BrokerError) -> None:
+        """The entity stops serving its receivers: their locks end uncounted (the clients did nothing wrong)
+        and each one's next take raises ``error``, so that its link is detached with it."""
+        now = self._now()
+        for r in list(ent.receivers.values()):
+            if r.closed or r.ended_by is not None:
+                continue
+            r.ended_by = error
+            self._return_locks(ent, r, now, counted=False)
+            self._pending[id(r)] = r
 
     def _return_locks(self, ent: Entity, r: Receiver, now: int, counted: bool = True) -> None:
         msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=lambda m: m.sequence_number)

@@ -2,7 +2,7 @@
 and what survives a restart.
 
 A mixin of :class:`~sbemulator.broker.core.Broker`: it shares the broker's state (``_entities``,
-``store``) and needs two of its operations (``_op`` and ``_close_receiver``, declared below); it
+``store``) and needs three of its operations (``_op``, ``_close_receiver`` and ``_end_receivers``, declared below); it
 imports nothing from ``core``.
 
 What survives a restart (durable mode), and who wins when the config file and the store disagree:
@@ -61,6 +61,7 @@ from .entity import (
 )
 from .errors import (
     EntityAlreadyExistsError,
+    EntityDisabledError,
     EntityNotFoundError,
     InvalidOperationError,
     RuleError,
@@ -83,6 +84,7 @@ class TopologyMixin:
     _op: Callable[[], AbstractContextManager[None]]
     _entity: Callable[[str], Entity]
     _close_receiver: Callable[[Any], None]
+    _end_receivers: Callable[[Entity, Any], None]
 
     def _init_topology(self) -> None:
         """Build the config file's entities, then apply what the store remembers (see module doc)."""
@@ -218,9 +220,10 @@ class TopologyMixin:
             config = dataclasses.replace(config, rules=tuple(rc for rc, _ in ent.rules))
         _configure(ent, config)
         if ent.kind != TOPIC and ent.status in (STATUS_DISABLED, STATUS_RECEIVE_DISABLED):
-            # suspended for receiving: the receivers attached until now get nothing more
-            for r in list(ent.receivers.values()):
-                self._close_receiver(r)
+            # suspended for receiving: the links attached until now are detached with that error
+            self._end_receivers(ent, EntityDisabledError(
+                f"Messaging entity '{ent.path}' is currently disabled for receiving (status {ent.status})."
+            ))
         for sub in (ent.dlq, ent.transfer_dlq):
             if sub is not None:
                 sub.lock_duration_ms = ent.lock_duration_ms

@@ -432,3 +432,19 @@ def test_scheduled_messages_are_included_in_duplicate_detection(client):
         sender.send_messages(ServiceBusMessage("sent-first", message_id="b"))
         sender.schedule_messages(ServiceBusMessage("dropped-scheduled", message_id="b"), later)
     assert sorted(str(m) for m in _peek_all(client, "dedup")) == ["scheduled-first", "sent-first"]
+
+
+def test_a_receiver_attached_before_the_queue_is_disabled_gets_the_error_and_its_locks_end(once, admin):
+    """"Suspend and reactivate messaging entities": once the queue is Disabled its messages can't be removed
+    and the operations yield errors; a receiver that was already attached gets MessagingEntityDisabledError,
+    and the message it held locked is kept (available again, its delivery not counted, once reactivated)."""
+    _send(once, "plain", "held")
+    with once.get_queue_receiver("plain") as receiver:
+        (held,) = receive(receiver, 1)
+        _set_queue_status(admin, "plain", EntityStatus.DISABLED)
+        with pytest.raises(MessagingEntityDisabledError):
+            receiver.receive_messages(max_message_count=1, max_wait_time=1)
+    _set_queue_status(admin, "plain", EntityStatus.ACTIVE)
+    with once.get_queue_receiver("plain", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
+        (again,) = receive(receiver, 1)
+    assert (str(again), again.sequence_number, again.delivery_count) == ("held", held.sequence_number, 0)
