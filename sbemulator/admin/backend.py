@@ -314,6 +314,10 @@ class Namespace:
             if isinstance(default_rule, RuleConfig):
                 validate_rule_name(default_rule.name)
                 config = dataclasses.replace(config, rules=(default_rule,))
+        if config.forward_to:
+            # "Chaining Service Bus entities with autoforwarding": with autoforwarding set up, the source's
+            # AutoDeleteOnIdle is set to the maximum value (forwarding counts as receiving; never idle)
+            extras.pop("AutoDeleteOnIdle", None)
         return config, extras
 
     def _forward_target(self, value: str | None, own_name: str) -> str | None:

@@ -448,3 +448,17 @@ def test_a_receiver_attached_before_the_queue_is_disabled_gets_the_error_and_its
     with once.get_queue_receiver("plain", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
         (again,) = receive(receiver, 1)
     assert (str(again), again.sequence_number, again.delivery_count) == ("held", held.sequence_number, 0)
+
+
+def test_an_auto_forwarding_source_never_auto_deletes(admin):
+    """"Chaining Service Bus entities with autoforwarding", note: when autoforwarding is set up, the value for
+    AutoDeleteOnIdle on the source entity is automatically set to the maximum value of the data type."""
+    idle = dt.timedelta(minutes=10)
+    forwarding = admin.create_queue("idle-forwarder", forward_to="plain", auto_delete_on_idle=idle)
+    plain = admin.create_queue("idle-plain", auto_delete_on_idle=idle)
+    subscription = admin.create_subscription("status-topic", "idle-forwarder", forward_to="plain",
+                                             auto_delete_on_idle=idle)
+    assert plain.auto_delete_on_idle == idle
+    assert forwarding.auto_delete_on_idle > dt.timedelta(days=3650)
+    assert subscription.auto_delete_on_idle > dt.timedelta(days=3650)
+    assert admin.get_queue("idle-forwarder").auto_delete_on_idle == forwarding.auto_delete_on_idle
