@@ -412,8 +412,10 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                     f"The received message (size {m.size} bytes) exceeds the limit "
                     f"({ent.max_message_size} bytes) currently allowed on '{ent.path}'."
                 )
-            self._check_property_sizes(m)
-            self._check_id_lengths(m)
+            if m.header_size > MAX_PROPERTY_SIZE:  # below that, neither property quota can be exceeded
+                self._check_property_sizes(m)
+            if len(m.message_id or "") > MAX_ID_LENGTH or len(m.session_id or "") > MAX_ID_LENGTH:
+                self._refuse_id_lengths(m)
             if ent.requires_session and not m.session_id:
                 raise SessionRequiredError(
                     "The SessionId was not set on a message, and it cannot be sent to the entity. "
@@ -438,7 +440,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             )
 
     @staticmethod
-    def _check_id_lengths(m: IncomingMessage) -> None:
+    def _refuse_id_lengths(m: IncomingMessage) -> None:
         """"Service Bus quotas": a message ID and a session ID are at most 128 characters."""
         for what, value in (("MessageId", m.message_id), ("SessionId", m.session_id)):
             if value is not None and len(value) > MAX_ID_LENGTH:
