@@ -243,6 +243,9 @@ class Namespace:
                 created = True
             else:
                 meta = self._meta_for(existing)
+                if meta.extras.get("EnablePartitioning", False) != extras.get("EnablePartitioning", False):
+                    # partitioning is chosen when an entity is created, never changed
+                    raise BadRequest("The value of EnablePartitioning cannot be changed on an existing entity.")
                 if not _same_config(existing.config, config) or meta.extras != extras:
                     self.broker.update_entity(existing.path, config)
                     meta.updated_at, meta.extras = now, extras

@@ -199,7 +199,8 @@ class TopologyMixin:
         """Change a queue's, topic's or subscription's settings in place: messages, locks, receivers and
         (for subscriptions) rules stay; a topic's ``subscriptions`` and a subscription's ``rules`` in
         ``config`` are ignored (change those with the subscription and rule operations). Persisted.
-        ``RequiresSession`` cannot change (InvalidOperationError), as on Service Bus."""
+        ``RequiresSession`` and ``RequiresDuplicateDetection`` cannot change (InvalidOperationError), as on
+        Service Bus."""
         with self._op():
             ent = self._entity_of_kind(path, (QUEUE, TOPIC, SUBSCRIPTION))
             expected = {QUEUE: QueueConfig, TOPIC: TopicConfig, SUBSCRIPTION: SubscriptionConfig}[ent.kind]
@@ -207,6 +208,11 @@ class TopologyMixin:
                 raise InvalidOperationError(f"'{ent.path}' is a {ent.kind}; expected a {expected.__name__}.")
             if ent.kind != TOPIC and ent.requires_session != config.requires_session:
                 raise InvalidOperationError("The value of RequiresSession cannot be changed on an existing entity.")
+            if ent.kind != SUBSCRIPTION and ent.requires_duplicate_detection != config.requires_duplicate_detection:
+                # "Enable duplicate message detection": only when the queue or topic is created
+                raise InvalidOperationError(
+                    "The value of RequiresDuplicateDetection cannot be changed on an existing entity."
+                )
             if not isinstance(config, TopicConfig):
                 _check_forward_source(config)
             self._reconfigure(ent, config)

@@ -462,3 +462,25 @@ def test_an_auto_forwarding_source_never_auto_deletes(admin):
     assert forwarding.auto_delete_on_idle > dt.timedelta(days=3650)
     assert subscription.auto_delete_on_idle > dt.timedelta(days=3650)
     assert admin.get_queue("idle-forwarder").auto_delete_on_idle == forwarding.auto_delete_on_idle
+
+
+def test_duplicate_detection_and_partitioning_cannot_change_after_creation(admin):
+    """"Enable duplicate message detection": you can't enable or disable duplicate detection after the queue
+    or topic is created (only its window can change); partitioning likewise is chosen at creation. Service Bus
+    answers 400 and the entity keeps its settings."""
+    for toggle in ("requires_duplicate_detection", "enable_partitioning"):
+        queue_props = admin.get_queue("plain")
+        setattr(queue_props, toggle, True)
+        with pytest.raises(HttpResponseError) as refused:
+            admin.update_queue(queue_props)
+        assert refused.value.status_code == 400
+        assert getattr(admin.get_queue("plain"), toggle) is False
+    topic = admin.get_topic("status-topic")
+    topic.requires_duplicate_detection = True
+    with pytest.raises(HttpResponseError):
+        admin.update_topic(topic)
+    assert admin.get_topic("status-topic").requires_duplicate_detection is False
+    dedup = admin.get_queue("dedup")
+    dedup.duplicate_detection_history_time_window = dt.timedelta(minutes=5)
+    admin.update_queue(dedup)  # the window may change
+    assert admin.get_queue("dedup").duplicate_detection_history_time_window == dt.timedelta(minutes=5)
