@@ -466,8 +466,9 @@ def test_an_auto_forwarding_source_never_auto_deletes(admin):
 
 def test_duplicate_detection_and_partitioning_cannot_change_after_creation(admin):
     """"Enable duplicate message detection": you can't enable or disable duplicate detection after the queue
-    or topic is created (only its window can change); partitioning likewise is chosen at creation. Service Bus
-    answers 400 and the entity keeps its settings."""
+    or topic is created (only its window can change). "Enable partitioning in Azure Service Bus basic or
+    standard": it's not possible to change the partitioning option on any existing queue or topic. Service
+    Bus answers 400 and the entity keeps its settings."""
     for toggle in ("requires_duplicate_detection", "enable_partitioning"):
         queue_props = admin.get_queue("plain")
         setattr(queue_props, toggle, True)
