@@ -2,7 +2,7 @@
 and what survives a restart.
 
 A mixin of :class:`~sbemulator.broker.core.Broker`: it shares the broker's state (``_entities``,
-``store``) and needs three of its operations (``_op``, ``_close_receiver`` and ``_end_receivers``, declared below); it
+``store``) and needs two of its operations (``_op`` and ``_end_receivers``, declared below); it
 imports nothing from ``core``.
 
 What survives a restart (durable mode), and who wins when the config file and the store disagree:
@@ -83,7 +83,6 @@ class TopologyMixin:
     # provided by the broker
     _op: Callable[[], AbstractContextManager[None]]
     _entity: Callable[[str], Entity]
-    _close_receiver: Callable[[Any], None]
     _end_receivers: Callable[[Entity, Any], None]
 
     def _init_topology(self) -> None:
@@ -251,11 +250,13 @@ class TopologyMixin:
                     self.store.save_entity(key, DELETED, json.dumps(marker))
 
     def _drop(self, ent: Entity) -> None:
-        """Forget an entity, its sub-queues and (topics) its subscriptions; close their receivers."""
+        """Forget an entity, its sub-queues and (topics) its subscriptions. Their receivers' links are
+        detached with ``amqp:not-found`` on their next receive, as Service Bus detaches the links of a
+        deleted entity (the SDK raises MessagingEntityNotFoundError)."""
         for e in (ent, *ent.subscriptions.values()):
             for c in (e, e.dlq, e.transfer_dlq):
-                for r in list(c.receivers.values()) if c is not None else ():
-                    self._close_receiver(r)
+                if c is not None and c.receivers:
+                    self._end_receivers(c, EntityNotFoundError(f"The messaging entity '{c.path}' was deleted."))
         prefix = ent.key + "/"
         for key in [k for k in self._entities if k == ent.key or k.startswith(prefix)]:
             del self._entities[key]

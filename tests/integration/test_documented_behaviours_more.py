@@ -24,6 +24,7 @@ from azure.servicebus.exceptions import (
     MessageNotFoundError,
     MessageSizeExceededError,
     MessagingEntityDisabledError,
+    MessagingEntityNotFoundError,
     ServiceBusError,
 )
 from azure.servicebus.management import EntityStatus, ServiceBusAdministrationClient
@@ -485,3 +486,17 @@ def test_duplicate_detection_and_partitioning_cannot_change_after_creation(admin
     dedup.duplicate_detection_history_time_window = dt.timedelta(minutes=5)
     admin.update_queue(dedup)  # the window may change
     assert admin.get_queue("dedup").duplicate_detection_history_time_window == dt.timedelta(minutes=5)
+
+
+def test_a_receiver_of_a_deleted_queue_gets_entity_not_found(once, admin):
+    """A receiver attached to a queue that is then deleted: its next receive raises
+    MessagingEntityNotFoundError, the error Service Bus names for a missing entity (as for a new receiver)."""
+    admin.create_queue("short-lived")
+    with once.get_queue_receiver("short-lived") as receiver:
+        assert receiver.receive_messages(max_message_count=1, max_wait_time=0.5) == []
+        admin.delete_queue("short-lived")
+        with pytest.raises(MessagingEntityNotFoundError):
+            receiver.receive_messages(max_message_count=1, max_wait_time=1)
+    with pytest.raises(MessagingEntityNotFoundError):
+        with once.get_queue_receiver("short-lived") as receiver:
+            receiver.receive_messages(max_message_count=1, max_wait_time=1)
