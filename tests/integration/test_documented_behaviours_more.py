@@ -1,7 +1,8 @@
 """More documented Service Bus behaviours, checked through the real azure-servicebus SDK over a socket.
 
 Each test names the documentation page (learn.microsoft.com/azure/service-bus-messaging/...) it follows.
-Entities use TTLs of two seconds so that no test waits longer than the behaviour needs.
+Entities use TTLs of a few seconds (room for a loaded machine to defer the message first) so that no test
+waits longer than the behaviour needs.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ KB = 1024
 CONFIG = topology(
     queues=[
         queue("plain"),
-        queue("deferred-ttl-dlq", DefaultMessageTimeToLive="PT2S", DeadLetteringOnMessageExpiration=True),
-        queue("deferred-ttl-drop", DefaultMessageTimeToLive="PT2S", DeadLetteringOnMessageExpiration=False),
+        queue("deferred-ttl-dlq", DefaultMessageTimeToLive="PT3S", DeadLetteringOnMessageExpiration=True),
+        queue("deferred-ttl-drop", DefaultMessageTimeToLive="PT3S", DeadLetteringOnMessageExpiration=False),
         # a chain of six queues: five forwarding hops from hop-1 to hop-6
         queue("hop-1", ForwardTo="hop-2"),
         queue("hop-2", ForwardTo="hop-3"),
