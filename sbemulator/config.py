@@ -65,6 +65,12 @@ class RuleConfig:
     action_expression: str | None = None
 
 
+STATUS_ACTIVE = "Active"
+STATUS_DISABLED = "Disabled"
+STATUS_SEND_DISABLED = "SendDisabled"
+STATUS_RECEIVE_DISABLED = "ReceiveDisabled"
+
+
 @dataclass(frozen=True)
 class SubscriptionConfig:
     name: str
@@ -77,6 +83,9 @@ class SubscriptionConfig:
     forward_dead_lettered_messages_to: str | None = None
     requires_session: bool = False
     rules: tuple[RuleConfig, ...] = ()
+    # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
+    # (set through the management APIs; the config file has no such property).
+    status: str = STATUS_ACTIVE
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,9 @@ class QueueConfig:
     forward_dead_lettered_messages_to: str | None = None
     requires_session: bool = False
     max_message_size_kb: int = DEFAULT_MAX_MESSAGE_SIZE_KB
+    # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
+    # (set through the management APIs; the config file has no such property).
+    status: str = STATUS_ACTIVE
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,9 @@ class TopicConfig:
     requires_duplicate_detection: bool = False
     max_message_size_kb: int = DEFAULT_MAX_MESSAGE_SIZE_KB
     subscriptions: tuple[SubscriptionConfig, ...] = ()
+    # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
+    # (set through the management APIs; the config file has no such property).
+    status: str = STATUS_ACTIVE
 
 
 @dataclass(frozen=True)
@@ -499,6 +514,7 @@ class _Parser:
         # Forwarding targets must exist and must not point at the entity itself.
         for i, q in enumerate(queues):
             self._check_forward(q.forward_to, q.name, names, f"{np_}.Queues[{i}].Properties.ForwardTo")
+            self._check_forward_source(q, f"{np_}.Queues[{i}].Properties.ForwardTo")
             self._check_forward(
                 q.forward_dead_lettered_messages_to,
                 None,
@@ -509,12 +525,18 @@ class _Parser:
             for j, s in enumerate(t.subscriptions):
                 sp = f"{np_}.Topics[{i}].Subscriptions[{j}].Properties"
                 self._check_forward(s.forward_to, None, names, f"{sp}.ForwardTo")
+                self._check_forward_source(s, f"{sp}.ForwardTo")
                 self._check_forward(
                     s.forward_dead_lettered_messages_to, None, names, f"{sp}.ForwardDeadLetteredMessagesTo"
                 )
         return NamespaceConfig(
             name=name, queues=tuple(queues), topics=tuple(topics), sas_keys=tuple(keys), logging=logging
         )
+
+    def _check_forward_source(self, entity: QueueConfig | SubscriptionConfig, path: str) -> None:
+        problem = forward_source_problem(entity)
+        if problem is not None:
+            raise self.fail(path, problem)
 
     def _check_forward(self, target: str | None, own: str | None, names: dict[str, str], path: str) -> None:
         if target is None:
@@ -523,6 +545,14 @@ class _Parser:
             raise self.fail(path, f"forwarding target {target!r} is not a queue or topic of this namespace")
         if own is not None and target.lower() == own.lower():
             raise self.fail(path, "an entity cannot forward to itself")
+
+
+def forward_source_problem(entity: QueueConfig | SubscriptionConfig) -> str | None:
+    """Why ``entity`` cannot auto-forward, or None. "Chaining Service Bus entities with autoforwarding":
+    autoforwarding isn't supported for session-enabled queues or subscriptions (Service Bus answers 400)."""
+    if entity.forward_to and entity.requires_session:
+        return "auto-forwarding (ForwardTo) is not supported on a session-enabled queue or subscription"
+    return None
 
 
 def _json_type(value: Any) -> str:

@@ -24,7 +24,7 @@ from .amqp.message import (
 )
 from .amqp.performatives import Properties
 from .amqp.types import Described, Long, Symbol, Timestamp, ULong
-from .broker.model import BrokerMessage, IncomingMessage
+from .broker.model import MAX_PROPERTY_SIZE, BrokerMessage, IncomingMessage
 
 SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
 ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
@@ -77,6 +77,11 @@ def _with_message_id(parsed: ParsedMessage) -> None:
     parsed.properties_raw = codec.encode(props)
 
 
+def _largest_property(app_props: dict) -> tuple[str, int] | None:
+    sizes = [(str(k), len(codec.encode(k)) + len(codec.encode(v))) for k, v in app_props.items()]
+    return max(sizes, key=lambda item: item[1], default=None)
+
+
 def to_incoming(parsed: ParsedMessage, size: int) -> IncomingMessage:
     if parsed.properties is None or parsed.properties.message_id is None:
         _with_message_id(parsed)
@@ -84,6 +89,7 @@ def to_incoming(parsed: ParsedMessage, size: int) -> IncomingMessage:
     annotations = parsed.message_annotations or {}
     header = parsed.header
     app_props = parsed.application_properties or {}
+    header_size = max(0, size - len(parsed.body_raw))
     return IncomingMessage(
         properties_raw=parsed.properties_raw,
         application_properties={str(k): v for k, v in app_props.items()},
@@ -101,6 +107,8 @@ def to_incoming(parsed: ParsedMessage, size: int) -> IncomingMessage:
         scheduled_enqueue_time_ms=_millis(annotations.get(SCHEDULED_ENQUEUE_TIME)),
         size=size,
         annotations={k: v for k, v in annotations.items() if k not in BROKER_ANNOTATIONS},
+        header_size=header_size,
+        largest_property=_largest_property(app_props) if header_size > MAX_PROPERTY_SIZE else None,
     )
 
 

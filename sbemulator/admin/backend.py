@@ -6,7 +6,7 @@ same *spec*: a dict keyed by the Service Bus property names of the Atom schema (
 dataclasses, calls the broker, and answers with :class:`EntityInfo` / :class:`RuleInfo` for the
 renderers. It runs on the emulator's event loop (the broker is single-threaded).
 
-Properties the broker has no behaviour for (``AutoDeleteOnIdle``, ``Status``, ``UserMetadata``,
+Properties the broker has no behaviour for (``AutoDeleteOnIdle``, ``UserMetadata``,
 ``EnableBatchedOperations``, ``MaxSizeInMegabytes``, partitioning...) are validated, kept in memory
 and echoed, so that round trips (get, change, update) behave; they are not enforced and, unlike the
 entities themselves, not kept across restarts.
@@ -42,6 +42,7 @@ from sbemulator.config import (
     DEFAULT_MAX_MESSAGE_SIZE_KB,
     DEFAULT_MESSAGE_TTL,
     MAX_LOCK_DURATION,
+    STATUS_ACTIVE,
     QueueConfig,
     RuleConfig,
     SubscriptionConfig,
@@ -179,6 +180,7 @@ class Namespace:
     def _info(self, view: EntityView) -> EntityInfo:
         meta = self._meta_for(view)
         extras = {k: meta.extras.get(k, EXTRA_DEFAULTS[k]) for k in _EXTRAS_BY_KIND[view.kind]}
+        extras["Status"] = view.config.status  # enforced by the broker, so kept in its config
         default_rule = next((rc for rc in view.rules if rc.name == DEFAULT_RULE), None)
         accessed = max(meta.updated_at, min(view.last_enqueued_ms / 1000, self.clock()))
         return EntityInfo(
@@ -241,6 +243,9 @@ class Namespace:
                 created = True
             else:
                 meta = self._meta_for(existing)
+                if meta.extras.get("EnablePartitioning", False) != extras.get("EnablePartitioning", False):
+                    # partitioning is chosen when an entity is created, never changed
+                    raise BadRequest("The value of EnablePartitioning cannot be changed on an existing entity.")
                 if not _same_config(existing.config, config) or meta.extras != extras:
                     self.broker.update_entity(existing.path, config)
                     meta.updated_at, meta.extras = now, extras
@@ -272,18 +277,20 @@ class Namespace:
         for key in _EXTRAS_BY_KIND[kind]:
             if key in spec and spec[key] is not None:
                 extras[key] = s.extra(key)
+        status = extras.pop("Status", STATUS_ACTIVE)
         if kind == TOPIC:
             config: Any = TopicConfig(
                 name=name,
+                status=status,
                 default_message_ttl=s.duration("DefaultMessageTimeToLive", DEFAULT_MESSAGE_TTL),
-                duplicate_detection_window=s.duration(
-                    "DuplicateDetectionHistoryTimeWindow", DEFAULT_DUPLICATE_DETECTION_WINDOW),
+                duplicate_detection_window=s.duplicate_window(),
                 requires_duplicate_detection=s.boolean("RequiresDuplicateDetection", False),
                 max_message_size_kb=s.integer("MaxMessageSizeInKilobytes", DEFAULT_MAX_MESSAGE_SIZE_KB, 1),
             )
             return config, extras
         common = dict(
             name=name,
+            status=status,
             lock_duration=s.lock_duration(),
             max_delivery_count=s.integer("MaxDeliveryCount", DEFAULT_MAX_DELIVERY_COUNT, 1),
             default_message_ttl=s.duration("DefaultMessageTimeToLive", DEFAULT_MESSAGE_TTL),
@@ -296,8 +303,7 @@ class Namespace:
         if kind == QUEUE:
             config = QueueConfig(
                 **common,
-                duplicate_detection_window=s.duration(
-                    "DuplicateDetectionHistoryTimeWindow", DEFAULT_DUPLICATE_DETECTION_WINDOW),
+                duplicate_detection_window=s.duplicate_window(),
                 requires_duplicate_detection=s.boolean("RequiresDuplicateDetection", False),
                 max_message_size_kb=s.integer("MaxMessageSizeInKilobytes", DEFAULT_MAX_MESSAGE_SIZE_KB, 1),
             )
@@ -311,6 +317,10 @@ class Namespace:
             if isinstance(default_rule, RuleConfig):
                 validate_rule_name(default_rule.name)
                 config = dataclasses.replace(config, rules=(default_rule,))
+        if config.forward_to:
+            # "Chaining Service Bus entities with autoforwarding": with autoforwarding set up, the source's
+            # AutoDeleteOnIdle is set to the maximum value (forwarding counts as receiving; never idle)
+            extras.pop("AutoDeleteOnIdle", None)
         return config, extras
 
     def _forward_target(self, value: str | None, own_name: str) -> str | None:
@@ -444,6 +454,17 @@ class _Spec:
             raise BadRequest("The value supplied for LockDuration is invalid: the maximum is 5 minutes (PT5M).")
         return value
 
+    def duplicate_window(self) -> float:
+        """DuplicateDetectionHistoryTimeWindow: "minimum is 20 seconds", "max value is 7 days"
+        (QueueProperties.DuplicateDetectionHistoryTimeWindow)."""
+        key = "DuplicateDetectionHistoryTimeWindow"
+        value = self.duration(key, DEFAULT_DUPLICATE_DETECTION_WINDOW)
+        if not MIN_DUPLICATE_WINDOW <= value <= MAX_DUPLICATE_WINDOW:
+            raise BadRequest(
+                f"The value supplied for {key} is invalid: it must be between 20 seconds (PT20S) and 7 days (P7D)."
+            )
+        return value
+
     def boolean(self, key: str, default: bool) -> bool:
         value = self._get(key)
         if value is None:
@@ -494,6 +515,8 @@ class _Spec:
 
 
 MAX_TIMESPAN_SECONDS = 922337203685.4775807  # .NET TimeSpan.MaxValue
+MIN_DUPLICATE_WINDOW = 20.0
+MAX_DUPLICATE_WINDOW = 7 * 86400.0
 
 
 def admin_error_from(exc: BrokerError) -> AdminError:

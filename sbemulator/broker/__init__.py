@@ -4,8 +4,10 @@ from .core import Broker, RuleError
 from .entity import EntityRef
 from .errors import (
     ArgumentError,
+    ArgumentOutOfRangeError,
     BrokerError,
     EntityAlreadyExistsError,
+    EntityDisabledError,
     EntityNotFoundError,
     InvalidOperationError,
     MessageLockLostError,
@@ -20,11 +22,13 @@ from .receiver import Receiver
 
 __all__ = [
     "ArgumentError",
+    "ArgumentOutOfRangeError",
     "Broker",
     "BrokerError",
     "BrokerMessage",
     "Delivery",
     "EntityAlreadyExistsError",
+    "EntityDisabledError",
     "EntityNotFoundError",
     "EntityRef",
     "IncomingMessage",

@@ -66,7 +66,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from sbemulator.config import NamespaceConfig
+from sbemulator.config import STATUS_DISABLED, STATUS_RECEIVE_DISABLED, STATUS_SEND_DISABLED, NamespaceConfig
 
 from .entity import (
     DEAD_LETTER,
@@ -85,6 +85,9 @@ from .entity import (
 )
 from .errors import (
     ArgumentError,
+    ArgumentOutOfRangeError,
+    BrokerError,
+    EntityDisabledError,
     EntityNotFoundError,
     InvalidOperationError,
     MessageLockLostError,
@@ -96,7 +99,18 @@ from .errors import (
     SessionRequiredError,
 )
 from .inspection import InspectionMixin
-from .model import BrokerMessage, Delivery, IncomingMessage, LockKey, MessageState, ReceiveMode, lock_key_of
+from .model import (
+    MAX_HEADER_SIZE,
+    MAX_ID_LENGTH,
+    MAX_PROPERTY_SIZE,
+    BrokerMessage,
+    Delivery,
+    IncomingMessage,
+    LockKey,
+    MessageState,
+    ReceiveMode,
+    lock_key_of,
+)
 from .receiver import Receiver
 from .rules import FilterEvaluationError
 from .sessions import SessionsMixin
@@ -110,10 +124,16 @@ log = logging.getLogger(__name__)
 MAX_FORWARD_HOPS = 4
 REASON_MAX_DELIVERY = "MaxDeliveryCountExceeded"
 REASON_TTL = "TTLExpiredException"
-REASON_SESSION_ID_NULL = "Session id is null."
+# The system's dead-letter reasons and descriptions, as "Dead-letter queues" lists them.
+REASON_SESSION_ID_NULL = "Session ID is null."
 DESC_SESSION_ID_NULL = "Session enabled entity doesn't allow a message whose session identifier is null."
+REASON_MAX_HOPS = "MaxTransferHopCountExceeded"
+DESC_MAX_HOPS = (
+    "The maximum number of allowed hops when forwarding between queues has been exceeded. "
+    f"This value is set to {MAX_FORWARD_HOPS}."
+)
 REASON_FILTER_EXCEPTION = "FilterEvaluationException"
-REASON_TRANSFER = "MessageTransferFailed"
+REASON_TRANSFER = "MessageTransferFailed"  # a forwarding destination that does not exist
 # Set on the copy a rule with an action produced ("Topic filters and actions").
 RULE_NAME = "RuleName"
 
@@ -122,6 +142,8 @@ _DUP_PRUNE_INTERVAL_MS = 60_000
 # Byte maps that set a random UUID's version (4) and variant (RFC 4122) bits.
 _VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
 _VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
+_SEND_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_SEND_DISABLED})
+_RECEIVE_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_RECEIVE_DISABLED})
 _MIN_COMPACT = 8192
 
 
@@ -355,11 +377,17 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                 self._accept(ent, BrokerMessage.from_incoming(incoming), now)
 
     def schedule(self, path: str, messages: Iterable[IncomingMessage]) -> list[int]:
-        """$management schedule-message: returns the sequence numbers (usable for cancel)."""
+        """$management schedule-message: returns the sequence numbers (usable for cancel). "Duplicate
+        detection": scheduled messages are included; a duplicate is dropped, its send still succeeds and
+        gets a number (that no message holds, so cancelling it finds nothing)."""
         with self._op():
             ent, batch = self._check_send(path, messages)
             now = self._now()
-            return [self._accept(ent, BrokerMessage.from_incoming(m), now) for m in batch]
+            return [
+                self._next_sequence(ent) if self._is_duplicate(ent, m, now)
+                else self._accept(ent, BrokerMessage.from_incoming(m), now)
+                for m in batch
+            ]
 
     def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None:
         with self._op():
@@ -383,6 +411,10 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             raise InvalidOperationError(
                 f"Cannot send to '{ent.path}': sending is only allowed to queues and topics."
             )
+        if ent.status in _SEND_SUSPENDED:
+            raise EntityDisabledError(
+                f"Messaging entity '{ent.path}' is currently disabled for sending (status {ent.status})."
+            )
         batch = list(messages)
         for m in batch:
             if m.size > ent.max_message_size:
@@ -390,6 +422,10 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                     f"The received message (size {m.size} bytes) exceeds the limit "
                     f"({ent.max_message_size} bytes) currently allowed on '{ent.path}'."
                 )
+            if m.header_size > MAX_PROPERTY_SIZE:  # below that, neither property quota can be exceeded
+                self._check_property_sizes(m)
+            if len(m.message_id or "") > MAX_ID_LENGTH or len(m.session_id or "") > MAX_ID_LENGTH:
+                self._refuse_id_lengths(m)
             if ent.requires_session and not m.session_id:
                 raise SessionRequiredError(
                     "The SessionId was not set on a message, and it cannot be sent to the entity. "
@@ -397,6 +433,30 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                     "SessionId set to a valid value."
                 )
         return ent, batch
+
+    @staticmethod
+    def _check_property_sizes(m: IncomingMessage) -> None:
+        """"Service Bus quotas", Message property size: refused before anything of the batch is stored."""
+        if m.largest_property is not None and m.largest_property[1] > MAX_PROPERTY_SIZE:
+            name, size = m.largest_property
+            raise ArgumentError(
+                f"SerializationException: the property '{name}' ({size} bytes) exceeds the maximum message "
+                f"property size of {MAX_PROPERTY_SIZE // 1024} KB."
+            )
+        if m.header_size > MAX_HEADER_SIZE:
+            raise ArgumentError(
+                f"SerializationException: the message header ({m.header_size} bytes: system and user "
+                f"properties) exceeds the maximum of {MAX_HEADER_SIZE // 1024} KB."
+            )
+
+    @staticmethod
+    def _refuse_id_lengths(m: IncomingMessage) -> None:
+        """"Service Bus quotas": a message ID and a session ID are at most 128 characters."""
+        for what, value in (("MessageId", m.message_id), ("SessionId", m.session_id)):
+            if value is not None and len(value) > MAX_ID_LENGTH:
+                raise ArgumentOutOfRangeError(
+                    f"The {what} is {len(value)} characters long; the maximum is {MAX_ID_LENGTH}."
+                )
 
     def _is_duplicate(self, ent: Entity, m: IncomingMessage, now: int) -> bool:
         if not ent.requires_duplicate_detection or m.message_id is None:
@@ -509,18 +569,20 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
     def _forward(self, source: Entity, msg: BrokerMessage, target_name: str, now: int) -> None:
         """Auto-forward (``msg`` is no longer in ``source``); failures land in the transfer DLQ."""
         target = self._entities.get(target_name.lower())
-        problem = None
+        reason = problem = None
         if target is None or target.kind not in (QUEUE, TOPIC):
-            problem = f"The forwarding destination '{target_name}' could not be found."
+            reason, problem = REASON_TRANSFER, f"The forwarding destination '{target_name}' could not be found."
+        elif target.status in _SEND_SUSPENDED:
+            reason, problem = REASON_TRANSFER, f"The forwarding destination '{target.path}' is disabled."
         elif msg.hops >= MAX_FORWARD_HOPS:
-            problem = f"The message exceeded the maximum of {MAX_FORWARD_HOPS} auto-forwarding hops."
+            reason, problem = REASON_MAX_HOPS, DESC_MAX_HOPS
         elif target.requires_session and not msg.session_id:
-            problem = DESC_SESSION_ID_NULL
+            reason, problem = REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL
         if problem is not None:
             tdlq = source.transfer_dlq
             assert tdlq is not None
             msg.state = MessageState.ACTIVE
-            self._mark_dead_lettered(msg, REASON_TRANSFER, problem)
+            self._mark_dead_lettered(msg, reason, problem)
             msg.expires_at_ms = None
             self._insert(tdlq, msg)
             self.store.put_message(tdlq.key, msg)
@@ -528,7 +590,10 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             return
         fwd = msg.copy()
         fwd.hops = msg.hops + 1
-        fwd.enqueue_sequence_number = msg.sequence_number
+        # "Messages, payloads, and serialization": the number of the original submission, however many hops
+        fwd.enqueue_sequence_number = (
+            msg.enqueue_sequence_number if msg.enqueue_sequence_number is not None else msg.sequence_number
+        )
         fwd.delivery_count = 0
         fwd.scheduled_enqueue_time_ms = None
         fwd.expires_at_ms = None
@@ -590,7 +655,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                 now,
             )
             return
-        if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
+        if msg.state == MessageState.ACTIVE and msg.expires_at_ms is not None and msg.expires_at_ms <= now:
             self._expire(ent, msg, now)
             return
         self.store.update_message(ent.key, msg)
@@ -612,6 +677,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             ent = self._entity(path)
             if ent.kind == TOPIC:
                 raise InvalidOperationError(f"Cannot receive from topic '{ent.path}'; use a subscription.")
+            self._check_receive_status(ent)
             wants_session = session_id is not None or next_available_session
             if ent.requires_session and not wants_session:
                 raise InvalidOperationError(
@@ -641,6 +707,15 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             if not ent.requires_session or r.session is not None:
                 self._notify_one(ent, r)
             return r
+
+    @staticmethod
+    def _check_receive_status(ent: Entity) -> None:
+        """"Suspend and reactivate messaging entities": no receiving from a Disabled or ReceiveDisabled
+        queue or subscription (their dead-letter queues stay readable)."""
+        if ent.status in _RECEIVE_SUSPENDED:
+            raise EntityDisabledError(
+                f"Messaging entity '{ent.path}' is currently disabled for receiving (status {ent.status})."
+            )
 
     def _notify_one(self, ent: Entity, r: Receiver) -> None:
         heap = r.session.heap if r.session is not None else ent.available
@@ -829,6 +904,7 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
         """$management receive-by-sequence-number for deferred messages (all or nothing)."""
         with self._op():
             ent = self._entity(path)
+            self._check_receive_status(ent)
             now = self._now()
             found = []
             for seq in sequence_numbers:
@@ -844,6 +920,16 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                         f"message with sequence number {seq} was not found."
                     )
                 found.append(msg)
+            # "Message deferral": a deferred message is not expired until a receive by sequence number
+            # asks for it; then an expired one is dead-lettered (or dropped) instead of delivered.
+            expired = [m for m in found if m.expires_at_ms is not None and m.expires_at_ms <= now]
+            if expired:
+                for msg in expired:
+                    self._expire(ent, msg, now)
+                raise MessageNotFoundError(
+                    f"Failed to lock one or more specified messages: the deferred message with sequence "
+                    f"number {expired[0].sequence_number} has expired."
+                )
             out = []
             for msg in found:
                 msg.delivery_count += 1
@@ -907,6 +993,17 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                 if s.heap:
                     self._notify(ent, s)
 
+    def _end_receivers(self, ent: Entity, error: BrokerError) -> None:
+        """The entity stops serving its receivers: their locks end uncounted (the clients did nothing wrong)
+        and each one's next take raises ``error``, so that its link is detached with it."""
+        now = self._now()
+        for r in list(ent.receivers.values()):
+            if r.closed or r.ended_by is not None:
+                continue
+            r.ended_by = error
+            self._return_locks(ent, r, now, counted=False)
+            self._pending[id(r)] = r
+
     def _return_locks(self, ent: Entity, r: Receiver, now: int, counted: bool = True) -> None:
         msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=lambda m: m.sequence_number)
         for msg in msgs:
@@ -955,9 +1052,10 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                         if ent.locks.get(key) is msg and msg.locked_until_ms == deadline:
                             self._lock_ended(ent, msg, now)
                 elif kind == _TTL:
-                    if not obj.locked and obj.state != MessageState.SCHEDULED:
+                    if not obj.locked and obj.state == MessageState.ACTIVE:
                         self._expire(ent, obj, now)
-                    # a locked message is checked again when its lock ends
+                    # a locked message is checked again when its lock ends; a deferred one when a
+                    # receive by sequence number asks for it ("Message deferral")
                 elif kind == _SCHED:
                     self._activate(ent, obj, now, stored=True)
                 elif kind == _SESSION:

@@ -74,6 +74,7 @@ class Entity:
     max_message_size: int = 256 * 1024
     requires_duplicate_detection: bool = False
     duplicate_window_ms: int = 20_000
+    status: str = "Active"  # "Suspend and reactivate messaging entities" (config.STATUS_*)
     config: Any = None  # the QueueConfig / TopicConfig / SubscriptionConfig it was built from
     # message state
     messages: dict[int, BrokerMessage] = field(default_factory=dict)

@@ -46,6 +46,13 @@ class MessageSizeExceededError(BrokerError):
     status_code = 413
 
 
+class EntityDisabledError(BrokerError):
+    """A send to, or a receive from, a suspended entity (the SDK raises MessagingEntityDisabledError)."""
+
+    condition = "com.microsoft:entity-disabled"
+    status_code = 400
+
+
 class MessageNotFoundError(BrokerError):
     condition = "com.microsoft:message-not-found"
     status_code = 404
@@ -64,6 +71,13 @@ class SessionRequiredError(InvalidOperationError):
 
 class ArgumentError(BrokerError):
     condition = "com.microsoft:argument-error"
+    status_code = 400
+
+
+class ArgumentOutOfRangeError(BrokerError):
+    """.NET's ArgumentOutOfRangeException, e.g. an id longer than its quota."""
+
+    condition = "com.microsoft:argument-out-of-range"
     status_code = 400
 
 

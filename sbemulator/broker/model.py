@@ -41,6 +41,14 @@ class MessageState(enum.IntEnum):
     SCHEDULED = 2
 
 
+# "Service Bus quotas", Message property size: at most 32 KB per property, and 64 KB for the whole header
+# (user and system properties together); a larger one is refused with a SerializationException.
+MAX_PROPERTY_SIZE = 32 * 1024
+MAX_HEADER_SIZE = 64 * 1024
+# "Service Bus quotas": maximum size of a message ID, and of a message session ID.
+MAX_ID_LENGTH = 128
+
+
 @dataclass(slots=True)
 class IncomingMessage:
     """A message as the server decoded it from a transfer (or a $management schedule request)."""
@@ -62,6 +70,11 @@ class IncomingMessage:
     size: int = 0
     # The sender's own message annotations (those the broker does not set itself), kept as sent.
     annotations: dict[Any, Any] = field(default_factory=dict)
+    # Encoded size of everything but the body (header, annotations, properties, application properties).
+    header_size: int = 0
+    # The largest application property (name, encoded size of name and value); only worked out when the
+    # header is larger than MAX_PROPERTY_SIZE, the one case where a property can exceed it.
+    largest_property: tuple[str, int] | None = None
 
 
 @dataclass(slots=True, eq=False)

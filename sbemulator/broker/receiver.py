@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import SessionLockLostError
+from .errors import BrokerError, SessionLockLostError
 from .model import Delivery, ReceiveMode
 
 if TYPE_CHECKING:
@@ -53,6 +53,9 @@ class Receiver:
         self.next_available_session = next_available_session
         self.session: Session | None = None
         self.session_lost = False
+        # Set when the entity stops serving this receiver (suspended for receiving): the next take
+        # raises it, so the server detaches the link with that error.
+        self.ended_by: BrokerError | None = None
         self.closed = False
         self.locks: set[bytes] = set()  # lock keys (model.LockKey)
         self._requested_session = session_id
@@ -80,6 +83,8 @@ class Receiver:
         """Up to ``max_count`` messages in FIFO order; peek-lock locks them and counts the delivery."""
         if self.session_lost:
             raise SessionLockLostError(f"The session lock on {self.path} was lost.")
+        if self.ended_by is not None:
+            raise self.ended_by
         if self.closed or max_count <= 0:
             return []
         return self._broker._take(self, max_count)

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from .entity import TIMER_SESSION, Entity, Session
-from .errors import InvalidOperationError, SessionLockLostError
+from .errors import InvalidOperationError, MessageSizeExceededError, SessionLockLostError
 
 if TYPE_CHECKING:
     from .receiver import Receiver
@@ -120,6 +120,12 @@ class SessionsMixin:
         with self._op():
             ent = self._entity(path)
             s = self._held_session(ent, session_id, self._now())
+            if state is not None and len(state) > ent.max_message_size:
+                # "Message sessions", Message session state: it can hold data of the size of one message
+                raise MessageSizeExceededError(
+                    f"The session state ({len(state)} bytes) exceeds the limit ({ent.max_message_size} bytes) "
+                    f"of one message on '{ent.path}'."
+                )
             s.state = bytes(state) if state is not None else None
             self.store.set_session_state(ent.key, session_id, s.state)
 

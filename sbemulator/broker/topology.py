@@ -2,7 +2,7 @@
 and what survives a restart.
 
 A mixin of :class:`~sbemulator.broker.core.Broker`: it shares the broker's state (``_entities``,
-``store``) and needs two of its operations (``_op`` and ``_close_receiver``, declared below); it
+``store``) and needs two of its operations (``_op`` and ``_end_receivers``, declared below); it
 imports nothing from ``core``.
 
 What survives a restart (durable mode), and who wins when the config file and the store disagree:
@@ -37,7 +37,16 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from sbemulator.config import NamespaceConfig, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
+from sbemulator.config import (
+    STATUS_DISABLED,
+    STATUS_RECEIVE_DISABLED,
+    NamespaceConfig,
+    QueueConfig,
+    RuleConfig,
+    SubscriptionConfig,
+    TopicConfig,
+    forward_source_problem,
+)
 
 from .entity import (
     DEAD_LETTER,
@@ -52,6 +61,7 @@ from .entity import (
 )
 from .errors import (
     EntityAlreadyExistsError,
+    EntityDisabledError,
     EntityNotFoundError,
     InvalidOperationError,
     RuleError,
@@ -73,7 +83,7 @@ class TopologyMixin:
     # provided by the broker
     _op: Callable[[], AbstractContextManager[None]]
     _entity: Callable[[str], Entity]
-    _close_receiver: Callable[[Any], None]
+    _end_receivers: Callable[[Entity, Any], None]
 
     def _init_topology(self) -> None:
         """Build the config file's entities, then apply what the store remembers (see module doc)."""
@@ -156,6 +166,7 @@ class TopologyMixin:
     def create_queue(self, q: QueueConfig) -> EntityRef:
         with self._op():
             self._check_new_name(q.name)
+            _check_forward_source(q)
             ent = self._add_queue(q)
             self._persist(ent)
             return ent.ref()
@@ -178,6 +189,7 @@ class TopologyMixin:
                 raise EntityAlreadyExistsError(
                     f"The subscription '{s.name}' already exists on '{topic.path}'."
                 )
+            _check_forward_source(s)
             ent = self._add_subscription(topic, s)
             self._persist(ent)
             return ent.ref()
@@ -186,7 +198,8 @@ class TopologyMixin:
         """Change a queue's, topic's or subscription's settings in place: messages, locks, receivers and
         (for subscriptions) rules stay; a topic's ``subscriptions`` and a subscription's ``rules`` in
         ``config`` are ignored (change those with the subscription and rule operations). Persisted.
-        ``RequiresSession`` cannot change (InvalidOperationError), as on Service Bus."""
+        ``RequiresSession`` and ``RequiresDuplicateDetection`` cannot change (InvalidOperationError), as on
+        Service Bus."""
         with self._op():
             ent = self._entity_of_kind(path, (QUEUE, TOPIC, SUBSCRIPTION))
             expected = {QUEUE: QueueConfig, TOPIC: TopicConfig, SUBSCRIPTION: SubscriptionConfig}[ent.kind]
@@ -194,6 +207,13 @@ class TopologyMixin:
                 raise InvalidOperationError(f"'{ent.path}' is a {ent.kind}; expected a {expected.__name__}.")
             if ent.kind != TOPIC and ent.requires_session != config.requires_session:
                 raise InvalidOperationError("The value of RequiresSession cannot be changed on an existing entity.")
+            if ent.kind != SUBSCRIPTION and ent.requires_duplicate_detection != config.requires_duplicate_detection:
+                # "Enable duplicate message detection": only when the queue or topic is created
+                raise InvalidOperationError(
+                    "The value of RequiresDuplicateDetection cannot be changed on an existing entity."
+                )
+            if not isinstance(config, TopicConfig):
+                _check_forward_source(config)
             self._reconfigure(ent, config)
             self._persist(ent)
             return ent.ref()
@@ -204,6 +224,11 @@ class TopologyMixin:
         elif ent.kind == SUBSCRIPTION:
             config = dataclasses.replace(config, rules=tuple(rc for rc, _ in ent.rules))
         _configure(ent, config)
+        if ent.kind != TOPIC and ent.status in (STATUS_DISABLED, STATUS_RECEIVE_DISABLED):
+            # suspended for receiving: the links attached until now are detached with that error
+            self._end_receivers(ent, EntityDisabledError(
+                f"Messaging entity '{ent.path}' is currently disabled for receiving (status {ent.status})."
+            ))
         for sub in (ent.dlq, ent.transfer_dlq):
             if sub is not None:
                 sub.lock_duration_ms = ent.lock_duration_ms
@@ -225,11 +250,13 @@ class TopologyMixin:
                     self.store.save_entity(key, DELETED, json.dumps(marker))
 
     def _drop(self, ent: Entity) -> None:
-        """Forget an entity, its sub-queues and (topics) its subscriptions; close their receivers."""
+        """Forget an entity, its sub-queues and (topics) its subscriptions. Their receivers' links are
+        detached with ``amqp:not-found`` on their next receive, as Service Bus detaches the links of a
+        deleted entity (the SDK raises MessagingEntityNotFoundError)."""
         for e in (ent, *ent.subscriptions.values()):
             for c in (e, e.dlq, e.transfer_dlq):
-                for r in list(c.receivers.values()) if c is not None else ():
-                    self._close_receiver(r)
+                if c is not None and c.receivers:
+                    self._end_receivers(c, EntityNotFoundError(f"The messaging entity '{c.path}' was deleted."))
         prefix = ent.key + "/"
         for key in [k for k in self._entities if k == ent.key or k.startswith(prefix)]:
             del self._entities[key]
@@ -415,9 +442,16 @@ class TopologyMixin:
         self._persist(sub)
 
 
+def _check_forward_source(config: QueueConfig | SubscriptionConfig) -> None:
+    problem = forward_source_problem(config)
+    if problem is not None:
+        raise InvalidOperationError(f"'{config.name}': {problem}.")
+
+
 def _configure(ent: Entity, config: Any) -> None:
     """Set an entity's behaviour from its config (building and updating share this one mapping)."""
     ent.config = config
+    ent.status = config.status
     ttl = _ms(config.default_message_ttl)
     if ent.kind == SUBSCRIPTION and ent.parent is not None and ent.parent.ttl_ms is not None:
         ttl = min(ttl, ent.parent.ttl_ms)  # the topic's default is a ceiling too

@@ -179,7 +179,7 @@ def test_session_subscription_dead_letters_messages_without_session_id():
     )
     b.send("t", [msg(b"nosession"), msg(b"withsession", session_id="g1")])
     (dl,) = b.peek("t/Subscriptions/sess/$DeadLetterQueue", 0, 5)
-    assert dl.body_raw == b"nosession" and dl.dead_letter_reason == "Session id is null."
+    assert dl.body_raw == b"nosession" and dl.dead_letter_reason == "Session ID is null."
     assert [m.body_raw for m in b.peek("t/Subscriptions/sess", 0, 5)] == [b"withsession"]
     assert len(b.peek("t/Subscriptions/plain", 0, 5)) == 2
 
