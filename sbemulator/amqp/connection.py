@@ -36,7 +36,6 @@ from .framing import (
     MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
     build_frame,
-    parse_frame_header,
 )
 from .performatives import (
     PERFORMATIVES,
@@ -383,7 +382,7 @@ class Connection:
                 continue
             if len(buf) < FRAME_HEADER_SIZE:
                 return
-            size, doff, frame_type, channel = parse_frame_header(buf)
+            size, doff, frame_type, channel = _read_frame_header(buf)
             if size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
                 raise ProtocolError(FRAMING_ERROR, f"invalid frame header (size={size}, doff={doff})")
             if not opened and size > MIN_MAX_FRAME_SIZE:
@@ -1017,6 +1016,7 @@ class Connection:
 
 
 _frame_header = struct.Struct(">IBBH")
+_read_frame_header = _frame_header.unpack_from  # framing.parse_frame_header without the call around it
 
 
 def _patch_header(frame: bytearray, channel: int) -> None:
