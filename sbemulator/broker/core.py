@@ -831,12 +831,11 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             elif status == "released":
                 self._lock_ended(ent, msg, now, counted=False)
             elif status == "defered":
+                # "Message deferral": a deferred message is not expired until a receive by sequence
+                # number asks for it, even one whose TTL passed while it was locked.
                 self._unlock(ent, msg)
                 msg.state = MessageState.DEFERRED
-                if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
-                    self._expire(ent, msg, now)
-                else:
-                    self.store.update_message(ent.key, msg)
+                self.store.update_message(ent.key, msg)
             elif status == "suspended":
                 self._dead_letter(ent, msg, reason, description, now)
             else:

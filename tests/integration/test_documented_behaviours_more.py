@@ -155,6 +155,26 @@ def test_a_received_deferred_message_abandoned_after_expiry_stays_deferred(clien
         assert still.sequence_number == seq
 
 
+def test_a_message_deferred_after_its_ttl_passed_while_locked_stays_deferred(client, once):
+    """"Message deferral": deferred messages aren't expired until a receive by sequence number asks for
+    them, also one whose TTL passed while a receiver held it locked and then deferred it."""
+    with client.get_queue_receiver("deferred-ttl-dlq") as receiver, \
+            client.get_queue_sender("deferred-ttl-dlq") as sender:
+        sender.send_messages(ServiceBusMessage("slow"))
+        (msg,) = receive(receiver, 1)
+        _sleep_past(msg.expires_at_utc)  # expires while locked (the lock lasts longer than the TTL)
+        receiver.defer_message(msg)
+    assert _peek_all(client, "deferred-ttl-dlq", ServiceBusSubQueue.DEAD_LETTER) == []
+    (still,) = _peek_all(client, "deferred-ttl-dlq")
+    assert still.sequence_number == msg.sequence_number
+    with once.get_queue_receiver("deferred-ttl-dlq") as receiver, pytest.raises(MessageNotFoundError):
+        receiver.receive_deferred_messages([msg.sequence_number])
+    with client.get_queue_receiver("deferred-ttl-dlq", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
+        (dead,) = receive(dlq, 1)
+        dlq.complete_message(dead)
+    assert (str(dead), dead.dead_letter_reason) == ("slow", "TTLExpiredException")
+
+
 # ------------------------------------------------------------------ system dead-letter reasons
 def _transfer_dead_letters(client: ServiceBusClient, queue_name: str) -> list:
     with client.get_queue_receiver(
