@@ -35,6 +35,8 @@ def _plain(value: Any) -> Any:
         return str(value)
     if k == values.UUID:
         return str(value)
+    if k == values.DATETIME:
+        return values.to_amqp_timestamp(value)
     return value
 
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import math
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from sbemulator.amqp.types import Timestamp
 
 from .errors import FilterEvaluationError
 
@@ -62,6 +64,26 @@ def kind(value: Any) -> str:
             k = OTHER
         _KINDS[t] = k
     return k
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def from_amqp_timestamp(value: Timestamp) -> datetime:
+    """An AMQP timestamp application property as the UTC date/time it stands for.
+
+    The SDKs send a date/time property (Python ``datetime``, .NET ``DateTime``, JS ``Date``) as an
+    AMQP timestamp, and Service Bus evaluates it as a DateTime: it compares with
+    ``sys.EnqueuedTimeUtc`` and with date/time parameters, not with numbers.
+    """
+    return _EPOCH + timedelta(milliseconds=int(value))
+
+
+def to_amqp_timestamp(value: datetime) -> Timestamp:
+    """A date/time computed by an action, as the AMQP timestamp the message carries."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return Timestamp((value - _EPOCH) // timedelta(milliseconds=1))
 
 
 def equals(a: Any, b: Any) -> bool:
