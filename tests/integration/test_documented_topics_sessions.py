@@ -106,3 +106,84 @@ def test_an_action_copying_a_date_time_keeps_it_a_date_time(client, admin):
     # azure-servicebus hands AMQP timestamps back as milliseconds since the Unix epoch
     assert props[b"DueCopy"] == props[b"DueUtc"] == int(due.timestamp() * 1000)
     assert props[b"Stamped"] == int(msg.enqueued_time_utc.timestamp() * 1000) > before.timestamp() * 1000
+
+
+# ---- parameters ---------------------------------------------------------------------------------
+def test_sql_filter_parameters_are_substituted_and_kept_on_the_rule(client, admin):
+    """SqlRuleFilter / SqlFilter.Parameters ("Topic filters and actions", SQL filters): ``@name`` in the
+    expression takes the value given with the rule (string, number, boolean, date/time), and the rule
+    read back carries them."""
+    cutoff = dt.datetime(2030, 1, 1, tzinfo=UTC)
+    _subscribe(admin, "by-params", filter=SqlRuleFilter(
+        "Color = @color AND Qty > @min AND Urgent = @urgent AND DueUtc < @cutoff",
+        parameters={"@color": "red", "@min": 2, "@urgent": True, "@cutoff": cutoff}))
+    rule = admin.get_rule("events", "by-params", "only")
+    assert dict(rule.filter.parameters) == {"@color": "red", "@min": 2, "@urgent": True, "@cutoff": cutoff}
+    due = cutoff - dt.timedelta(days=1)
+    with client.get_topic_sender("events") as sender:
+        sender.send_messages([
+            ServiceBusMessage("match", application_properties={
+                "Color": "red", "Qty": 3, "Urgent": True, "DueUtc": due}),
+            ServiceBusMessage("too-few", application_properties={
+                "Color": "red", "Qty": 2, "Urgent": True, "DueUtc": due}),
+            ServiceBusMessage("too-late", application_properties={
+                "Color": "red", "Qty": 3, "Urgent": True, "DueUtc": cutoff}),
+        ])
+    assert _bodies(client, "by-params") == ["match"]
+
+
+def test_sql_action_parameters_are_substituted(client, admin):
+    """SqlRuleAction / SqlRuleAction.Parameters ("SQL rule action syntax"): the action's ``@name``
+    values come with the action, separately from the filter's."""
+    _subscribe(admin, "stamp-params",
+               filter=SqlRuleFilter("Kind = @kind", parameters={"@kind": "order"}),
+               action=SqlRuleAction("SET Route = @route; SET Weight = Qty * @factor",
+                                    parameters={"@route": "west", "@factor": 10}))
+    rule = admin.get_rule("events", "stamp-params", "only")
+    assert dict(rule.action.parameters) == {"@route": "west", "@factor": 10}
+    with client.get_topic_sender("events") as sender:
+        sender.send_messages([ServiceBusMessage("o", application_properties={"Kind": "order", "Qty": 4}),
+                              ServiceBusMessage("x", application_properties={"Kind": "other", "Qty": 4})])
+    with client.get_subscription_receiver("events", "stamp-params") as receiver:
+        (msg,) = receiver.receive_messages(max_message_count=5, max_wait_time=10)
+        receiver.complete_message(msg)
+    assert str(msg) == "o"
+    assert msg.application_properties[b"Route"] == b"west"
+    assert msg.application_properties[b"Weight"] == 40
+
+
+def test_a_rule_using_a_parameter_it_was_not_given_is_refused(admin):
+    """"SQL filter syntax": an expression is checked when the rule is created; a parameter with no
+    value is a bad request and leaves the subscription's rules as they were."""
+    from azure.core.exceptions import HttpResponseError
+
+    admin.create_subscription("events", "no-value")
+    with pytest.raises(HttpResponseError) as info:
+        admin.create_rule("events", "no-value", "bad",
+                          filter=SqlRuleFilter("Color = @color", parameters={"@other": "x"}))
+    assert info.value.status_code == 400
+    assert [r.name for r in admin.list_rules("events", "no-value")] == ["$Default"]
+
+
+def test_date_time_parameters_and_correlation_properties_survive_a_restart(tmp_path):
+    """A rule is part of the subscription's durable definition: after a restart a date/time parameter
+    and a date/time correlation property still compare as date/times (not as their text)."""
+    cutoff = dt.datetime(2030, 1, 1, tzinfo=UTC)
+    for run in range(2):
+        with Emulator(config=CONFIG, in_memory=False, data_dir=tmp_path) as emu, \
+                ServiceBusClient.from_connection_string(emu.connection_string) as sb:
+            if run == 0:
+                with ServiceBusAdministrationClient.from_connection_string(
+                    emu.admin_connection_string, connection_verify=emu.ca_path
+                ) as adm:
+                    _subscribe(adm, "before-cutoff", filter=SqlRuleFilter(
+                        "DueUtc < @cutoff", parameters={"@cutoff": cutoff}))
+                    _subscribe(adm, "at-cutoff", filter=CorrelationRuleFilter(properties={"DueUtc": cutoff}))
+                continue
+            with sb.get_topic_sender("events") as sender:
+                sender.send_messages([
+                    ServiceBusMessage("early", application_properties={"DueUtc": cutoff - dt.timedelta(hours=1)}),
+                    ServiceBusMessage("exact", application_properties={"DueUtc": cutoff}),
+                ])
+            assert _bodies(sb, "before-cutoff") == ["early"]
+            assert _bodies(sb, "at-cutoff") == ["exact"]
