@@ -108,6 +108,24 @@ def test_an_action_copying_a_date_time_keeps_it_a_date_time(client, admin):
     assert props[b"Stamped"] == int(msg.enqueued_time_utc.timestamp() * 1000) > before.timestamp() * 1000
 
 
+
+def test_an_action_setting_a_duration_delivers_it_as_a_timespan(client, admin):
+    """"SQL rule action syntax": ``SET`` takes any expression, and ``sys.ExpiresAtUtc - sys.EnqueuedTimeUtc``
+    or ``sys.TimeToLive`` is a duration; the copy carries it as the .NET SDK writes a TimeSpan
+    (``com.microsoft:timespan`` over ticks of 100 ns) instead of failing the receiver's connection."""
+    _subscribe(admin, "aged", filter=SqlRuleFilter("1=1"),
+               action=SqlRuleAction("SET Lifetime = sys.ExpiresAtUtc - sys.EnqueuedTimeUtc; SET Ttl = sys.TimeToLive"))
+    with client.get_topic_sender("events") as sender:
+        sender.send_messages(ServiceBusMessage("m", time_to_live=dt.timedelta(minutes=5)))
+    with client.get_subscription_receiver("events", "aged") as receiver:
+        (msg,) = receiver.receive_messages(max_message_count=1, max_wait_time=10)
+        receiver.complete_message(msg)
+    five_minutes_in_ticks = 5 * 60 * 10_000_000
+    # azure-servicebus hands a described value back as its value: the ticks
+    assert msg.application_properties[b"Lifetime"] == five_minutes_in_ticks
+    assert msg.application_properties[b"Ttl"] == five_minutes_in_ticks
+
+
 # ---- parameters ---------------------------------------------------------------------------------
 def test_sql_filter_parameters_are_substituted_and_kept_on_the_rule(client, admin):
     """SqlRuleFilter / SqlFilter.Parameters ("Topic filters and actions", SQL filters): ``@name`` in the

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sbemulator.amqp.types import Timestamp
+from sbemulator.amqp.types import Described, Timestamp
 
 from . import values
 from .errors import FilterError
@@ -81,8 +81,8 @@ def compile_correlation(correlation: Mapping[str, Any] | None) -> Callable[[Any]
                     if key is MISSING:
                         return False
                     actual = app[key]
-                if actual.__class__ is Timestamp:
-                    actual = values.from_amqp_timestamp(actual)
+                if actual.__class__ is Timestamp or actual.__class__ is Described:
+                    actual = values.from_amqp(actual)
                 if expected is None or actual is None:
                     if expected is not actual:
                         return False

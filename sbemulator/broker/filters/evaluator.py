@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sbemulator.amqp.types import Timestamp
+from sbemulator.amqp.types import Described, Timestamp
 
 from . import nodes as ast
 from . import sysprops, values
@@ -62,8 +62,9 @@ def user_getter(name: str) -> ValueFn:
                     break
             else:
                 return None
-        if v.__class__ is Timestamp:
-            return values.from_amqp_timestamp(v)
+        cls = v.__class__
+        if cls is Timestamp or cls is Described:
+            return values.from_amqp(v)
         return v
 
     return get
@@ -94,7 +95,7 @@ def property_by_name(message: Any, name: Any) -> Any:
     if key is MISSING:
         return None
     value = props[key]
-    return values.from_amqp_timestamp(value) if value.__class__ is Timestamp else value
+    return values.from_amqp(value)
 
 
 # ---- compiler -----------------------------------------------------------------------------------

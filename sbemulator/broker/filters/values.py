@@ -23,7 +23,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sbemulator.amqp.types import Timestamp
+from sbemulator.amqp.types import Described, Long, Symbol, Timestamp
 
 from .errors import FilterEvaluationError
 
@@ -84,6 +84,26 @@ def to_amqp_timestamp(value: datetime) -> Timestamp:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return Timestamp((value - _EPOCH) // timedelta(milliseconds=1))
+
+
+TIMESPAN_DESCRIPTOR = Symbol("com.microsoft:timespan")
+_TICKS_PER_MICROSECOND = 10
+
+
+def to_amqp_timespan(value: timedelta) -> Described:
+    """A duration computed by an action (``SET Age = sys.ExpiresAtUtc - sys.EnqueuedTimeUtc``), as the
+    .NET SDK writes a TimeSpan application property: ``com.microsoft:timespan`` over its ticks."""
+    return Described(TIMESPAN_DESCRIPTOR, Long(value // timedelta(microseconds=1) * _TICKS_PER_MICROSECOND))
+
+
+def from_amqp(value: Any) -> Any:
+    """An application property value as filters see it: an AMQP timestamp is a date/time and a
+    ``com.microsoft:timespan`` a duration; anything else is itself."""
+    if value.__class__ is Timestamp:
+        return from_amqp_timestamp(value)
+    if value.__class__ is Described and value.descriptor == TIMESPAN_DESCRIPTOR and isinstance(value.value, int):
+        return timedelta(microseconds=value.value // _TICKS_PER_MICROSECOND)
+    return value
 
 
 def equals(a: Any, b: Any) -> bool:
