@@ -22,7 +22,14 @@ from azure.servicebus.management import (
 from sbemulator import Emulator
 from tests.fixtures.emulator import topology
 
-CONFIG = topology(topics=[{"Name": "events", "Properties": {}, "Subscriptions": []}])
+CONFIG = topology(topics=[
+    {"Name": "events", "Properties": {}, "Subscriptions": []},
+    {"Name": "ten-minutes", "Properties": {"DefaultMessageTimeToLive": "PT10M"}, "Subscriptions": [
+        {"Name": "ttl-known", "Properties": {}, "Rules": [{"Name": "known", "Properties": {
+            "FilterType": "Sql", "SqlFilter": {"SqlExpression": "sys.TimeToLive IS NOT NULL"},
+            "Action": {"SqlExpression": "SET Lifetime = sys.ExpiresAtUtc - sys.EnqueuedTimeUtc"}}}]},
+    ]},
+])
 UTC = dt.UTC
 
 
@@ -124,6 +131,20 @@ def test_an_action_setting_a_duration_delivers_it_as_a_timespan(client, admin):
     # azure-servicebus hands a described value back as its value: the ticks
     assert msg.application_properties[b"Lifetime"] == five_minutes_in_ticks
     assert msg.application_properties[b"Ttl"] == five_minutes_in_ticks
+
+
+
+def test_filters_see_the_topic_default_time_to_live_of_a_message_sent_without_one(client):
+    """"Message expiration (Time to Live)": a message without its own TimeToLive gets the entity's
+    DefaultMessageTimeToLive, so rules on the topic's subscriptions see sys.TimeToLive and
+    sys.ExpiresAtUtc set (here ten minutes), as the receiver does."""
+    with client.get_topic_sender("ten-minutes") as sender:
+        sender.send_messages(ServiceBusMessage("no-ttl"))
+    with client.get_subscription_receiver("ten-minutes", "ttl-known") as receiver:
+        (msg,) = receiver.receive_messages(max_message_count=1, max_wait_time=10)
+        receiver.complete_message(msg)
+    assert msg.time_to_live == dt.timedelta(minutes=10)
+    assert msg.application_properties[b"Lifetime"] == 10 * 60 * 10_000_000  # ticks of 100 ns
 
 
 # ---- parameters ---------------------------------------------------------------------------------
