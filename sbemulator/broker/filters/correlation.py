@@ -65,7 +65,8 @@ def normalize_correlation(correlation: Mapping[str, Any] | None) -> tuple[dict[s
 def compile_correlation(correlation: Mapping[str, Any] | None) -> Callable[[Any], bool]:
     system, props = normalize_correlation(correlation)
     system_items = tuple(system.items())
-    prop_items = tuple(props.items())
+    # a date/time given over AMQP arrives as a timestamp: compare it as the date/time it is
+    prop_items = tuple((name, None if v is None else values.from_amqp(v)) for name, v in props.items())
 
     def matches(message: Any) -> bool:
         for attribute, expected in system_items:

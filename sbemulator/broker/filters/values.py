@@ -106,6 +106,15 @@ def from_amqp(value: Any) -> Any:
     return value
 
 
+def to_amqp(value: Any) -> Any:
+    """The AMQP form of a date/time or duration (the inverse of ``from_amqp``); anything else is itself."""
+    if isinstance(value, datetime):
+        return to_amqp_timestamp(value)
+    if isinstance(value, timedelta):
+        return to_amqp_timespan(value)
+    return value
+
+
 def equals(a: Any, b: Any) -> bool:
     if kind(a) != kind(b):
         return False
