@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Iterator
 
 import pytest
+from azure.core.exceptions import HttpResponseError
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 from azure.servicebus.management import (
     CorrelationRuleFilter,
@@ -194,8 +195,6 @@ def test_sql_action_parameters_are_substituted(client, admin):
 def test_a_rule_using_a_parameter_it_was_not_given_is_refused(admin):
     """"SQL filter syntax": an expression is checked when the rule is created; a parameter with no
     value is a bad request and leaves the subscription's rules as they were."""
-    from azure.core.exceptions import HttpResponseError
-
     admin.create_subscription("events", "no-value")
     with pytest.raises(HttpResponseError) as info:
         admin.create_rule("events", "no-value", "bad",
