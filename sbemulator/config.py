@@ -63,6 +63,10 @@ class RuleConfig:
     # ReplyTo, ReplyToSessionId, SessionId, To and Properties (a dict of application properties).
     correlation: dict[str, Any] | None = None
     action_expression: str | None = None
+    # Values for the ``@name`` parameters of the SQL filter and of the SQL action (SqlRuleFilter /
+    # SqlRuleAction ``parameters``), keyed by name with its ``@``.
+    filter_parameters: dict[str, Any] | None = None
+    action_parameters: dict[str, Any] | None = None
 
 
 STATUS_ACTIVE = "Active"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .amqp.types import Described, Int, ULong
+from .broker.filters.values import from_amqp, to_amqp
 from .config import RuleConfig
 
 RULE_DESCRIPTION = ULong(0x0000013700000004)
@@ -68,7 +69,9 @@ def rule_from_description(description: Any) -> dict[str, Any]:
                 correlation[name] = _text(raw[key])
         properties = raw.get("properties")
         if isinstance(properties, dict) and properties:
-            correlation["Properties"] = {str(_text(k)): _text(v) for k, v in properties.items()}
+            # a JS Date arrives as an AMQP timestamp; kept as a date/time so that it survives a restart typed
+            correlation["Properties"] = {str(_text(k)): from_amqp(_text(v)) if v is not None else None
+                                         for k, v in properties.items()}
         return {"filter_type": "Correlation", "correlation": correlation, "action_expression": action_expression}
     raise RuleDescriptionError("rule-description has neither a sql-filter nor a correlation-filter")
 
@@ -84,7 +87,7 @@ def rule_to_description(rule: RuleConfig) -> Described:
     elif kind.startswith("correlation"):
         corr = rule.correlation or {}
         values: list[Any] = [corr.get(name) for name in _CORRELATION_ORDER]
-        values.append(dict(corr.get("Properties") or {}))
+        values.append({k: to_amqp(v) for k, v in (corr.get("Properties") or {}).items()})
         filter_value = Described(CORRELATION_FILTER, values)
     else:
         filter_value = Described(SQL_FILTER, [rule.sql_expression, COMPATIBILITY_LEVEL])

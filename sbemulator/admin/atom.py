@@ -193,23 +193,25 @@ def parse_rule_element(el: ET.Element, name: str) -> RuleConfig:
     filter_el = children.get("Filter")
     action_el = children.get("Action")
     action = None
+    action_parameters = None
     if action_el is not None and _xsi_type(action_el) == "SqlRuleAction":
         expr = _child_text(action_el, "SqlExpression")
-        _reject_parameters(action_el, "action")
         action = expr or None
+        action_parameters = _parameters(action_el) if action else None
+    common: dict[str, Any] = {"action_expression": action, "action_parameters": action_parameters}
     if filter_el is None:
-        return RuleConfig(name=name, filter_type="Sql", sql_expression="1=1", action_expression=action)
+        return RuleConfig(name=name, filter_type="Sql", sql_expression="1=1", **common)
     ftype = _xsi_type(filter_el)
     if ftype == "TrueFilter":
-        return RuleConfig(name=name, filter_type="Sql", sql_expression="1=1", action_expression=action)
+        return RuleConfig(name=name, filter_type="Sql", sql_expression="1=1", **common)
     if ftype == "FalseFilter":
-        return RuleConfig(name=name, filter_type="Sql", sql_expression="1=0", action_expression=action)
+        return RuleConfig(name=name, filter_type="Sql", sql_expression="1=0", **common)
     if ftype == "SqlFilter":
         expr = _child_text(filter_el, "SqlExpression")
         if not expr or not expr.strip():
             raise BadRequest("A SqlFilter needs a SqlExpression.")
-        _reject_parameters(filter_el, "filter")
-        return RuleConfig(name=name, filter_type="Sql", sql_expression=expr, action_expression=action)
+        return RuleConfig(name=name, filter_type="Sql", sql_expression=expr,
+                          filter_parameters=_parameters(filter_el), **common)
     if ftype == "CorrelationFilter":
         corr: dict[str, Any] = {}
         for child in filter_el:
@@ -220,7 +222,7 @@ def parse_rule_element(el: ET.Element, name: str) -> RuleConfig:
                 corr["Properties"] = parse_key_values(child)
         if not corr:
             raise BadRequest("A CorrelationFilter needs at least one property.")
-        return RuleConfig(name=name, filter_type="Correlation", correlation=corr, action_expression=action)
+        return RuleConfig(name=name, filter_type="Correlation", correlation=corr, **common)
     raise BadRequest(f"Unknown filter type '{ftype or '(none)'}'.")
 
 
@@ -231,10 +233,12 @@ def _child_text(el: ET.Element, name: str) -> str | None:
     return None
 
 
-def _reject_parameters(el: ET.Element, what: str) -> None:
+def _parameters(el: ET.Element) -> dict[str, Any] | None:
+    """A SqlFilter's or SqlRuleAction's ``Parameters`` (typed key-values), None when it has none."""
     for child in el:
         if _local(child.tag) == "Parameters" and len(child):
-            raise BadRequest(f"SQL {what} parameters are not supported by sbemulator.")
+            return parse_key_values(child)
+    return None
 
 
 def parse_key_values(el: ET.Element) -> dict[str, Any]:
@@ -258,6 +262,8 @@ def _typed_value(text: str, xsd_type: str) -> Any:
             return text.strip().lower() == "true"
         if xsd_type == "dateTime":
             return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if xsd_type == "duration":
+            return datetime.timedelta(seconds=parse_duration(text))
     except ValueError:
         raise BadRequest(f"The value '{text}' is not a valid {xsd_type}.") from None
     return text
@@ -415,6 +421,8 @@ def _key_values(values: dict[str, Any]) -> str:
             xsd, text = "double", repr(value)
         elif isinstance(value, datetime.datetime):
             xsd, text = "dateTime", value.isoformat()
+        elif isinstance(value, datetime.timedelta):
+            xsd, text = "duration", format_duration(value.total_seconds())
         else:
             xsd, text = "string", str(value)
         out.append(
@@ -422,6 +430,10 @@ def _key_values(values: dict[str, Any]) -> str:
             f'<Value xmlns:d6p1="{XSD_NS}" i:type="d6p1:{xsd}">{escape(text)}</Value></KeyValueOfstringanyType>'
         )
     return "".join(out)
+
+
+def _parameters_xml(parameters: dict[str, Any] | None) -> str:
+    return f"<Parameters>{_key_values(parameters)}</Parameters>" if parameters else ""
 
 
 def render_rule_description(rule: RuleConfig, created_at: float, tag: str = "RuleDescription",
@@ -437,10 +449,12 @@ def render_rule_description(rule: RuleConfig, created_at: float, tag: str = "Rul
         norm = " ".join(expr.upper().split()).replace(" ", "")
         ftype = "TrueFilter" if norm == "1=1" else "FalseFilter" if norm == "1=0" else "SqlFilter"
         filter_xml = (f'<Filter i:type="{ftype}"><SqlExpression>{escape(expr)}</SqlExpression>'
+                      f"{_parameters_xml(rule.filter_parameters)}"
                       "<CompatibilityLevel>20</CompatibilityLevel></Filter>")
     if rule.action_expression:
         action_xml = (f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(rule.action_expression)}'
-                      "</SqlExpression><CompatibilityLevel>20</CompatibilityLevel></Action>")
+                      f"</SqlExpression>{_parameters_xml(rule.action_parameters)}"
+                      "<CompatibilityLevel>20</CompatibilityLevel></Action>")
     else:
         action_xml = '<Action i:type="EmptyRuleAction"/>'
     ns = f' xmlns="{SB_NS}" xmlns:i="{XSI_NS}"' if declare else ""

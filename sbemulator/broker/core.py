@@ -504,6 +504,8 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
         if target.kind == TOPIC:
             if stored:
                 self._remove(target, msg)
+            # the topic's TTL applies before the rules run, so sys.TimeToLive/ExpiresAtUtc are known to them
+            self._cap_ttl(target, msg)
             self._fan_out(target, msg, now)
         elif target.forward_to:
             if stored:

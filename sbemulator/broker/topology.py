@@ -30,6 +30,7 @@ What survives a restart (durable mode), and who wins when the config file and th
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import json
 import logging
@@ -157,7 +158,8 @@ class TopologyMixin:
     def _compile(ent: Entity, rc: RuleConfig) -> Any:
         try:
             return compile_rule(
-                rc.name, rc.filter_type, rc.sql_expression, rc.correlation, rc.action_expression
+                rc.name, rc.filter_type, rc.sql_expression, rc.correlation, rc.action_expression,
+                rc.filter_parameters, rc.action_parameters or {},
             )
         except FilterError as exc:
             raise RuleError(f"{ent.path}: rule {rc.name!r}: {exc}") from exc
@@ -302,7 +304,7 @@ class TopologyMixin:
         records.sort(key=lambda r: (r[1] == SUBSCRIPTION, r[0].count("/")))
         dropped: set[str] = set()
         for key, kind, data in records:
-            desc = json.loads(data)
+            desc = json.loads(data, object_hook=_typed_from_json)
             stored_against = desc.pop(_FILE_KEY, None)
             in_file = key in self._file_entities
             if desc.pop(_WITH_TOPIC, False) and key.split("/subscriptions/", 1)[0] in dropped:
@@ -493,6 +495,29 @@ def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
 
+def _typed_to_json(value: Any) -> Any:
+    """Date/time and duration values of rule parameters and correlation properties keep their type
+    across a restart (a date/time stored as text would no longer compare with a date/time); anything
+    else JSON cannot hold (an AMQP UUID) is kept as text."""
+    if isinstance(value, datetime.datetime):
+        return {_DATETIME_TAG: value.isoformat()}
+    if isinstance(value, datetime.timedelta):
+        return {_TIMESPAN_TAG: value.total_seconds()}
+    return str(value)
+
+
+def _typed_from_json(obj: dict[str, Any]) -> Any:
+    if len(obj) == 1:
+        if _DATETIME_TAG in obj:
+            return datetime.datetime.fromisoformat(obj[_DATETIME_TAG])
+        if _TIMESPAN_TAG in obj:
+            return datetime.timedelta(seconds=obj[_TIMESPAN_TAG])
+    return obj
+
+
+_DATETIME_TAG = "$datetime"
+_TIMESPAN_TAG = "$timespan"
+
+
 def _dumps(data: Any) -> str:
-    # Correlation-filter values added over AMQP may be UUIDs or timestamps: kept as text.
-    return json.dumps(data, default=str)
+    return json.dumps(data, default=_typed_to_json)

@@ -48,3 +48,12 @@ def test_js_rule_with_invalid_sql_is_refused_with_the_position(rules_run: dict) 
     assert bad is not None, "a rule with invalid SQL must be refused"
     assert "position 8" in bad["message"] and "expected" in bad["message"]
     assert "broken" not in rules_run["afterBadSql"]
+
+
+def test_js_correlation_rule_on_a_date_property_matches_that_date(sb_connection_string: str) -> None:
+    """"Topic filters and actions", correlation filters: a JS Date (an AMQP timestamp) in the rule's
+    application properties matches the same date on a message, and reads back as a Date."""
+    out = run_js("rules_dates.mjs", sb_connection_string, "events", "all", timeout=60)
+    assert out["rules"] == [{"name": "by-date", "due": "2030-05-17T08:30:00.000Z"}]
+    assert out["delivered"] == ["same"]
+    assert out["extra"] == []

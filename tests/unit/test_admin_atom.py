@@ -114,10 +114,15 @@ def test_sdk_rule_requests_are_parsed(rule: RuleProperties, expected: RuleConfig
     assert atom.parse_rule(rule_body(rule), "r") == expected
 
 
-def test_sql_parameters_are_refused_rather_than_ignored() -> None:
-    rule = RuleProperties("r", filter=SqlRuleFilter("a = @p", parameters={"@p": 1}), action=None, created_at_utc=None)
-    with pytest.raises(BadRequest, match="parameters"):
-        atom.parse_rule(rule_body(rule), "r")
+def test_sql_filter_and_action_parameters_are_parsed_with_their_types() -> None:
+    when = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    rule = RuleProperties(
+        "r", filter=SqlRuleFilter("a = @p AND d < @when AND t < @span",
+                                  parameters={"@p": 1, "@when": when, "@span": datetime.timedelta(minutes=5)}),
+        action=SqlRuleAction("SET b = @s", parameters={"@s": "x", "@flag": True}), created_at_utc=None)
+    parsed = atom.parse_rule(rule_body(rule), "r")
+    assert parsed.filter_parameters == {"@p": 1, "@when": when, "@span": datetime.timedelta(minutes=5)}
+    assert parsed.action_parameters == {"@s": "x", "@flag": True}
 
 
 def info(kind: str, config, **extra) -> EntityInfo:

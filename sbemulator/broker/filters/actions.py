@@ -35,6 +35,10 @@ def _plain(value: Any) -> Any:
         return str(value)
     if k == values.UUID:
         return str(value)
+    if k == values.DATETIME:
+        return values.to_amqp_timestamp(value)
+    if k == values.TIMESPAN:
+        return values.to_amqp_timespan(value)
     return value
 
 

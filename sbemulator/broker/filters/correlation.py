@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sbemulator.amqp.types import Described, Timestamp
+
 from . import values
 from .errors import FilterError
 from .evaluator import MISSING, find_user_key
@@ -63,7 +65,8 @@ def normalize_correlation(correlation: Mapping[str, Any] | None) -> tuple[dict[s
 def compile_correlation(correlation: Mapping[str, Any] | None) -> Callable[[Any], bool]:
     system, props = normalize_correlation(correlation)
     system_items = tuple(system.items())
-    prop_items = tuple(props.items())
+    # a date/time given over AMQP arrives as a timestamp: compare it as the date/time it is
+    prop_items = tuple((name, None if v is None else values.from_amqp(v)) for name, v in props.items())
 
     def matches(message: Any) -> bool:
         for attribute, expected in system_items:
@@ -79,6 +82,8 @@ def compile_correlation(correlation: Mapping[str, Any] | None) -> Callable[[Any]
                     if key is MISSING:
                         return False
                     actual = app[key]
+                if actual.__class__ is Timestamp or actual.__class__ is Described:
+                    actual = values.from_amqp(actual)
                 if expected is None or actual is None:
                     if expected is not actual:
                         return False

@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sbemulator.amqp.types import Described, Timestamp
+
 from . import nodes as ast
 from . import sysprops, values
 from .errors import FilterError, FilterEvaluationError
@@ -53,12 +55,17 @@ def user_getter(name: str) -> ValueFn:
         if not props:
             return None
         v = props.get(name, MISSING)
-        if v is not MISSING:
-            return v
-        for k, v in props.items():
-            if isinstance(k, str) and k.lower() == lname:
-                return v
-        return None
+        if v is MISSING:
+            for k, value in props.items():
+                if isinstance(k, str) and k.lower() == lname:
+                    v = value
+                    break
+            else:
+                return None
+        cls = v.__class__
+        if cls is Timestamp or cls is Described:
+            return values.from_amqp(v)
+        return v
 
     return get
 
@@ -85,7 +92,10 @@ def property_by_name(message: Any, name: Any) -> Any:
         name = rest
     props = message.application_properties
     key = find_user_key(props, name)
-    return None if key is MISSING else props[key]
+    if key is MISSING:
+        return None
+    value = props[key]
+    return values.from_amqp(value)
 
 
 # ---- compiler -----------------------------------------------------------------------------------

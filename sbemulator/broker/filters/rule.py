@@ -104,11 +104,13 @@ def normalize_filter_type(filter_type: str | None) -> str:
 
 def compile_rule(name: str, filter_type: str, sql_expression: str | None = None,
                  correlation: dict[str, Any] | None = None, action_expression: str | None = None,
-                 parameters: Mapping[str, Any] | None = None) -> Rule:
+                 parameters: Mapping[str, Any] | None = None,
+                 action_parameters: Mapping[str, Any] | None = None) -> Rule:
     """Compile a rule as the official emulator's Config.json (or ARM) describes it.
 
     ``filter_type`` is Sql, Correlation, True or False (any case, optionally with a ``Filter``
-    suffix). A blank ``action_expression`` means no action.
+    suffix). A blank ``action_expression`` means no action. ``parameters`` are the filter's
+    ``@name`` values; the action has its own, ``action_parameters`` (the filter's when not given).
     """
     ftype = normalize_filter_type(filter_type)
     if ftype == "Sql":
@@ -123,6 +125,7 @@ def compile_rule(name: str, filter_type: str, sql_expression: str | None = None,
         sql_expression, matches = FALSE_EXPRESSION, _match_none
     action = None
     if action_expression is not None and action_expression.strip():
-        action = compile_sql_action(action_expression, parameters)
+        action = compile_sql_action(action_expression,
+                                    parameters if action_parameters is None else action_parameters)
     return Rule(name, ftype, sql_expression, correlation if ftype == "Correlation" else None,
                 action_expression if action is not None else None, matches, action)

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import math
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from sbemulator.amqp.types import Described, Long, Symbol, Timestamp
 
 from .errors import FilterEvaluationError
 
@@ -62,6 +64,55 @@ def kind(value: Any) -> str:
             k = OTHER
         _KINDS[t] = k
     return k
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def from_amqp_timestamp(value: Timestamp) -> datetime:
+    """An AMQP timestamp application property as the UTC date/time it stands for.
+
+    The SDKs send a date/time property (Python ``datetime``, .NET ``DateTime``, JS ``Date``) as an
+    AMQP timestamp, and Service Bus evaluates it as a DateTime: it compares with
+    ``sys.EnqueuedTimeUtc`` and with date/time parameters, not with numbers.
+    """
+    return _EPOCH + timedelta(milliseconds=int(value))
+
+
+def to_amqp_timestamp(value: datetime) -> Timestamp:
+    """A date/time computed by an action, as the AMQP timestamp the message carries."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return Timestamp((value - _EPOCH) // timedelta(milliseconds=1))
+
+
+TIMESPAN_DESCRIPTOR = Symbol("com.microsoft:timespan")
+_TICKS_PER_MICROSECOND = 10
+
+
+def to_amqp_timespan(value: timedelta) -> Described:
+    """A duration computed by an action (``SET Age = sys.ExpiresAtUtc - sys.EnqueuedTimeUtc``), as the
+    .NET SDK writes a TimeSpan application property: ``com.microsoft:timespan`` over its ticks."""
+    return Described(TIMESPAN_DESCRIPTOR, Long(value // timedelta(microseconds=1) * _TICKS_PER_MICROSECOND))
+
+
+def from_amqp(value: Any) -> Any:
+    """An application property value as filters see it: an AMQP timestamp is a date/time and a
+    ``com.microsoft:timespan`` a duration; anything else is itself."""
+    if value.__class__ is Timestamp:
+        return from_amqp_timestamp(value)
+    if value.__class__ is Described and value.descriptor == TIMESPAN_DESCRIPTOR and isinstance(value.value, int):
+        return timedelta(microseconds=value.value // _TICKS_PER_MICROSECOND)
+    return value
+
+
+def to_amqp(value: Any) -> Any:
+    """The AMQP form of a date/time or duration (the inverse of ``from_amqp``); anything else is itself."""
+    if isinstance(value, datetime):
+        return to_amqp_timestamp(value)
+    if isinstance(value, timedelta):
+        return to_amqp_timespan(value)
+    return value
 
 
 def equals(a: Any, b: Any) -> bool:
