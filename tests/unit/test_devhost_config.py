@@ -123,3 +123,31 @@ def test_app_setting_references_resolve_or_name_the_missing_setting() -> None:
     assert settings.resolve("plain", "x") == "plain"
     with pytest.raises(SettingsError, match=r"function other refers to app setting %NOPE% which is not set"):
         settings.resolve("%NOPE%", "function other")
+
+
+# "host.json settings" of the Service Bus extension 5.x (Azure Service Bus bindings for Azure Functions):
+# maxMessageBatchSize 1000, minMessageBatchSize 1, maxBatchWaitTime 00:00:30 when absent; the minimum
+# must not exceed the maximum, and the wait may be at most half of the longest lock (00:02:30).
+def test_batch_settings_have_the_documented_defaults() -> None:
+    options = ServiceBusOptions.from_mapping({})
+    assert (options.max_message_batch_size, options.min_message_batch_size, options.max_batch_wait_time) == (
+        1000, 1, timedelta(seconds=30))
+
+
+def test_batch_settings_are_read_from_host_json() -> None:
+    options = ServiceBusOptions.from_mapping(
+        {"maxMessageBatchSize": 20, "minMessageBatchSize": 10, "maxBatchWaitTime": "00:00:01"})
+    assert (options.max_message_batch_size, options.min_message_batch_size, options.max_batch_wait_time) == (
+        20, 10, timedelta(seconds=1))
+
+
+@pytest.mark.parametrize(("raw", "named"), [
+    ({"maxMessageBatchSize": 5, "minMessageBatchSize": 6}, "minMessageBatchSize"),
+    ({"maxBatchWaitTime": "00:02:31"}, "maxBatchWaitTime"),
+    ({"minMessageBatchSize": 0}, "minMessageBatchSize"),
+    ({"maxConcurrentCalls": True}, "maxConcurrentCalls"),
+    ({"prefetchCount": 1.5}, "prefetchCount"),
+])
+def test_inconsistent_batch_and_count_settings_are_reported(raw: dict, named: str) -> None:
+    with pytest.raises(SettingsError, match=named):
+        ServiceBusOptions.from_mapping(raw, source="host.json")
