@@ -6,8 +6,13 @@ thread-safe. Slots open their receivers on demand: one more than are busy, so an
 two links rather than sixteen (hundreds of idle receivers would eat the CPU of a laptop), and a busy
 one grows to its full concurrency.
 
+A batch trigger (``cardinality="many"``) runs one slot per instance (the extension's batch receive
+loop; ``maxConcurrentCalls`` applies to single-message functions only): it receives up to
+``maxMessageBatchSize`` messages, waits up to ``maxBatchWaitTime`` for ``minMessageBatchSize`` of them,
+and calls the function with the list.
+
 Settlement follows ``autoCompleteMessages``: complete after success and after the output bindings were
-sent, abandon when the function raises. With it off, the function settles through the
+sent, abandon when the function raises (every message of a batch). With it off, the function settles through the
 message actions (``consumers.settlement.ReceiverActions``). Locks are renewed by the SDK's
 ``AutoLockRenewer`` up to ``maxAutoLockRenewalDuration``.
 """
@@ -22,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from azure.servicebus import NEXT_AVAILABLE_SESSION, AutoLockRenewer
-from azure.servicebus.exceptions import OperationTimeoutError, SessionLockLostError
+from azure.servicebus.exceptions import MessageAlreadySettled, OperationTimeoutError, SessionLockLostError
 
 from devhost.bindings import Out, ServiceBusOutputs, TableOutputs, functions_message, timer_request
 from devhost.config import ServiceBusOptions
@@ -176,7 +181,11 @@ class ServiceBusListener(Listener):
         self.sessions = bool(spec.trigger.get("isSessionsEnabled"))
         auto = spec.trigger.get("autoCompleteMessages")
         self.auto_complete = options.auto_complete_messages if auto is None else bool(auto)
-        self.slots = options.max_concurrent_sessions if self.sessions else options.max_concurrent_calls
+        self.batch = spec.trigger.get("cardinality") == "many"
+        if self.batch:
+            self.slots = 1
+        else:
+            self.slots = options.max_concurrent_sessions if self.sessions else options.max_concurrent_calls
         self.connected = threading.Event()
         # a session slot holds a session even while idle, so every session slot stays open
         self.gate = SlotGate(spare=self.slots if self.sessions else 1)
@@ -231,42 +240,81 @@ class ServiceBusListener(Listener):
         idle_limit = self.options.session_idle_timeout or timedelta(seconds=POLL_SECONDS)
         idle_since = time.monotonic()
         while not self.stop_event.is_set():
-            batch = receiver.receive_messages(max_message_count=1, max_wait_time=POLL_SECONDS)
+            batch = self._receive(receiver)
             if not batch:
                 if self.sessions and time.monotonic() - idle_since >= idle_limit.total_seconds():
                     return  # release this session and take whichever has messages next
                 if not self.gate.wanted(index):
                     return  # demand fell: close this receiver until it is wanted again
                 continue
-            for message in batch:
-                self.gate.enter()
-                try:
-                    self.invoke(receiver, message)
-                finally:
-                    self.gate.leave()
+            self.gate.enter()
+            try:
+                if self.batch:
+                    self.invoke_batch(receiver, batch)
+                else:
+                    for message in batch:
+                        self.invoke(receiver, message)
+            finally:
+                self.gate.leave()
             idle_since = time.monotonic()
 
+    def _receive(self, receiver: Any) -> list[Any]:
+        """One message, or for a batch trigger up to maxMessageBatchSize, filled towards the minimum."""
+        if not self.batch:
+            return receiver.receive_messages(max_message_count=1, max_wait_time=POLL_SECONDS)
+        limit, wanted = self.options.max_message_batch_size, self.options.min_message_batch_size
+        batch = receiver.receive_messages(max_message_count=limit, max_wait_time=POLL_SECONDS)
+        if not batch or len(batch) >= wanted:
+            return batch
+        deadline = time.monotonic() + self.options.max_batch_wait_time.total_seconds()
+        while len(batch) < wanted and not self.stop_event.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break  # a partial batch once maxBatchWaitTime has passed
+            batch += receiver.receive_messages(max_message_count=limit - len(batch),
+                                               max_wait_time=min(POLL_SECONDS, remaining))
+        return batch
+
     def invoke(self, receiver: Any, message: Any) -> bool:
+        """One message for a single-message function."""
+        trigger_arg = message if self.spec.trigger_kind is ArgKind.SDK else functions_message(message)
+        return self._call(receiver, [message], trigger_arg)
+
+    def invoke_batch(self, receiver: Any, messages: list[Any]) -> bool:
+        """A list of messages for a ``cardinality="many"`` function; settled together."""
+        sdk = self.spec.trigger_kind is ArgKind.SDK
+        return self._call(receiver, messages, [m if sdk else functions_message(m) for m in messages])
+
+    def _call(self, receiver: Any, messages: list[Any], trigger_arg: Any) -> bool:
         from consumers.settlement import ReceiverActions
 
         started = time.time()
-        trigger_arg = message if self.spec.trigger_kind is ArgKind.SDK else functions_message(message)
         kwargs = {self.spec.trigger["name"]: trigger_arg}
         if self.spec.actions_arg:
             kwargs[self.spec.actions_arg] = ReceiverActions(receiver)
         try:
             call_function(self.spec, kwargs, self.outputs)
         except Exception:
-            log.exception("function %s (instance %s) failed on message %s%s", self.spec.name, self.instance,
-                          message.message_id, "; abandoning it" if self.auto_complete else "")
+            ids = ", ".join(str(m.message_id) for m in messages)
+            log.exception("function %s (instance %s) failed on message%s %s%s", self.spec.name, self.instance,
+                          "s" if len(messages) > 1 else "", ids, "; abandoning it" if self.auto_complete else "")
             if self.auto_complete:
-                try:
-                    receiver.abandon_message(message)
-                except Exception as exc:
-                    log.warning("function %s: abandon failed: %s", self.spec.name, exc)
+                self._settle(receiver.abandon_message, messages, "abandon")
             self._record(started, False)
             return False
         if self.auto_complete:
-            receiver.complete_message(message)
+            self._settle(receiver.complete_message, messages, "complete")
         self._record(started, True)
         return True
+
+    def _settle(self, settle: Callable[[Any], None], messages: list[Any], what: str) -> None:
+        """Settle what the function left unsettled (it may have settled some through message actions)."""
+        for message in messages:
+            try:
+                settle(message)
+            except MessageAlreadySettled:
+                continue
+            except Exception as exc:
+                if what == "complete" and len(messages) == 1:
+                    raise  # as before: a failed complete is the slot's error (the receiver is reopened)
+                log.warning("function %s: %s of message %s failed: %s", self.spec.name, what, message.message_id, exc)
