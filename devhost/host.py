@@ -229,7 +229,7 @@ class Host:
                                             f"{name or 'AzureWebJobsStorage'!r} is not set")
 
     # -- clients -------------------------------------------------------------------------------------
-    def service_bus_client(self, connection: str = SERVICE_BUS) -> Any:
+    def service_bus_client(self, connection: str = SERVICE_BUS, retry_total: int = 3) -> Any:
         from shared.clients import service_bus_client
         from shared.settings import ServiceBusSettings
 
@@ -238,7 +238,7 @@ class Host:
         settings = (ServiceBusSettings(connection_string=conn) if conn else
                     ServiceBusSettings(fully_qualified_namespace=self.settings.get(
                         f"{connection}__fullyQualifiedNamespace")))
-        return service_bus_client(settings, retry_total=3, retry_backoff_factor=0.5)
+        return service_bus_client(settings, retry_total=retry_total, retry_backoff_factor=0.5)
 
     def admin_client(self) -> Any:
         """ServiceBusAdministrationClient for runtime properties, or None when it cannot be built."""
@@ -392,8 +392,11 @@ class Host:
                                          parse_schedule(expression, datetime.now(UTC)), outputs)
             else:
                 connection = spec.trigger.get("connection") or SERVICE_BUS
+                # A session slot asks for the next available session in its own loop; the SDK's retries
+                # would hold each "no session has messages" answer back for many seconds (and stop()).
+                retries = 0 if spec.trigger.get("isSessionsEnabled") else 3
                 listener = ServiceBusListener(spec, instance, self.stats, plan.options,
-                                              lambda c=connection: self.service_bus_client(c), outputs)
+                                              lambda c=connection, r=retries: self.service_bus_client(c, r), outputs)
             with self._instances_lock:
                 self.listeners.append(listener)
             running.listeners.append(listener)
