@@ -125,8 +125,7 @@ class TimerListener(Listener):
                 return
             now = self.clock()
             self._fire(scheduled, past_due=now - scheduled > PAST_DUE_SLACK)
-            # occurrences missed while the function ran are skipped, as the host does
-            scheduled = self.schedule.next_after(max(self.clock(), scheduled))
+            scheduled = self.schedule.following(scheduled, self.clock())
 
     def _fire(self, scheduled: datetime, past_due: bool) -> None:
         started = time.time()
