@@ -61,14 +61,21 @@ class Outputs:
         self.tables.close()
 
 
+RETURN = "$return"  # an output binding fed by the function's return value (Python developer guide)
+
+
 def call_function(spec: FunctionSpec, kwargs: dict[str, Any], outputs: Outputs) -> None:
-    """Call the user function with fresh ``Out`` objects, then flush what they were set to."""
-    outs = {binding["name"]: Out() for binding in spec.outputs}
-    spec.function(**kwargs, **outs)
+    """Call the user function with fresh ``Out`` objects, then flush what they (and ``$return``) hold."""
+    outs = {binding["name"]: Out() for binding in spec.outputs if binding["name"] != RETURN}
+    returned = spec.function(**kwargs, **outs)
     for binding in spec.outputs:
-        out = outs[binding["name"]]
-        if out.was_set and out.get() is not None:
-            outputs.send(binding, out.get())
+        if binding["name"] == RETURN:
+            value = returned
+        else:
+            out = outs[binding["name"]]
+            value = out.get() if out.was_set else None
+        if value is not None:
+            outputs.send(binding, value)
 
 
 class Listener:

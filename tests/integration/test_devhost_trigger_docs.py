@@ -185,3 +185,25 @@ def test_the_trigger_passes_the_documented_metadata(tmp_path: Path) -> None:
     assert message.user_properties == {"tenant": "t-7", "attempt": 3}
     assert message.enqueued_time_utc is not None and message.sequence_number >= 1
     assert message.dead_letter_reason is None and message.lock_token
+
+
+# "Azure Functions Python developer guide", Outputs: "To use the return value of a function as the value
+# of an output binding, the name property of the binding should be set to $return" (arg_name="$return").
+def test_a_return_value_output_binding_sends_what_the_function_returns(tmp_path: Path) -> None:
+    app = func.FunctionApp()
+
+    @app.function_name("echo")
+    @app.service_bus_queue_trigger(arg_name="message", queue_name="inbox", connection="ServiceBusConnection")
+    @app.service_bus_queue_output(arg_name="$return", queue_name="outbox", connection="ServiceBusConnection")
+    def echo(message: func.ServiceBusMessage) -> str:
+        return f"echo {message.get_body().decode()}"
+
+    options = _options(tmp_path, app, [_queue("inbox"), _queue("outbox")])
+    with Host(options) as host:
+        assert host.wait_connected(30)
+        with host.service_bus_client() as client, client.get_queue_sender("inbox") as sender:
+            sender.send_messages(ServiceBusMessage("hi"))
+        assert wait_until(lambda: bool(_active(host, "outbox")), 30)
+        sent = [str(m) for m in _active(host, "outbox")]
+        failed = host.stats.by_function()["echo"]["failed"]
+    assert sent == ["echo hi"] and failed == 0
