@@ -155,9 +155,18 @@ def load_local_settings(path: str | Path | None) -> dict[str, str]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise SettingsError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: the file must hold a JSON object with 'Values'")
+    if data.get("IsEncrypted") is True:
+        # Core Tools encrypts with a key of the machine ("func settings decrypt" undoes it); the values
+        # would reach the functions as ciphertext
+        raise SettingsError(f"{path}: IsEncrypted is true; decrypt the settings first (func settings decrypt)")
     values = data.get("Values") or {}
     if not isinstance(values, dict):
         raise SettingsError(f"{path}: 'Values' must be an object")
+    nested = sorted(str(key) for key, value in values.items() if isinstance(value, dict | list))
+    if nested:  # "Values must be strings and not JSON objects or arrays" (local.settings.json, Core Tools docs)
+        raise SettingsError(f"{path}: Values.{nested[0]} is a JSON object or array; app settings are strings")
     return {str(key): "" if value is None else str(value) for key, value in values.items()}
 
 

@@ -151,3 +151,24 @@ def test_batch_settings_are_read_from_host_json() -> None:
 def test_inconsistent_batch_and_count_settings_are_reported(raw: dict, named: str) -> None:
     with pytest.raises(SettingsError, match=named):
         ServiceBusOptions.from_mapping(raw, source="host.json")
+
+
+# local.settings.json (Azure Functions Core Tools docs, "Local settings file"): "Values must be strings and
+# not JSON objects or arrays"; IsEncrypted true means values encrypted with a key of the machine.
+@pytest.mark.parametrize(("doc", "named"), [
+    ({"IsEncrypted": False, "Values": {"Nested": {"a": 1}}}, "Values.Nested"),
+    ({"Values": {"A": "x", "List": [1, 2]}}, "Values.List"),
+    ({"IsEncrypted": True, "Values": {"A": "ciphertext"}}, "IsEncrypted"),
+    (["not", "an", "object"], "JSON object"),
+])
+def test_local_settings_that_are_not_plain_strings_are_reported(tmp_path: Path, doc: object, named: str) -> None:
+    path = tmp_path / "local.settings.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SettingsError, match=named):
+        load_local_settings(path)
+
+
+def test_local_settings_scalars_become_strings(tmp_path: Path) -> None:
+    path = tmp_path / "local.settings.json"
+    path.write_text(json.dumps({"IsEncrypted": False, "Values": {"A": "x", "N": 5, "Empty": None}}))
+    assert load_local_settings(path) == {"A": "x", "N": "5", "Empty": ""}
