@@ -135,15 +135,22 @@ class TimerListener(Listener):
             scheduled = self.schedule.following(scheduled, self.clock())
 
     def _fire(self, scheduled: datetime, past_due: bool) -> None:
-        started = time.time()
-        request = timer_request(past_due, scheduled, self.schedule.next_after(scheduled))
-        try:
-            call_function(self.spec, {self.spec.trigger["name"]: request}, self.outputs)
-        except Exception:
-            log.exception("function %s (instance %s) failed", self.spec.name, self.instance)
-            self._record(started, False)
+        """One execution: the run, then the retries its retry policy allows while it keeps failing."""
+        delays = self.spec.retry.delays() if self.spec.retry else iter(())
+        while True:
+            started = time.time()
+            request = timer_request(past_due, scheduled, self.schedule.next_after(scheduled))
+            try:
+                call_function(self.spec, {self.spec.trigger["name"]: request}, self.outputs)
+            except Exception:
+                log.exception("function %s (instance %s) failed", self.spec.name, self.instance)
+                self._record(started, False)
+                delay = next(delays, None)
+                if delay is None or self.stop_event.wait(delay.total_seconds()):
+                    return  # no retry left (a timer is not retried without a policy), or stopping
+                continue
+            self._record(started, True)
             return
-        self._record(started, True)
 
 
 class SlotGate:
