@@ -219,7 +219,9 @@ class ServiceBusListener(Listener):
 
     def _run_slot(self, index: int) -> None:
         backoff = 0.5
-        renewal = self.options.max_auto_lock_renewal_duration.total_seconds()
+        # "maxAutoLockRenewalDuration ... doesn't apply to functions receiving a batch of messages"
+        # (host.json settings, Service Bus bindings page): a batch lives on its messages' lock duration
+        renewal = 0.0 if self.batch else self.options.max_auto_lock_renewal_duration.total_seconds()
         while self.gate.wait_until_wanted(index, self.stop_event):
             renewer = AutoLockRenewer(max_lock_renewal_duration=renewal) if renewal > 0 else None
             try:
@@ -328,6 +330,6 @@ class ServiceBusListener(Listener):
             except MessageAlreadySettled:
                 continue
             except Exception as exc:
-                if what == "complete" and len(messages) == 1:
+                if what == "complete" and not self.batch:
                     raise  # as before: a failed complete is the slot's error (the receiver is reopened)
                 log.warning("function %s: %s of message %s failed: %s", self.spec.name, what, message.message_id, exc)
