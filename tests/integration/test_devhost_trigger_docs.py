@@ -18,6 +18,7 @@ from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 
 from devhost.host import Host, HostOptions
 from devhost.scale import RoleScale
+from shared.settings import SettingsError
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -235,3 +236,37 @@ def test_a_batch_is_not_lock_renewed(tmp_path: Path) -> None:
     # the lapsed lock counted a delivery (more than one if the redelivery waited in the receiver's buffer
     # while the first run still slept); a later run completed it
     assert deliveries[0] == [1] and deliveries[1][0] >= 2
+
+
+# "Azure Service Bus trigger for Azure Functions": "When the Connection property isn't defined, Functions
+# looks for an app setting named AzureWebJobsServiceBus".
+def test_a_binding_without_a_connection_uses_azure_web_jobs_service_bus(tmp_path: Path) -> None:
+    app = func.FunctionApp()
+
+    @app.function_name("default_connection")
+    @app.service_bus_queue_trigger(arg_name="message", queue_name="inbox", connection="")
+    @app.service_bus_queue_output(arg_name="out", queue_name="outbox", connection="")
+    def default_connection(message: func.ServiceBusMessage, out: func.Out[str]) -> None:
+        out.set(message.get_body().decode().upper())
+
+    options = _options(tmp_path, app, [_queue("inbox"), _queue("outbox")])
+    with Host(options) as host:  # the embedded emulator is offered under both names
+        assert host.settings.get("AzureWebJobsServiceBus") == host.settings.get("ServiceBusConnection")
+        assert host.wait_connected(30)
+        with host.service_bus_client("AzureWebJobsServiceBus") as client, client.get_queue_sender("inbox") as sender:
+            sender.send_messages(ServiceBusMessage("hi"))
+        assert wait_until(lambda: bool(_active(host, "outbox")), 30)
+        assert [str(m) for m in _active(host, "outbox")] == ["HI"]
+
+
+def test_a_missing_azure_web_jobs_service_bus_is_named(tmp_path: Path, sb_connection_string: str) -> None:
+    app = func.FunctionApp()
+
+    @app.function_name("default_connection")
+    @app.service_bus_queue_trigger(arg_name="message", queue_name="inbox", connection="")
+    def default_connection(message: func.ServiceBusMessage) -> None: ...
+
+    options = _options(tmp_path, app, [_queue("inbox")])
+    options.overrides["ServiceBusConnection"] = sb_connection_string  # set, but not the default name
+    with pytest.raises(SettingsError, match="'AzureWebJobsServiceBus' is not set"):
+        Host(options).start()
