@@ -7,12 +7,14 @@ the host, in memory, on a free port); each test has its own topology and host.js
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import azure.functions as func
+import azurefunctions.extensions.bindings.servicebus as servicebus
 import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 
@@ -270,3 +272,31 @@ def test_a_missing_azure_web_jobs_service_bus_is_named(tmp_path: Path, sb_connec
     options.overrides["ServiceBusConnection"] = sb_connection_string  # set, but not the default name
     with pytest.raises(SettingsError, match="'AzureWebJobsServiceBus' is not set"):
         Host(options).start()
+
+
+# "Azure Service Bus trigger for Azure Functions" (Python, SDK types): with autoCompleteMessages on, the
+# host completes what the function left unsettled; a message the function settled itself through
+# ServiceBusMessageActions is left alone (no second settlement, no receiver error).
+def test_a_message_settled_by_the_function_is_not_settled_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    app = func.FunctionApp()
+    handled: list[str] = []
+
+    @app.function_name("self_settling")
+    @app.service_bus_queue_trigger(arg_name="message", queue_name="inbox", connection="ServiceBusConnection")
+    def self_settling(message: servicebus.ServiceBusReceivedMessage,
+                      message_actions: servicebus.ServiceBusMessageActions) -> None:
+        handled.append(str(message))
+        message_actions.deadletter(message, deadletter_reason="Rejected", deadletter_error_description="by app")
+
+    caplog.set_level(logging.WARNING, logger="devhost")
+    options = _options(tmp_path, app, [_queue("inbox")])
+    with Host(options) as host:
+        assert host.wait_connected(30)
+        with host.service_bus_client() as client, client.get_queue_sender("inbox") as sender:
+            sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+        assert wait_until(lambda: len(_dead_lettered(host, "inbox")) == 2, 30)
+        dead = _dead_lettered(host, "inbox")
+    assert sorted(handled) == ["a", "b"]  # each once: nothing was abandoned and redelivered
+    assert {m.dead_letter_reason for m in dead} == {"Rejected"}
+    assert not [r for r in caplog.records if r.name == "devhost" and r.levelno >= logging.WARNING]
