@@ -64,13 +64,25 @@ def _datum(value: Any) -> Any:
     return Datum(value, "string" if isinstance(value, str) else "int" if isinstance(value, int) else "double")
 
 
+def delivery_count(message: Any) -> int | None:
+    """The deliveries so far, counting this one: 1 on the first receive.
+
+    Service Bus puts the number of *prior* deliveries in the AMQP header (the AMQP meaning of
+    delivery-count); the .NET client the Functions host is built on adds one, and the Python SDK
+    hands out the raw header value, so a function would otherwise see 0 where Azure shows 1.
+    """
+    count = message.delivery_count
+    return None if count is None else count + 1
+
+
 def functions_message(message: Any) -> FunctionsServiceBusMessage:
     """``azure.functions.ServiceBusMessage`` with the metadata the Functions host passes."""
     props = application_properties(message)
     enqueued = message.enqueued_time_utc
+    deliveries = delivery_count(message)
     metadata = {
         "MessageId": message.message_id,
-        "DeliveryCount": message.delivery_count,
+        "DeliveryCount": deliveries,
         "EnqueuedTimeUtc": enqueued.isoformat() if enqueued else None,
         "SequenceNumber": message.sequence_number,
         "ContentType": message.content_type,
@@ -90,7 +102,7 @@ def functions_message(message: Any) -> FunctionsServiceBusMessage:
         dead_letter_error_description=message.dead_letter_error_description,
         dead_letter_reason=message.dead_letter_reason,
         dead_letter_source=message.dead_letter_source,
-        delivery_count=message.delivery_count,
+        delivery_count=deliveries,
         enqueued_sequence_number=message.enqueued_sequence_number,
         enqueued_time_utc=enqueued,
         expires_at_utc=message.expires_at_utc,

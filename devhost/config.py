@@ -47,6 +47,8 @@ class ServiceBusOptions:
     max_concurrent_sessions: int = 8
     session_idle_timeout: timedelta | None = None
     max_message_batch_size: int = 1000  # batch triggers; also their target executions per instance
+    min_message_batch_size: int = 1  # batch triggers: wait up to max_batch_wait_time for this many
+    max_batch_wait_time: timedelta = timedelta(seconds=30)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], source: str = "host.json") -> ServiceBusOptions:
@@ -66,7 +68,18 @@ class ServiceBusOptions:
             known = by_lower.get(key.lower())
             if known is not None:
                 values[known[1]] = _convert(known[1], value, f"{source}: serviceBus.{known[0]}")
-        return replace(self, **values)
+        merged = replace(self, **values)
+        merged._check(source)
+        return merged
+
+    def _check(self, source: str) -> None:
+        """The extension's own consistency checks ("host.json settings", Service Bus bindings page)."""
+        if self.min_message_batch_size > self.max_message_batch_size:
+            raise SettingsError(f"{source}: serviceBus.minMessageBatchSize ({self.min_message_batch_size}) must not "
+                                f"exceed maxMessageBatchSize ({self.max_message_batch_size})")
+        if self.max_batch_wait_time > MAX_BATCH_WAIT_TIME:
+            raise SettingsError(f"{source}: serviceBus.maxBatchWaitTime ({self.max_batch_wait_time}) exceeds the "
+                                f"longest allowed wait, 00:02:30 (half of the longest message lock)")
 
 
 _HOST_KEYS = {
@@ -77,12 +90,19 @@ _HOST_KEYS = {
     "maxConcurrentSessions": "max_concurrent_sessions",
     "sessionIdleTimeout": "session_idle_timeout",
     "maxMessageBatchSize": "max_message_batch_size",
+    "minMessageBatchSize": "min_message_batch_size",
+    "maxBatchWaitTime": "max_batch_wait_time",
 }
+#: "The longest allowed wait time is 50% of the entity message lock duration" (5 minutes at most).
+MAX_BATCH_WAIT_TIME = timedelta(minutes=2, seconds=30)
 
 
 def _convert(name: str, value: Any, where: str) -> Any:
     try:
-        if name in ("max_concurrent_calls", "prefetch_count", "max_concurrent_sessions", "max_message_batch_size"):
+        if name in ("max_concurrent_calls", "prefetch_count", "max_concurrent_sessions", "max_message_batch_size",
+                    "min_message_batch_size"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError("not an integer")  # int() would read true as 1 and 1.5 as 1
             number = int(value)
             if number < (0 if name == "prefetch_count" else 1):
                 raise ValueError("out of range")
@@ -135,9 +155,18 @@ def load_local_settings(path: str | Path | None) -> dict[str, str]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise SettingsError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: the file must hold a JSON object with 'Values'")
+    if data.get("IsEncrypted") is True:
+        # Core Tools encrypts with a key of the machine ("func settings decrypt" undoes it); the values
+        # would reach the functions as ciphertext
+        raise SettingsError(f"{path}: IsEncrypted is true; decrypt the settings first (func settings decrypt)")
     values = data.get("Values") or {}
     if not isinstance(values, dict):
         raise SettingsError(f"{path}: 'Values' must be an object")
+    nested = sorted(str(key) for key, value in values.items() if isinstance(value, dict | list))
+    if nested:  # "Values must be strings and not JSON objects or arrays" (local.settings.json, Core Tools docs)
+        raise SettingsError(f"{path}: Values.{nested[0]} is a JSON object or array; app settings are strings")
     return {str(key): "" if value is None else str(value) for key, value in values.items()}
 
 

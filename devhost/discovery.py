@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import enum
 import inspect
+import logging
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import azure.functions as func
+
+from devhost.retry import RetryPolicy, RetryPolicyError, retry_policy
 
 SERVICE_BUS_TRIGGER = "serviceBusTrigger"
 TIMER_TRIGGER = "timerTrigger"
@@ -40,6 +43,7 @@ class FunctionSpec:
     trigger_kind: ArgKind = ArgKind.FUNCTIONS
     actions_arg: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    retry: RetryPolicy | None = None  # @app.retry on a timer; Service Bus triggers retry by redelivery
 
     @property
     def trigger_type(self) -> str:
@@ -83,6 +87,22 @@ def _annotations(function: Callable[..., Any]) -> dict[str, Any]:
         return {name: p.annotation for name, p in inspect.signature(function).parameters.items()}
 
 
+def _retry(function: Any, name: str, trigger_type: str) -> RetryPolicy | None:
+    setting = function.get_setting("retry_policy")
+    if setting is None:
+        return None
+    try:
+        policy = retry_policy(setting.get_dict_repr())
+    except RetryPolicyError as exc:
+        raise DiscoveryError(f"function {name}: {exc}") from None
+    if trigger_type == SERVICE_BUS_TRIGGER:
+        logging.getLogger("devhost").warning(
+            "function %s: a retry policy does not apply to Service Bus triggers (they retry by redelivery, "
+            "up to the entity's MaxDeliveryCount); ignored", name)
+        return None
+    return policy
+
+
 def discover(app: func.FunctionApp, role: str) -> list[FunctionSpec]:
     """Every function of ``app``, labelled with the ``role`` (Function App) it belongs to."""
     app.functions_bindings = None  # get_functions() raises "not unique" when called twice otherwise
@@ -111,5 +131,6 @@ def discover(app: func.FunctionApp, role: str) -> list[FunctionSpec]:
         specs.append(FunctionSpec(
             name=name, role=role, trigger=trigger, outputs=tuple(outputs), function=user,
             trigger_kind=trigger_kind, actions_arg=actions[0] if actions else None,
+            retry=_retry(function, name, trigger["type"]),
         ))
     return specs

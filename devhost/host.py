@@ -43,11 +43,18 @@ from shared.settings import SettingsError, parse_roles
 log = logging.getLogger("devhost")
 ROOT = Path(__file__).resolve().parents[1]
 SERVICE_BUS = "ServiceBusConnection"
+#: What a Service Bus binding without ``connection`` uses ("Azure Service Bus trigger for Azure Functions").
+DEFAULT_SERVICE_BUS = "AzureWebJobsServiceBus"
 TABLE = "TableStorageConnection"
 #: Packages whose code runs inside the functions (their process-wide caches become per instance).
 NOT_APP_CODE = ("devhost", "sbemulator", "tests", "bench")
 #: Roles that write to Table Storage (``TableStorageConnection``).
 TABLE_ROLES = {"leveler", "ordered"}
+
+
+def _has_service_bus(settings: HostSettings, name: str) -> bool:
+    """A connection string, or the identity-based ``<name>__fullyQualifiedNamespace`` form."""
+    return bool(settings.get(name) or settings.get(f"{name}__fullyQualifiedNamespace"))
 
 
 class HostError(RuntimeError):
@@ -145,6 +152,8 @@ class Host:
             topology = self.options.path(self.options.topology, "infra/servicebus.json")
             log.info("no %s configured: starting sbemulator on %s", SERVICE_BUS, topology)
             settings.set(SERVICE_BUS, self.services.start_service_bus(topology))
+            if not _has_service_bus(settings, DEFAULT_SERVICE_BUS):  # for bindings that name no connection
+                settings.set(DEFAULT_SERVICE_BUS, settings.get(SERVICE_BUS) or "")
         needs_table = bool(TABLE_ROLES & set(roles))
         if needs_table and not (settings.get(TABLE) or settings.get(f"{TABLE}__tableServiceUri")):
             log.info("no %s configured: starting Azurite on loopback", TABLE)
@@ -220,8 +229,8 @@ class Host:
                 for binding in (spec.trigger, *spec.outputs):
                     name = binding.get("connection")
                     if binding["type"] in (SERVICE_BUS_TRIGGER, "serviceBus"):
-                        name = name or SERVICE_BUS
-                        if not (settings.get(name) or settings.get(f"{name}__fullyQualifiedNamespace")):
+                        name = name or DEFAULT_SERVICE_BUS
+                        if not _has_service_bus(settings, name):
                             raise SettingsError(f"function {spec.name}: connection setting {name!r} is not set "
                                                 f"(nor {name}__fullyQualifiedNamespace)")
                     elif binding["type"] == "table" and not settings.get(name or "AzureWebJobsStorage"):
@@ -229,7 +238,7 @@ class Host:
                                             f"{name or 'AzureWebJobsStorage'!r} is not set")
 
     # -- clients -------------------------------------------------------------------------------------
-    def service_bus_client(self, connection: str = SERVICE_BUS) -> Any:
+    def service_bus_client(self, connection: str = SERVICE_BUS, retry_total: int = 3) -> Any:
         from shared.clients import service_bus_client
         from shared.settings import ServiceBusSettings
 
@@ -238,7 +247,7 @@ class Host:
         settings = (ServiceBusSettings(connection_string=conn) if conn else
                     ServiceBusSettings(fully_qualified_namespace=self.settings.get(
                         f"{connection}__fullyQualifiedNamespace")))
-        return service_bus_client(settings, retry_total=3, retry_backoff_factor=0.5)
+        return service_bus_client(settings, retry_total=retry_total, retry_backoff_factor=0.5)
 
     def admin_client(self) -> Any:
         """ServiceBusAdministrationClient for runtime properties, or None when it cannot be built."""
@@ -376,7 +385,7 @@ class Host:
     def _start_instance(self, plan: RolePlan, instance: InstanceId) -> RunningInstance:
         assert self.settings is not None
         outputs = Outputs(
-            ServiceBusOutputs(self.service_bus_client),
+            ServiceBusOutputs(self.service_bus_client, default_connection=DEFAULT_SERVICE_BUS),
             TableOutputs(self._table_service),
         )
         running = RunningInstance(instance, [], outputs)
@@ -391,9 +400,12 @@ class Host:
                 listener = TimerListener(spec, instance, self.stats,
                                          parse_schedule(expression, datetime.now(UTC)), outputs)
             else:
-                connection = spec.trigger.get("connection") or SERVICE_BUS
+                connection = spec.trigger.get("connection") or DEFAULT_SERVICE_BUS
+                # A session slot asks for the next available session in its own loop; the SDK's retries
+                # would hold each "no session has messages" answer back for many seconds (and stop()).
+                retries = 0 if spec.trigger.get("isSessionsEnabled") else 3
                 listener = ServiceBusListener(spec, instance, self.stats, plan.options,
-                                              lambda c=connection: self.service_bus_client(c), outputs)
+                                              lambda c=connection, r=retries: self.service_bus_client(c, r), outputs)
             with self._instances_lock:
                 self.listeners.append(listener)
             running.listeners.append(listener)

@@ -6,8 +6,13 @@ thread-safe. Slots open their receivers on demand: one more than are busy, so an
 two links rather than sixteen (hundreds of idle receivers would eat the CPU of a laptop), and a busy
 one grows to its full concurrency.
 
+A batch trigger (``cardinality="many"``) runs one slot per instance (the extension's batch receive
+loop; ``maxConcurrentCalls`` applies to single-message functions only): it receives up to
+``maxMessageBatchSize`` messages, waits up to ``maxBatchWaitTime`` for ``minMessageBatchSize`` of them,
+and calls the function with the list.
+
 Settlement follows ``autoCompleteMessages``: complete after success and after the output bindings were
-sent, abandon when the function raises. With it off, the function settles through the
+sent, abandon when the function raises (every message of a batch). With it off, the function settles through the
 message actions (``consumers.settlement.ReceiverActions``). Locks are renewed by the SDK's
 ``AutoLockRenewer`` up to ``maxAutoLockRenewalDuration``.
 """
@@ -22,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from azure.servicebus import NEXT_AVAILABLE_SESSION, AutoLockRenewer
-from azure.servicebus.exceptions import OperationTimeoutError, SessionLockLostError
+from azure.servicebus.exceptions import MessageAlreadySettled, OperationTimeoutError, SessionLockLostError
 
 from devhost.bindings import Out, ServiceBusOutputs, TableOutputs, functions_message, timer_request
 from devhost.config import ServiceBusOptions
@@ -56,14 +61,21 @@ class Outputs:
         self.tables.close()
 
 
+RETURN = "$return"  # an output binding fed by the function's return value (Python developer guide)
+
+
 def call_function(spec: FunctionSpec, kwargs: dict[str, Any], outputs: Outputs) -> None:
-    """Call the user function with fresh ``Out`` objects, then flush what they were set to."""
-    outs = {binding["name"]: Out() for binding in spec.outputs}
-    spec.function(**kwargs, **outs)
+    """Call the user function with fresh ``Out`` objects, then flush what they (and ``$return``) hold."""
+    outs = {binding["name"]: Out() for binding in spec.outputs if binding["name"] != RETURN}
+    returned = spec.function(**kwargs, **outs)
     for binding in spec.outputs:
-        out = outs[binding["name"]]
-        if out.was_set and out.get() is not None:
-            outputs.send(binding, out.get())
+        if binding["name"] == RETURN:
+            value = returned
+        else:
+            out = outs[binding["name"]]
+            value = out.get() if out.was_set else None
+        if value is not None:
+            outputs.send(binding, value)
 
 
 class Listener:
@@ -120,19 +132,25 @@ class TimerListener(Listener):
                 return
             now = self.clock()
             self._fire(scheduled, past_due=now - scheduled > PAST_DUE_SLACK)
-            # occurrences missed while the function ran are skipped, as the host does
-            scheduled = self.schedule.next_after(max(self.clock(), scheduled))
+            scheduled = self.schedule.following(scheduled, self.clock())
 
     def _fire(self, scheduled: datetime, past_due: bool) -> None:
-        started = time.time()
-        request = timer_request(past_due, scheduled, self.schedule.next_after(scheduled))
-        try:
-            call_function(self.spec, {self.spec.trigger["name"]: request}, self.outputs)
-        except Exception:
-            log.exception("function %s (instance %s) failed", self.spec.name, self.instance)
-            self._record(started, False)
+        """One execution: the run, then the retries its retry policy allows while it keeps failing."""
+        delays = self.spec.retry.delays() if self.spec.retry else iter(())
+        while True:
+            started = time.time()
+            request = timer_request(past_due, scheduled, self.schedule.next_after(scheduled))
+            try:
+                call_function(self.spec, {self.spec.trigger["name"]: request}, self.outputs)
+            except Exception:
+                log.exception("function %s (instance %s) failed", self.spec.name, self.instance)
+                self._record(started, False)
+                delay = next(delays, None)
+                if delay is None or self.stop_event.wait(delay.total_seconds()):
+                    return  # no retry left (a timer is not retried without a policy), or stopping
+                continue
+            self._record(started, True)
             return
-        self._record(started, True)
 
 
 class SlotGate:
@@ -176,7 +194,11 @@ class ServiceBusListener(Listener):
         self.sessions = bool(spec.trigger.get("isSessionsEnabled"))
         auto = spec.trigger.get("autoCompleteMessages")
         self.auto_complete = options.auto_complete_messages if auto is None else bool(auto)
-        self.slots = options.max_concurrent_sessions if self.sessions else options.max_concurrent_calls
+        self.batch = spec.trigger.get("cardinality") == "many"
+        if self.batch:
+            self.slots = 1
+        else:
+            self.slots = options.max_concurrent_sessions if self.sessions else options.max_concurrent_calls
         self.connected = threading.Event()
         # a session slot holds a session even while idle, so every session slot stays open
         self.gate = SlotGate(spare=self.slots if self.sessions else 1)
@@ -197,7 +219,9 @@ class ServiceBusListener(Listener):
 
     def _run_slot(self, index: int) -> None:
         backoff = 0.5
-        renewal = self.options.max_auto_lock_renewal_duration.total_seconds()
+        # "maxAutoLockRenewalDuration ... doesn't apply to functions receiving a batch of messages"
+        # (host.json settings, Service Bus bindings page): a batch lives on its messages' lock duration
+        renewal = 0.0 if self.batch else self.options.max_auto_lock_renewal_duration.total_seconds()
         while self.gate.wait_until_wanted(index, self.stop_event):
             renewer = AutoLockRenewer(max_lock_renewal_duration=renewal) if renewal > 0 else None
             try:
@@ -231,42 +255,81 @@ class ServiceBusListener(Listener):
         idle_limit = self.options.session_idle_timeout or timedelta(seconds=POLL_SECONDS)
         idle_since = time.monotonic()
         while not self.stop_event.is_set():
-            batch = receiver.receive_messages(max_message_count=1, max_wait_time=POLL_SECONDS)
+            batch = self._receive(receiver)
             if not batch:
                 if self.sessions and time.monotonic() - idle_since >= idle_limit.total_seconds():
                     return  # release this session and take whichever has messages next
                 if not self.gate.wanted(index):
                     return  # demand fell: close this receiver until it is wanted again
                 continue
-            for message in batch:
-                self.gate.enter()
-                try:
-                    self.invoke(receiver, message)
-                finally:
-                    self.gate.leave()
+            self.gate.enter()
+            try:
+                if self.batch:
+                    self.invoke_batch(receiver, batch)
+                else:
+                    for message in batch:
+                        self.invoke(receiver, message)
+            finally:
+                self.gate.leave()
             idle_since = time.monotonic()
 
+    def _receive(self, receiver: Any) -> list[Any]:
+        """One message, or for a batch trigger up to maxMessageBatchSize, filled towards the minimum."""
+        if not self.batch:
+            return receiver.receive_messages(max_message_count=1, max_wait_time=POLL_SECONDS)
+        limit, wanted = self.options.max_message_batch_size, self.options.min_message_batch_size
+        batch = receiver.receive_messages(max_message_count=limit, max_wait_time=POLL_SECONDS)
+        if not batch or len(batch) >= wanted:
+            return batch
+        deadline = time.monotonic() + self.options.max_batch_wait_time.total_seconds()
+        while len(batch) < wanted and not self.stop_event.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break  # a partial batch once maxBatchWaitTime has passed
+            batch += receiver.receive_messages(max_message_count=limit - len(batch),
+                                               max_wait_time=min(POLL_SECONDS, remaining))
+        return batch
+
     def invoke(self, receiver: Any, message: Any) -> bool:
+        """One message for a single-message function."""
+        trigger_arg = message if self.spec.trigger_kind is ArgKind.SDK else functions_message(message)
+        return self._call(receiver, [message], trigger_arg)
+
+    def invoke_batch(self, receiver: Any, messages: list[Any]) -> bool:
+        """A list of messages for a ``cardinality="many"`` function; settled together."""
+        sdk = self.spec.trigger_kind is ArgKind.SDK
+        return self._call(receiver, messages, [m if sdk else functions_message(m) for m in messages])
+
+    def _call(self, receiver: Any, messages: list[Any], trigger_arg: Any) -> bool:
         from consumers.settlement import ReceiverActions
 
         started = time.time()
-        trigger_arg = message if self.spec.trigger_kind is ArgKind.SDK else functions_message(message)
         kwargs = {self.spec.trigger["name"]: trigger_arg}
         if self.spec.actions_arg:
             kwargs[self.spec.actions_arg] = ReceiverActions(receiver)
         try:
             call_function(self.spec, kwargs, self.outputs)
         except Exception:
-            log.exception("function %s (instance %s) failed on message %s%s", self.spec.name, self.instance,
-                          message.message_id, "; abandoning it" if self.auto_complete else "")
+            ids = ", ".join(str(m.message_id) for m in messages)
+            log.exception("function %s (instance %s) failed on message%s %s%s", self.spec.name, self.instance,
+                          "s" if len(messages) > 1 else "", ids, "; abandoning it" if self.auto_complete else "")
             if self.auto_complete:
-                try:
-                    receiver.abandon_message(message)
-                except Exception as exc:
-                    log.warning("function %s: abandon failed: %s", self.spec.name, exc)
+                self._settle(receiver.abandon_message, messages, "abandon")
             self._record(started, False)
             return False
         if self.auto_complete:
-            receiver.complete_message(message)
+            self._settle(receiver.complete_message, messages, "complete")
         self._record(started, True)
         return True
+
+    def _settle(self, settle: Callable[[Any], None], messages: list[Any], what: str) -> None:
+        """Settle what the function left unsettled (it may have settled some through message actions)."""
+        for message in messages:
+            try:
+                settle(message)
+            except MessageAlreadySettled:
+                continue
+            except Exception as exc:
+                if what == "complete" and not self.batch:
+                    raise  # as before: a failed complete is the slot's error (the receiver is reopened)
+                log.warning("function %s: %s of message %s failed: %s", self.spec.name, what, message.message_id, exc)

@@ -123,3 +123,52 @@ def test_app_setting_references_resolve_or_name_the_missing_setting() -> None:
     assert settings.resolve("plain", "x") == "plain"
     with pytest.raises(SettingsError, match=r"function other refers to app setting %NOPE% which is not set"):
         settings.resolve("%NOPE%", "function other")
+
+
+# "host.json settings" of the Service Bus extension 5.x (Azure Service Bus bindings for Azure Functions):
+# maxMessageBatchSize 1000, minMessageBatchSize 1, maxBatchWaitTime 00:00:30 when absent; the minimum
+# must not exceed the maximum, and the wait may be at most half of the longest lock (00:02:30).
+def test_batch_settings_have_the_documented_defaults() -> None:
+    options = ServiceBusOptions.from_mapping({})
+    assert (options.max_message_batch_size, options.min_message_batch_size, options.max_batch_wait_time) == (
+        1000, 1, timedelta(seconds=30))
+
+
+def test_batch_settings_are_read_from_host_json() -> None:
+    options = ServiceBusOptions.from_mapping(
+        {"maxMessageBatchSize": 20, "minMessageBatchSize": 10, "maxBatchWaitTime": "00:00:01"})
+    assert (options.max_message_batch_size, options.min_message_batch_size, options.max_batch_wait_time) == (
+        20, 10, timedelta(seconds=1))
+
+
+@pytest.mark.parametrize(("raw", "named"), [
+    ({"maxMessageBatchSize": 5, "minMessageBatchSize": 6}, "minMessageBatchSize"),
+    ({"maxBatchWaitTime": "00:02:31"}, "maxBatchWaitTime"),
+    ({"minMessageBatchSize": 0}, "minMessageBatchSize"),
+    ({"maxConcurrentCalls": True}, "maxConcurrentCalls"),
+    ({"prefetchCount": 1.5}, "prefetchCount"),
+])
+def test_inconsistent_batch_and_count_settings_are_reported(raw: dict, named: str) -> None:
+    with pytest.raises(SettingsError, match=named):
+        ServiceBusOptions.from_mapping(raw, source="host.json")
+
+
+# local.settings.json (Azure Functions Core Tools docs, "Local settings file"): "Values must be strings and
+# not JSON objects or arrays"; IsEncrypted true means values encrypted with a key of the machine.
+@pytest.mark.parametrize(("doc", "named"), [
+    ({"IsEncrypted": False, "Values": {"Nested": {"a": 1}}}, "Values.Nested"),
+    ({"Values": {"A": "x", "List": [1, 2]}}, "Values.List"),
+    ({"IsEncrypted": True, "Values": {"A": "ciphertext"}}, "IsEncrypted"),
+    (["not", "an", "object"], "JSON object"),
+])
+def test_local_settings_that_are_not_plain_strings_are_reported(tmp_path: Path, doc: object, named: str) -> None:
+    path = tmp_path / "local.settings.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SettingsError, match=named):
+        load_local_settings(path)
+
+
+def test_local_settings_scalars_become_strings(tmp_path: Path) -> None:
+    path = tmp_path / "local.settings.json"
+    path.write_text(json.dumps({"IsEncrypted": False, "Values": {"A": "x", "N": 5, "Empty": None}}))
+    assert load_local_settings(path) == {"A": "x", "N": "5", "Empty": ""}

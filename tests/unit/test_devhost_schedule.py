@@ -38,6 +38,35 @@ def test_bad_ncrontab_is_rejected(expression: str) -> None:
         NcrontabSchedule(expression)
 
 
+# "Timer trigger for Azure Functions", CRON expressions: months and days by number, English name or
+# abbreviation, case-insensitive ("0 30 9 * Jan Mon": 9:30 AM every Monday in January); 0 is Sunday.
+@pytest.mark.parametrize("expression", ["0 30 9 * Jan Mon", "0 30 9 * January Monday", "0 30 9 * jan MONDAY",
+                                        "0 30 9 * 1 1"])
+def test_ncrontab_month_and_day_names(expression: str) -> None:
+    assert parse_schedule(expression, T0).next_after(T0) == datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
+
+
+def test_ncrontab_day_ranges_by_name_and_sunday_as_zero() -> None:
+    weekdays = parse_schedule("0 30 9 * * Monday-Friday", T0)  # 2026-01-01 is a Thursday
+    assert weekdays.next_after(datetime(2026, 1, 2, 10, tzinfo=UTC)) == datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
+    assert parse_schedule("0 0 0 * * 0", T0).next_after(T0) == datetime(2026, 1, 4, tzinfo=UTC)
+
+
+def test_an_unknown_name_is_reported() -> None:
+    with pytest.raises(ValueError, match="Funday"):
+        parse_schedule("0 0 0 * * Funday", T0)
+
+
+# Same page, TimeSpan: "When a function completes after running longer than the specified interval, the
+# timer immediately invokes the function again"; a CRON schedule skips the occurrences the run overlapped.
+def test_after_an_overlong_run_a_timespan_fires_at_once_and_ncrontab_skips() -> None:
+    interval = parse_schedule("00:00:10", T0)
+    assert interval.following(T0 + timedelta(seconds=10), T0 + timedelta(seconds=12)) == T0 + timedelta(seconds=20)
+    assert interval.following(T0 + timedelta(seconds=10), T0 + timedelta(seconds=35)) == T0 + timedelta(seconds=35)
+    cron = parse_schedule("*/10 * * * * *", T0)
+    assert cron.following(T0 + timedelta(seconds=9), T0 + timedelta(seconds=35)) == T0 + timedelta(seconds=39)
+
+
 def test_timespan_schedule_counts_from_the_start() -> None:
     schedule = parse_schedule("00:00:10", T0)
     assert isinstance(schedule, IntervalSchedule)
@@ -104,6 +133,9 @@ class _MissedOnce:
     def next_after(self, moment: datetime) -> datetime:
         self.calls += 1
         return moment - timedelta(seconds=5) if self.calls == 1 else moment + timedelta(hours=1)
+
+    def following(self, scheduled: datetime, now: datetime) -> datetime:
+        return now + timedelta(hours=1)
 
 
 def test_a_late_occurrence_is_past_due() -> None:
