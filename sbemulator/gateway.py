@@ -514,18 +514,18 @@ class EntityReceiverLink:
                 return
             if not batch:
                 break
-            for delivery in batch:
-                message = delivery.message
-                payload = encode_delivery(
-                    message,
-                    header_delivery_count=delivery.header_delivery_count,
-                    locked_until_ms=delivery.locked_until_ms if peek_lock else None,
-                )
-                if peek_lock:
-                    key = delivery.lock_key  # the delivery tag the SDKs read the lock token from
-                    conn.send_transfer(link, key, payload, settled=False, context=key)
-                else:
-                    conn.send_transfer(link, _presettled_tag(), payload, settled=True)
+            if peek_lock:  # the lock key is the delivery tag (the SDKs read the lock token from it)
+                conn.send_transfers(link, [
+                    (d.lock_key, encode_delivery(d.message, header_delivery_count=d.header_delivery_count,
+                                                 locked_until_ms=d.locked_until_ms), d.lock_key)
+                    for d in batch
+                ], settled=False)
+            else:
+                conn.send_transfers(link, [
+                    (_presettled_tag(), encode_delivery(d.message, header_delivery_count=d.header_delivery_count,
+                                                        locked_until_ms=None), None)
+                    for d in batch
+                ], settled=True)
         if link.drain and link.link_credit > 0 and conn.can_send(link):
             conn.drain_complete(link)
 

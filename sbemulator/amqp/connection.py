@@ -891,6 +891,37 @@ class Connection:
             link.unsettled[delivery_id] = context
         return delivery_id
 
+    def send_transfers(self, link: Link, deliveries: list[tuple[bytes, bytes, Any]], *, settled: bool) -> None:
+        """:meth:`send_transfer` of each ``(delivery tag, payload, context)`` in turn, message format 0:
+        the broker hands deliveries over in batches of up to a hundred, and what they share (session,
+        channel, frame limit, the dictionaries of unsettled deliveries) is looked up once for all."""
+        session = link.session
+        out = self._out
+        channel = session.channel
+        limit = self.remote_max_frame_size - FRAME_HEADER_SIZE - 8  # 8: slack for 'more', as send_transfer
+        handle = link.handle
+        session_unsettled = session.outgoing_unsettled
+        link_unsettled = link.unsettled
+        pack_header = _frame_header.pack
+        transfer = hotframes.transfer
+        for tag, payload, context in deliveries:
+            delivery_id = session.next_outgoing_id
+            performative = transfer(handle, delivery_id, tag, 0, settled)
+            size = len(performative) + len(payload)
+            if size > limit:  # split over several frames: the general path
+                self.send_transfer(link, tag, payload, settled=settled, context=context)
+                continue
+            out += pack_header(FRAME_HEADER_SIZE + size, 2, FRAME_AMQP, channel)
+            out += performative
+            out += payload
+            session.next_outgoing_id = delivery_id + 1
+            session.remote_incoming_window -= 1
+            link.delivery_count = (link.delivery_count + 1) & UINT_MAX
+            link.link_credit -= 1
+            if not settled:
+                session_unsettled[delivery_id] = link
+                link_unsettled[delivery_id] = context
+
     def _on_transfer(self, channel: int, transfer: Any, payload: bytes) -> None:
         session = self._session(channel)
         link = session.links_by_remote.get(transfer.handle)

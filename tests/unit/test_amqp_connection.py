@@ -519,6 +519,35 @@ def test_every_split_frame_respects_the_peer_max_frame_size(size: int) -> None:
     assert b"".join(f.payload for f in frames) == payload
 
 
+@pytest.mark.parametrize("settled", [False, True])
+def test_a_batch_of_transfers_is_what_one_transfer_after_another_gives(settled: bool) -> None:
+    # send_transfers (the broker's batches) must write the same frames and leave the same link and session
+    # state as send_transfer called for each delivery, including one that is split over several frames.
+    def peer_with_credit() -> tuple[Peer, object]:
+        peer = Peer()
+        peer.open(max_frame_size=UInt(512))
+        peer.begin()
+        link = peer.attach(handle=1, client_sends=False)
+        peer.conn.accept_attach(link)
+        peer.frame(Flow(UInt(0), UInt(5000), UInt(0), UInt(5000), UInt(1), UInt(0), UInt(10)))
+        peer.output()
+        return peer, link
+
+    deliveries = [(bytes([i]) * 16, bytes([65 + i]) * size, f"ctx{i}") for i, size in enumerate([5, 700, 0, 470])]
+    one_by_one, link_a = peer_with_credit()
+    for tag, payload, context in deliveries:
+        one_by_one.conn.send_transfer(link_a, tag, payload, settled=settled, context=context)
+    batched, link_b = peer_with_credit()
+    batched.conn.send_transfers(link_b, deliveries, settled=settled)
+
+    assert batched.conn.data_to_send() == one_by_one.conn.data_to_send()
+    for attribute in ("link_credit", "delivery_count", "unsettled"):
+        assert getattr(link_b, attribute) == getattr(link_a, attribute)
+    for attribute in ("next_outgoing_id", "remote_incoming_window"):
+        assert getattr(link_b.session, attribute) == getattr(link_a.session, attribute)
+    assert list(link_b.session.outgoing_unsettled) == list(link_a.session.outgoing_unsettled)
+
+
 def test_drain_consumes_the_credit_and_reports_drain() -> None:
     peer = Peer()
     link = _sending_link(peer)
