@@ -6,9 +6,9 @@ no test waits longer than the behaviour needs.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import time
-from collections.abc import Iterator
 
 import pytest
 from azure.servicebus import (
@@ -20,7 +20,6 @@ from azure.servicebus import (
 )
 from azure.servicebus.exceptions import ServiceBusError
 
-from sbemulator import Emulator
 from tests.fixtures.emulator import queue, receive, topology
 
 MINUTE = dt.timedelta(minutes=1)
@@ -91,15 +90,8 @@ CONFIG = topology(
 
 
 @pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(config=CONFIG, in_memory=True) as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def client(emu: Emulator) -> Iterator[ServiceBusClient]:
-    with ServiceBusClient.from_connection_string(emu.connection_string) as sb:
-        yield sb
+def topology_under_test() -> dict:
+    return copy.deepcopy(CONFIG)
 
 
 def drain_subscription(client: ServiceBusClient, topic: str, sub: str, expected: int) -> list:

@@ -7,6 +7,7 @@ waits longer than the behaviour needs.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import time
 from collections.abc import Iterator
@@ -69,15 +70,8 @@ CONFIG = topology(
 
 
 @pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(config=CONFIG, in_memory=True) as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def client(emu: Emulator) -> Iterator[ServiceBusClient]:
-    with ServiceBusClient.from_connection_string(emu.connection_string) as sb:
-        yield sb
+def topology_under_test() -> dict:
+    return copy.deepcopy(CONFIG)
 
 
 @pytest.fixture
@@ -258,15 +252,6 @@ def test_properties_over_64_kb_in_total_are_refused(client):
 
 
 # ------------------------------------------------------------------ entity status (suspend and reactivate)
-@pytest.fixture
-def admin(emu: Emulator) -> Iterator[ServiceBusAdministrationClient]:
-    assert emu.admin_connection_string is not None
-    with ServiceBusAdministrationClient.from_connection_string(
-        emu.admin_connection_string, connection_verify=emu.ca_path
-    ) as client:
-        yield client
-
-
 def _set_queue_status(admin: ServiceBusAdministrationClient, name: str, status: EntityStatus) -> None:
     props = admin.get_queue(name)
     props.status = status

@@ -7,8 +7,8 @@ application would against a namespace.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
-from collections.abc import Iterator
 
 import pytest
 from azure.core.exceptions import HttpResponseError
@@ -35,23 +35,8 @@ UTC = dt.UTC
 
 
 @pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(config=CONFIG, in_memory=True) as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def client(emu: Emulator) -> Iterator[ServiceBusClient]:
-    with ServiceBusClient.from_connection_string(emu.connection_string) as sb:
-        yield sb
-
-
-@pytest.fixture
-def admin(emu: Emulator) -> Iterator[ServiceBusAdministrationClient]:
-    with ServiceBusAdministrationClient.from_connection_string(
-        emu.admin_connection_string, connection_verify=emu.ca_path
-    ) as adm:
-        yield adm
+def topology_under_test() -> dict:
+    return copy.deepcopy(CONFIG)
 
 
 def _subscribe(admin: ServiceBusAdministrationClient, name: str, **rule: object) -> None:
