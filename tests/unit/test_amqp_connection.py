@@ -6,6 +6,8 @@ frames the server writes back, decoded, against AMQP 1.0 part 2 (transport) and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sbemulator.amqp import events as ev
@@ -484,7 +486,8 @@ def test_credit_then_transfer_then_disposition_round_trip() -> None:
     assert link.unsettled == {}
 
 
-def test_outgoing_transfer_is_split_for_a_peer_with_a_512_byte_max_frame_size() -> None:
+def _small_frame_peer_with_credit() -> tuple[Peer, Any]:
+    """A peer that announced a 512-byte max-frame-size, with a receiving link and 10 credits."""
     peer = Peer()
     peer.open(max_frame_size=UInt(512))
     peer.begin()
@@ -492,6 +495,11 @@ def test_outgoing_transfer_is_split_for_a_peer_with_a_512_byte_max_frame_size() 
     peer.conn.accept_attach(link)
     peer.frame(Flow(UInt(0), UInt(5000), UInt(0), UInt(5000), UInt(1), UInt(0), UInt(10)))
     peer.output()
+    return peer, link
+
+
+def test_outgoing_transfer_is_split_for_a_peer_with_a_512_byte_max_frame_size() -> None:
+    peer, link = _small_frame_peer_with_credit()
     payload = bytes(range(256)) * 8  # 2048 bytes
     peer.conn.send_transfer(link, b"\x02" * 16, payload, settled=True)
     frames = peer.frames()
@@ -505,13 +513,7 @@ def test_outgoing_transfer_is_split_for_a_peer_with_a_512_byte_max_frame_size() 
 
 @pytest.mark.parametrize("size", [0, 1, 400, 470, 471, 480, 495, 496, 1000])
 def test_every_split_frame_respects_the_peer_max_frame_size(size: int) -> None:
-    peer = Peer()
-    peer.open(max_frame_size=UInt(512))
-    peer.begin()
-    link = peer.attach(handle=1, client_sends=False)
-    peer.conn.accept_attach(link)
-    peer.frame(Flow(UInt(0), UInt(5000), UInt(0), UInt(5000), UInt(1), UInt(0), UInt(10)))
-    peer.output()
+    peer, link = _small_frame_peer_with_credit()
     payload = b"z" * size
     peer.conn.send_transfer(link, b"\x03" * 16, payload, settled=False)
     frames = peer.frames()
@@ -523,21 +525,11 @@ def test_every_split_frame_respects_the_peer_max_frame_size(size: int) -> None:
 def test_a_batch_of_transfers_is_what_one_transfer_after_another_gives(settled: bool) -> None:
     # send_transfers (the broker's batches) must write the same frames and leave the same link and session
     # state as send_transfer called for each delivery, including one that is split over several frames.
-    def peer_with_credit() -> tuple[Peer, object]:
-        peer = Peer()
-        peer.open(max_frame_size=UInt(512))
-        peer.begin()
-        link = peer.attach(handle=1, client_sends=False)
-        peer.conn.accept_attach(link)
-        peer.frame(Flow(UInt(0), UInt(5000), UInt(0), UInt(5000), UInt(1), UInt(0), UInt(10)))
-        peer.output()
-        return peer, link
-
     deliveries = [(bytes([i]) * 16, bytes([65 + i]) * size, f"ctx{i}") for i, size in enumerate([5, 700, 0, 470])]
-    one_by_one, link_a = peer_with_credit()
+    one_by_one, link_a = _small_frame_peer_with_credit()
     for tag, payload, context in deliveries:
         one_by_one.conn.send_transfer(link_a, tag, payload, settled=settled, context=context)
-    batched, link_b = peer_with_credit()
+    batched, link_b = _small_frame_peer_with_credit()
     batched.conn.send_transfers(link_b, deliveries, settled=settled)
 
     assert batched.conn.data_to_send() == one_by_one.conn.data_to_send()
