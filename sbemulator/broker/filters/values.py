@@ -91,8 +91,9 @@ _TICKS_PER_MICROSECOND = 10
 
 
 def to_amqp_timespan(value: timedelta) -> Described:
-    """A duration computed by an action (``SET Age = sys.ExpiresAtUtc - sys.EnqueuedTimeUtc``), as the
-    .NET SDK writes a TimeSpan application property: ``com.microsoft:timespan`` over its ticks."""
+    """A duration computed by an action (``SET Age = sys.ExpiresAtUtc - sys.EnqueuedTimeUtc``), the way
+    the Service Bus AMQP guide's type mapping gives a TimeSpan: ``com.microsoft:timespan`` described
+    long, TimeSpan.Ticks (100 ns)."""
     return Described(TIMESPAN_DESCRIPTOR, Long(value // timedelta(microseconds=1) * _TICKS_PER_MICROSECOND))
 
 
