@@ -452,11 +452,8 @@ class Connection:
         try:
             # Nearly every body is a performative described by a small ulong code: decode its field
             # list straight into the performative's class instead of through a Described value.
+            # (Dispositions in the SDKs' shapes never get here: _process_input reads them itself.)
             if len(frame) > 3 and frame[0] == 0x00 and frame[1] == 0x53 and frame[3] in _LIST_CODES:
-                if frame[2] == 0x15:  # a disposition: one per settled message, most in one shape
-                    disposition = hotframes.parse_disposition(frame)
-                    if disposition is not None:
-                        return disposition, len(frame)
                 cls = _FRAME_BODIES.get(frame[2])
                 if cls is not None:
                     values, offset = codec.decode(frame, 3)
@@ -849,56 +846,20 @@ class Connection:
         message_format: int = 0,
         context: Any = None,
     ) -> int:
-        """Send one delivery (split into frames as the peer's max-frame-size requires)."""
-        session = link.session
-        delivery_id = session.next_outgoing_id
-        performative = hotframes.transfer(link.handle, delivery_id, delivery_tag, message_format, settled)
-        room = self.remote_max_frame_size - FRAME_HEADER_SIZE - len(performative) - 8  # slack for 'more'
-        if len(payload) <= room:
-            out = self._out
-            out += _frame_header.pack(FRAME_HEADER_SIZE + len(performative) + len(payload), 2, FRAME_AMQP,
-                                      session.channel)
-            out += performative
-            out += payload
-        else:
-            more = Transfer(
-                UInt(link.handle), UInt(delivery_id), delivery_tag, UInt(message_format), settled, True
-            )
-            head = bytearray(FRAME_HEADER_SIZE)
-            codec.encode_into(head, more)
-            room = self.remote_max_frame_size - len(head)
-            offset = 0
-            while len(payload) - offset > room:
-                frame = bytearray(head)
-                frame += payload[offset : offset + room]
-                _patch_header(frame, session.channel)
-                self._out += frame
-                offset += room
-                session.next_outgoing_id += 1
-                session.remote_incoming_window -= 1
-            last = bytearray(FRAME_HEADER_SIZE)
-            codec.encode_into(last, Transfer(UInt(link.handle), UInt(delivery_id), delivery_tag,
-                                             UInt(message_format), settled, False))
-            last += payload[offset:]
-            _patch_header(last, session.channel)
-            self._out += last
-        session.next_outgoing_id += 1
-        session.remote_incoming_window -= 1
-        link.delivery_count = (link.delivery_count + 1) & UINT_MAX
-        link.link_credit -= 1
-        if not settled:
-            session.outgoing_unsettled[delivery_id] = link
-            link.unsettled[delivery_id] = context
+        """Send one delivery (split into frames as the peer's max-frame-size requires); its delivery id."""
+        delivery_id = link.session.next_outgoing_id
+        self.send_transfers(link, [(delivery_tag, payload, context)], settled=settled, message_format=message_format)
         return delivery_id
 
-    def send_transfers(self, link: Link, deliveries: list[tuple[bytes, bytes, Any]], *, settled: bool) -> None:
-        """:meth:`send_transfer` of each ``(delivery tag, payload, context)`` in turn, message format 0:
-        the broker hands deliveries over in batches of up to a hundred, and what they share (session,
-        channel, frame limit, the dictionaries of unsettled deliveries) is looked up once for all."""
+    def send_transfers(self, link: Link, deliveries: list[tuple[bytes, bytes, Any]], *, settled: bool,
+                       message_format: int = 0) -> None:
+        """Send each ``(delivery tag, payload, context)`` in turn. The broker hands deliveries over in
+        batches of up to a hundred: what they share (session, channel, frame limit, the dictionaries of
+        unsettled deliveries) is looked up once for all of them."""
         session = link.session
         out = self._out
         channel = session.channel
-        limit = self.remote_max_frame_size - FRAME_HEADER_SIZE - 8  # 8: slack for 'more', as send_transfer
+        limit = self.remote_max_frame_size - FRAME_HEADER_SIZE - 8  # 8: slack for 'more' in a split delivery
         handle = link.handle
         session_unsettled = session.outgoing_unsettled
         link_unsettled = link.unsettled
@@ -906,21 +867,46 @@ class Connection:
         transfer = hotframes.transfer
         for tag, payload, context in deliveries:
             delivery_id = session.next_outgoing_id
-            performative = transfer(handle, delivery_id, tag, 0, settled)
+            performative = transfer(handle, delivery_id, tag, message_format, settled)
             size = len(performative) + len(payload)
-            if size > limit:  # split over several frames: the general path
-                self.send_transfer(link, tag, payload, settled=settled, context=context)
-                continue
-            out += pack_header(FRAME_HEADER_SIZE + size, 2, FRAME_AMQP, channel)
-            out += performative
-            out += payload
-            session.next_outgoing_id = delivery_id + 1
+            if size <= limit:
+                out += pack_header(FRAME_HEADER_SIZE + size, 2, FRAME_AMQP, channel)
+                out += performative
+                out += payload
+            else:
+                self._write_split_delivery(link, delivery_id, tag, payload, settled, message_format)
+            session.next_outgoing_id += 1
             session.remote_incoming_window -= 1
             link.delivery_count = (link.delivery_count + 1) & UINT_MAX
             link.link_credit -= 1
             if not settled:
                 session_unsettled[delivery_id] = link
                 link_unsettled[delivery_id] = context
+
+    def _write_split_delivery(self, link: Link, delivery_id: int, tag: bytes, payload: bytes, settled: bool,
+                              message_format: int) -> None:
+        """The frames of a delivery larger than one frame, all but the last with 'more'; each frame but
+        the last takes a transfer id and a unit of the peer's window here (the caller counts the last)."""
+        session = link.session
+        more = Transfer(UInt(link.handle), UInt(delivery_id), tag, UInt(message_format), settled, True)
+        head = bytearray(FRAME_HEADER_SIZE)
+        codec.encode_into(head, more)
+        room = self.remote_max_frame_size - len(head)
+        offset = 0
+        while len(payload) - offset > room:
+            frame = bytearray(head)
+            frame += payload[offset : offset + room]
+            _patch_header(frame, session.channel)
+            self._out += frame
+            offset += room
+            session.next_outgoing_id += 1
+            session.remote_incoming_window -= 1
+        last = bytearray(FRAME_HEADER_SIZE)
+        codec.encode_into(last, Transfer(UInt(link.handle), UInt(delivery_id), tag, UInt(message_format), settled,
+                                         False))
+        last += payload[offset:]
+        _patch_header(last, session.channel)
+        self._out += last
 
     def _on_transfer(self, channel: int, transfer: Any, payload: bytes) -> None:
         session = self._session(channel)

@@ -523,8 +523,9 @@ def test_every_split_frame_respects_the_peer_max_frame_size(size: int) -> None:
 
 @pytest.mark.parametrize("settled", [False, True])
 def test_a_batch_of_transfers_is_what_one_transfer_after_another_gives(settled: bool) -> None:
-    # send_transfers (the broker's batches) must write the same frames and leave the same link and session
-    # state as send_transfer called for each delivery, including one that is split over several frames.
+    # send_transfers (the broker's batches) carries the session's ids and window, the link's credit and the
+    # unsettled deliveries from one delivery to the next, across one split over several frames too: a
+    # batch must leave what one delivery after another leaves.
     deliveries = [(bytes([i]) * 16, bytes([65 + i]) * size, f"ctx{i}") for i, size in enumerate([5, 700, 0, 470])]
     one_by_one, link_a = _small_frame_peer_with_credit()
     for tag, payload, context in deliveries:
