@@ -514,18 +514,15 @@ class EntityReceiverLink:
                 return
             if not batch:
                 break
-            if peek_lock:  # the lock key is the delivery tag (the SDKs read the lock token from it)
-                conn.send_transfers(link, [
-                    (d.lock_key, encode_delivery(d.message, header_delivery_count=d.header_delivery_count,
-                                                 locked_until_ms=d.locked_until_ms), d.lock_key)
-                    for d in batch
-                ], settled=False)
-            else:
-                conn.send_transfers(link, [
-                    (_presettled_tag(), encode_delivery(d.message, header_delivery_count=d.header_delivery_count,
-                                                        locked_until_ms=None), None)
-                    for d in batch
-                ], settled=True)
+            # A peek-locked delivery's tag is its lock key (the SDKs read the lock token from it); a
+            # receive-and-delete delivery has no key and no lock, and goes settled.
+            conn.send_transfers(link, [
+                (d.lock_key or _presettled_tag(),
+                 encode_delivery(d.message, header_delivery_count=d.header_delivery_count,
+                                 locked_until_ms=d.locked_until_ms),
+                 d.lock_key)
+                for d in batch
+            ], settled=not peek_lock)
         if link.drain and link.link_credit > 0 and conn.can_send(link):
             conn.drain_complete(link)
 
