@@ -118,9 +118,7 @@ class DeliveryJournal:
     def append_delete(self, key: Key) -> bool:
         """:meth:`append` of one deletion, the record of every completion, without the general loop."""
         entity, seq = key
-        head = self._delete_heads.get(entity)
-        if head is None:
-            head = self._head(self._delete_heads, _DELETE, entity)
+        head = self._delete_heads.get(entity) or self._new_head(self._delete_heads, _DELETE, entity)
         if not self._write_record(head + _SEQ.pack(seq)):
             return False
         self.deletes.add(key)
@@ -131,13 +129,13 @@ class DeliveryJournal:
         """Write deletions and updates as one record: durable against a process kill once this
         returns True. False when the journal has no room: the caller folds it into SQLite instead."""
         parts = []
+        heads = self._delete_heads
         for entity, seq in deletes:
-            parts.append(self._head(self._delete_heads, _DELETE, entity))
+            parts.append(heads.get(entity) or self._new_head(heads, _DELETE, entity))
             parts.append(_SEQ.pack(seq))
         heads, pack = self._update_heads, _SEQ_VALUES.pack
         for (entity, seq), (state, count, enqueued, expires) in updates:
-            head = heads.get(entity)
-            parts.append(head if head is not None else self._head(heads, _UPDATE, entity))
+            parts.append(heads.get(entity) or self._new_head(heads, _UPDATE, entity))
             parts.append(pack(seq, state, count, enqueued, -1 if expires is None else expires))
         if not self._write_record(b"".join(parts)):
             return False
@@ -151,12 +149,10 @@ class DeliveryJournal:
         return True
 
     @staticmethod
-    def _head(heads: dict[str, bytes], kind: int, entity: str) -> bytes:
-        """An entry's bytes before the sequence number, kept per entity in ``heads``."""
-        head = heads.get(entity)
-        if head is None:
-            raw = entity.encode("utf-8")
-            head = heads[entity] = _ENTRY.pack(kind, len(raw)) + raw
+    def _new_head(heads: dict[str, bytes], kind: int, entity: str) -> bytes:
+        """An entity's entry bytes before the sequence number (kind, length, name), kept in ``heads``."""
+        raw = entity.encode("utf-8")
+        head = heads[entity] = _ENTRY.pack(kind, len(raw)) + raw
         return head
 
     def _write_record(self, payload: bytes) -> bool:

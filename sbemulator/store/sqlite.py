@@ -196,16 +196,13 @@ class SqliteStore:
 
     def commit(self) -> None:
         messages = self._messages
-        if not messages and not (self._sequences or self._sessions or self._duplicates or self._entity_ops):
+        only_messages = self._only_messages()
+        if not messages and only_messages:
             return  # most flushes follow a read that changed nothing durable
         if self._closed:
             return
         journal = self._journal
-        if (
-            journal is not None
-            and len(messages) == 1
-            and not (self._sequences or self._sessions or self._duplicates or self._entity_ops)
-        ):
+        if journal is not None and len(messages) == 1 and only_messages:
             # One completion per request is the SDK's peek-lock path: its record without the general loop.
             ((key, (op, _)),) = messages.items()
             if op == _DEL and journal.append_delete(key):
