@@ -85,13 +85,10 @@ def transfer(handle: int, delivery_id: int, delivery_tag: bytes, message_format:
     return _TRANSFER + _list(fields, 11)
 
 
-# The echo of a complete: role sender, one delivery, settled, accepted, batchable false; the
-# list8 size byte goes between the head and the delivery id.
+# The frame that settles a completed delivery (role sender, one delivery, settled, accepted, batchable
+# false) for a delivery id written as uint, every id from 256 on: frame header, the performative up to
+# the id, the id, the fields after it.
 _ACCEPTED_ECHO_TAIL = b"\x40\x41\x00\x53\x24\x45\x42"
-
-
-# The whole frame of that echo for a delivery id written as uint (every id from 256 on): frame header,
-# then the performative up to the id, the id, the rest.
 _ECHO_HEAD_U32 = _DISPOSITION + bytes((0xC0, 5 + 9, 6)) + b"\x42\x70"
 _ECHO_FRAME_U32 = struct.Struct(f">IBBH{len(_ECHO_HEAD_U32)}sI{len(_ACCEPTED_ECHO_TAIL)}s")
 
@@ -102,15 +99,11 @@ def accepted_echo_frame(channel: int, delivery_id: int) -> bytes:
     if 256 <= delivery_id <= 0xFFFFFFFF:
         return _ECHO_FRAME_U32.pack(_ECHO_FRAME_U32.size, 2, 0, channel, _ECHO_HEAD_U32, delivery_id,
                                     _ACCEPTED_ECHO_TAIL)
-    return frame(channel, disposition(False, delivery_id, None, True, _ACCEPTED))
+    return frame(channel, disposition(False, delivery_id, None, True, _ACCEPTED))  # the first 256 only
 
 
 def disposition(role: bool, first: int, last: int | None, settled: bool, state: Any) -> bytes:
     """The disposition performative (without frame header), batchable false as the codec writes it."""
-    if last is None and settled and not role and type(state) is Accepted:
-        first_bytes = uint(first)  # the shape of every completion the emulator confirms
-        return b"".join((_DISPOSITION, bytes((0xC0, len(first_bytes) + 9, 6)), b"\x42", first_bytes,
-                         _ACCEPTED_ECHO_TAIL))
     fields = b"".join((_BOOL[bool(role)], uint(first), _NULL if last is None else uint(last),
                        _BOOL[bool(settled)], state_bytes(state), _BATCHABLE_FALSE))
     return _DISPOSITION + _list(fields, 6)
