@@ -84,9 +84,11 @@ def test_racing_leases_never_overlap(azurite: Azurite) -> None:
     leases: list[Lease] = []
     lock = threading.Lock()
 
+    give_up_at = time.monotonic() + 30  # the joins below wait as long; a thread must not outlive them
+
     def lease_many(clock: BudgetClock) -> None:
         got = 0
-        while got < 10:
+        while got < 10 and time.monotonic() < give_up_at:
             result = clock.lease(3, max_ahead=60.0)
             if isinstance(result, Lease):
                 got += 1
@@ -120,7 +122,9 @@ def test_a_dead_instance_share_returns_when_its_leases_lapse(azurite: Azurite) -
     assert lapses_at <= died_at + 0.5 + 12 * dead.interval  # the documented bound: max_ahead + one batch
     survivor = _clock(azurite, table, "leveler")
     result = survivor.lease(1, max_ahead=0.5)
+    give_up_at = time.monotonic() + 30  # the dead one's share lapses within seconds; never wait for ever
     while not isinstance(result, Lease):
+        assert time.monotonic() < give_up_at, "the survivor never got a slot"
         time.sleep(result)
         result = survivor.lease(1, max_ahead=0.5)
     assert result.first >= lapses_at - 1e-6  # the dead one's slots were never handed out twice
