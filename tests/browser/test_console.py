@@ -16,6 +16,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
 from sbemulator import Emulator
+from tests.fixtures.emulator import receive
 
 from .conftest import screenshot
 
@@ -289,11 +290,8 @@ def test_resubmit_selected_then_all(page: Any, console_emulator: Emulator) -> No
         with client.get_queue_sender("orders") as sender:
             sender.send_messages([ServiceBusMessage(f"bad {i}") for i in range(1, 5)])
         with client.get_queue_receiver("orders", max_wait_time=WAIT_S) as receiver:
-            received = []
-            while len(received) < 4:
-                batch = receiver.receive_messages(max_message_count=4, max_wait_time=WAIT_S)
-                assert batch, "the four messages did not arrive"
-                received += batch
+            received = receive(receiver, 4, wait=WAIT_S)
+            assert len(received) == 4, "the four messages did not arrive"
             for m in received:
                 receiver.dead_letter_message(m, reason="Poison")
     sign_in_by_keyboard(page, console_emulator.key)
