@@ -997,13 +997,8 @@ class Connection:
             )
 
     def _on_sdk_complete(self, channel: int, delivery_id: int) -> None:
-        """:meth:`_on_disposition` of an unsettled accepted disposition of one delivery."""
-        session = self._session(channel)
-        link = session.outgoing_unsettled.get(delivery_id)
-        if link is not None:
-            self._events.append(
-                DeliveryStateChanged(link, delivery_id, _ACCEPTED, False, link.unsettled.get(delivery_id))
-            )
+        """:meth:`_on_disposition` of the SDK's complete: one delivery, unsettled, accepted."""
+        self._peer_disposed(self._session(channel), delivery_id, delivery_id, False, _ACCEPTED)
 
     def _on_disposition(self, channel: int, disposition: Any) -> None:
         session = self._session(channel)
@@ -1013,17 +1008,20 @@ class Connection:
         last = disposition.last if disposition.last is not None else first
         if first is None or last - first > 100_000:
             raise SessionError(session, DECODE_ERROR, "disposition range is invalid")
+        self._peer_disposed(session, first, last, bool(disposition.settled), disposition.state)
+
+    def _peer_disposed(self, session: Session, first: int, last: int, settled: bool, state: Any) -> None:
+        """The peer gave deliveries ``first``..``last`` we sent a state: an event for each we know."""
+        unsettled = session.outgoing_unsettled
         for delivery_id in range(first, last + 1):
-            link = session.outgoing_unsettled.get(delivery_id)
+            link = unsettled.get(delivery_id)
             if link is None:
                 continue
             context = link.unsettled.get(delivery_id)
-            if disposition.settled:
-                session.outgoing_unsettled.pop(delivery_id, None)
+            if settled:
+                unsettled.pop(delivery_id, None)
                 link.unsettled.pop(delivery_id, None)
-            self._events.append(
-                DeliveryStateChanged(link, delivery_id, disposition.state, bool(disposition.settled), context)
-            )
+            self._events.append(DeliveryStateChanged(link, delivery_id, state, settled, context))
 
     # ------------------------------------------------------------------ output
     def _send(self, channel: int, body: Any) -> None:
