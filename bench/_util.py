@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sbemulator.launcher import EmulatorProcess, start_emulator_process
+from sbemulator.runtime.launcher import EmulatorProcess, start_emulator_process
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOC_PATH = REPO_ROOT / "docs" / "benchmarks.md"

@@ -29,8 +29,8 @@ from pathlib import Path
 from azure.servicebus import ServiceBusClient, ServiceBusReceiveMode
 
 from sbemulator.config import load_config
-from sbemulator.emulator import build
-from sbemulator.server import _AmqpProtocol
+from sbemulator.runtime.emulator import build
+from sbemulator.runtime.server import _AmqpProtocol
 
 from ._util import Deadline, config_file, emulator, topology
 from .emulator_throughput import QUEUE, open_receiver, receive_all, send_batches

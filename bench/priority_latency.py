@@ -58,7 +58,7 @@ from devhost.local_services import LocalServices, emulator_admin_connection_stri
 from devhost.scale import RoleScale, load_role_scales
 from devhost.scale_controller import DEFAULT_COLD_START, ScaleOptions
 from functions import runtime
-from sbemulator.launcher import EmulatorProcess
+from sbemulator.runtime.launcher import EmulatorProcess
 from sender.messages import build_contract_messages, publish, to_service_bus_message
 from shared.topology import HIGH, LOW, PRIORITY_PROPERTY, QUEUE_LEVELING, TOPIC
 

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 from azure.servicebus import parse_connection_string
 
 from sbemulator import connection_string
-from sbemulator.launcher import EmulatorStartError, start_emulator_process
+from sbemulator.runtime.launcher import EmulatorStartError, start_emulator_process
 
 ROOT = Path(__file__).resolve().parents[1]
 AZURITE_ACCOUNT = "devstoreaccount1"

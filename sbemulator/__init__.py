@@ -1,5 +1,5 @@
 """sbemulator: a pure-Python Azure Service Bus emulator that the official SDKs use unchanged."""
 
-from .emulator import Emulator, connection_string
+from .runtime.emulator import Emulator, connection_string
 
 __all__ = ["Emulator", "connection_string"]

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from .emulator import Emulator
+from .runtime.emulator import Emulator
 
 CONFIG_OPTION = "--sbemulator-config"
 CONFIG_INI = "sbemulator_config"

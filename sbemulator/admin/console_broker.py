@@ -24,7 +24,7 @@ from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError, MessageNotFoundError
 from sbemulator.broker.model import BrokerMessage, MessageState
 from sbemulator.broker.views import SUB_QUEUES, EntityView, SessionView
-from sbemulator.deliveries import SCHEDULED_ENQUEUE_TIME, incoming_messages
+from sbemulator.gateway.deliveries import SCHEDULED_ENQUEUE_TIME, incoming_messages
 
 from .backend import Namespace
 from .errors import BadRequest, NotFound

@@ -18,7 +18,7 @@ console) goes through these methods and the broker's messaging API, never throug
                                                 ``views.SUB_QUEUES``)
 ``session_views(path)``                         sessions with messages, state or a lock holder
 ``now_ms()``                                    the broker's clock (the times in views and messages)
-``send(path, [IncomingMessage])``               send as a client would (``sbemulator.deliveries``
+``send(path, [IncomingMessage])``               send as a client would (``sbemulator.gateway.deliveries``
                                                 turns an encoded AMQP message into IncomingMessage)
 ``resubmit_dead_lettered(path, seqs=None)``     dead-lettered messages back to their entity
 ``purge(path, sub_queues=True)`` / ``reset()``  remove messages / back to the config file
@@ -29,7 +29,7 @@ message so that receivers get exactly what a client would have sent::
 
     from sbemulator.amqp.message import encode_message
     from sbemulator.amqp.performatives import Properties
-    from sbemulator.deliveries import incoming_messages
+    from sbemulator.gateway.deliveries import incoming_messages
     payload = encode_message(properties=Properties(message_id="m1", content_type="text/plain"),
                              application_properties={"k": "v"}, data=b"hello")
     broker.send("orders", incoming_messages(payload, 0))

@@ -12,7 +12,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusRece
 from sbemulator import Emulator
 from sbemulator.amqp.message import encode_message
 from sbemulator.amqp.performatives import Properties
-from sbemulator.deliveries import incoming_messages
+from sbemulator.gateway.deliveries import incoming_messages
 from tests.fixtures.emulator import queue, receive, topology
 
 

@@ -1,4 +1,4 @@
-"""devhost's local stand-ins: sbemulator through ``sbemulator.launcher``, and Azurite started the way
+"""devhost's local stand-ins: sbemulator through ``sbemulator.runtime.launcher``, and Azurite started the way
 parallel test workers start it (several at once)."""
 
 from __future__ import annotations

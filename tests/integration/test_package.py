@@ -77,7 +77,7 @@ def test_wheel_holds_only_the_emulator_and_every_subpackage(wheel: Path) -> None
     assert requires == ["cryptography>=41", "h11>=0.14"]
     entry_points = zipfile.ZipFile(wheel).read("sbemulator-0.1.0.dist-info/entry_points.txt").decode()
     assert "sbemulator = sbemulator.pytest_plugin" in entry_points
-    assert "sbemulator = sbemulator.cli:main" in entry_points
+    assert "sbemulator = sbemulator.runtime.cli:main" in entry_points
 
 
 def test_sample_project_passes_against_the_installed_wheel(fresh_venv: Path, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from sbemulator.amqp.message import encode_message, parse_message
 from sbemulator.amqp.performatives import Header, Properties
 from sbemulator.amqp.types import Int, Long, Symbol, Timestamp, UInt
 from sbemulator.broker.model import BrokerMessage, MessageState
-from sbemulator.deliveries import (
+from sbemulator.gateway.deliveries import (
     DEADLETTER_SOURCE,
     ENQUEUE_SEQUENCE_NUMBER,
     ENQUEUED_TIME,

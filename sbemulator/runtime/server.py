@@ -12,8 +12,8 @@ import logging
 import time
 from typing import Any
 
-from .auth import SasValidator
-from .gateway import Gateway
+from ..auth import SasValidator
+from ..gateway.core import Gateway
 
 log = logging.getLogger("sbemulator")
 

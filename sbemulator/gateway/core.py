@@ -16,10 +16,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .amqp import events as ev
-from .amqp.connection import Connection, Link
-from .amqp.message import MessageDecodeError, encode_message, parse_message
-from .amqp.performatives import (
+from ..amqp import events as ev
+from ..amqp.connection import Connection, Link
+from ..amqp.message import MessageDecodeError, encode_message, parse_message
+from ..amqp.performatives import (
     SND_SETTLED,
     Accepted,
     Modified,
@@ -29,10 +29,10 @@ from .amqp.performatives import (
     Source,
     error,
 )
-from .amqp.types import Int, Long, Symbol
-from .auth import Grant, SasValidator
-from .broker.errors import BrokerError
-from .broker.model import ReceiveMode
+from ..amqp.types import Int, Long, Symbol
+from ..auth import Grant, SasValidator
+from ..broker.errors import BrokerError
+from ..broker.model import ReceiveMode
 from .cbs import handle_put_token
 from .deliveries import encode_delivery, incoming_messages
 from .management import ManagementHandler

@@ -11,12 +11,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
-from .broker.core import Broker
-from .config import NamespaceConfig, load_config, parse_config
+from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
+from ..broker.core import Broker
+from ..config import NamespaceConfig, load_config, parse_config
+from ..store.memory import MemoryStore
+from ..store.sqlite import SqliteStore
 from .server import AmqpServer
-from .store.memory import MemoryStore
-from .store.sqlite import SqliteStore
 
 DEFAULT_DATA_DIR = ".sbemulator"
 
@@ -141,7 +141,7 @@ class Emulator:
             loop.run_until_complete(self.server.start())
             self.port = self.server.port
             if self._admin_options["port"] is not None:  # admin wiring
-                from .admin import AdminServer
+                from ..admin import AdminServer
 
                 options = dict(self._admin_options)
                 try:

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .amqp.message import ParsedMessage, parse_message
-from .amqp.types import Array, Int, Long, Timestamp
-from .broker.errors import BrokerError
-from .broker.model import ReceiveMode
+from ..amqp.message import ParsedMessage, parse_message
+from ..amqp.types import Array, Int, Long, Timestamp
+from ..broker.errors import BrokerError
+from ..broker.model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .amqp.message import ParsedMessage
-from .auth import AuthError, Grant, SasValidator
+from ..amqp.message import ParsedMessage
+from ..auth import AuthError, Grant, SasValidator
 
 
 @dataclass(slots=True)

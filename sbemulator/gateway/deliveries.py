@@ -13,8 +13,8 @@ import struct
 import uuid
 from typing import Any
 
-from .amqp import codec, hotframes
-from .amqp.message import (
+from ..amqp import codec, hotframes
+from ..amqp.message import (
     BATCH_MESSAGE_FORMAT,
     SECTION_APPLICATION_PROPERTIES,
     MessageDecodeError,
@@ -22,9 +22,9 @@ from .amqp.message import (
     parse_message,
     split_batch,
 )
-from .amqp.performatives import Properties
-from .amqp.types import Described, Long, Symbol, Timestamp, ULong
-from .broker.model import MAX_PROPERTY_SIZE, BrokerMessage, IncomingMessage
+from ..amqp.performatives import Properties
+from ..amqp.types import Described, Long, Symbol, Timestamp, ULong
+from ..broker.model import MAX_PROPERTY_SIZE, BrokerMessage, IncomingMessage
 
 SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
 ENQUEUED_TIME = Symbol("x-opt-enqueued-time")

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from .config import ConfigError, load_config
+from ..config import ConfigError, load_config
 from .emulator import build, connection_string, sas_keys
 
 STARTED = time.perf_counter()
@@ -64,7 +64,7 @@ async def serve(args: argparse.Namespace) -> int:
     if not args.no_admin:  # admin wiring
         from pathlib import Path
 
-        from .admin import AdminServer
+        from ..admin import AdminServer
         from .emulator import DEFAULT_DATA_DIR
 
         cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
