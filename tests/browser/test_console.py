@@ -33,20 +33,25 @@ def api_status(page: Any, path: str) -> int:
 def expect_focus(page: Any, element_id: str, timeout_ms: int = 15_000) -> None:
     """The focus lands on ``element_id``: the console moves it after rendering a view, which may finish
     a moment after the view is visible (several seconds later in a headless browser on a busy machine:
-    the wait ends as soon as it has)."""
+    the wait ends as soon as it has).
+
+    The predicate is a function, not an expression string: Playwright evaluates a string with ``eval``
+    on every poll after the first, which the console's Content-Security-Policy (no 'unsafe-eval')
+    refuses, so a string wait failed with EvalError whenever the focus moved a moment late. A function
+    is evaluated once, on the first poll, and then called."""
     try:
-        page.wait_for_function(f"document.activeElement && document.activeElement.id === {element_id!r}",
-                               timeout=timeout_ms)
-    except Exception:
-        focused = page.evaluate("document.activeElement && document.activeElement.id")
-        raise AssertionError(f"focus is on {focused!r}, not {element_id!r}") from None
+        page.wait_for_function("(id) => document.activeElement !== null && document.activeElement.id === id",
+                               arg=element_id, timeout=timeout_ms)
+    except Exception as error:
+        focused = page.evaluate("() => document.activeElement && document.activeElement.id")
+        raise AssertionError(f"focus is on {focused!r}, not {element_id!r}: {error}") from None
 
 
 def sign_in_by_keyboard(page: Any, key: str) -> None:
     page.goto("/console/")
     # The page asks the server whether a session exists and then focuses the key field; wait for that,
     # or its focus() lands in the middle of the typing below.
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'key'", timeout=15_000)
+    expect_focus(page, "key")
     page.get_by_label("Key name").focus()
     page.keyboard.press("Control+A")
     page.keyboard.type(KEY_NAME)
@@ -81,6 +86,18 @@ def test_nothing_without_signing_in(page: Any, console_emulator: Emulator) -> No
     page.get_by_role("alert").filter(has_text="not valid").wait_for()
     assert api_status(page, "/console/api/overview") == 401
     screenshot(page, "login")
+
+
+def test_a_focus_wait_outlasts_a_late_focus_under_the_csp(page: Any, console_emulator: Emulator) -> None:
+    """The wait helper keeps polling when its condition only becomes true later, under the console's
+    CSP (a string predicate failed here with EvalError on its second poll)."""
+    page.goto("/console/")
+    expect_focus(page, "key")
+    page.evaluate("""() => {
+        document.activeElement.blur();
+        setTimeout(() => document.getElementById('key').focus(), 300);
+    }""")
+    expect_focus(page, "key")
 
 
 def test_send_peek_dead_letter_resubmit_receive(page: Any, console_emulator: Emulator,
