@@ -92,9 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         host = Host(options).start()
     except (SettingsError, HostError, LocalServiceError) as exc:
         print(f"devhost: {exc}", file=sys.stderr)
-        if isinstance(exc, SettingsError) and args.settings is None and not (ROOT / "local.settings.json").exists():
-            print("devhost: there is no local.settings.json: copy local.settings.json.example (and remove its "
-                  "connection settings to let devhost start the emulator and Azurite)", file=sys.stderr)
+        settings_file = args.settings if args.settings is not None else ROOT / "local.settings.json"
+        if isinstance(exc, SettingsError) and not settings_file.exists():
+            print(f"devhost: there is no {settings_file}: copy local.settings.json.example to it "
+                  "(`cp local.settings.json.example local.settings.json`); with its loopback connection strings "
+                  "devhost starts sbemulator and Azurite itself when nothing listens there", file=sys.stderr)
         return 2
     try:
         host.run(args.duration)

@@ -30,6 +30,9 @@ from devhost.listeners import Listener, Outputs, ServiceBusListener, TimerListen
 from devhost.local_services import (
     LocalServices,
     Unreachable,
+    accepts_connections,
+    is_local_service_bus,
+    is_local_storage,
     service_bus_endpoint,
     table_endpoint,
     wait_for_port,
@@ -148,16 +151,27 @@ class Host:
                                 for binding in (spec.trigger, *spec.outputs)) or bool(roles)
         if not needs_service_bus:
             return
-        if not (settings.get(SERVICE_BUS) or settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace")):
-            topology = self.options.path(self.options.topology, "infra/servicebus.json")
-            log.info("no %s configured: starting sbemulator on %s", SERVICE_BUS, topology)
-            settings.set(SERVICE_BUS, self.services.start_service_bus(topology))
-            if not _has_service_bus(settings, DEFAULT_SERVICE_BUS):  # for bindings that name no connection
-                settings.set(DEFAULT_SERVICE_BUS, settings.get(SERVICE_BUS) or "")
+        configured = settings.get(SERVICE_BUS)
+        if not (configured or settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace")):
+            self._start_service_bus(settings, f"no {SERVICE_BUS} configured")
+        elif is_local_service_bus(configured) and not accepts_connections(*service_bus_endpoint(configured, None)):
+            # the example settings (local.settings.json.example) name the emulator's default port: with
+            # nothing there, stand one in on a free port, as `make demo` does, rather than fail
+            self._start_service_bus(settings, "{} names a local emulator at {}:{} where nothing listens".format(
+                SERVICE_BUS, *service_bus_endpoint(configured, None)), replacing=configured)
         needs_table = bool(TABLE_ROLES & set(roles))
-        if needs_table and not (settings.get(TABLE) or settings.get(f"{TABLE}__tableServiceUri")):
+        configured = settings.get(TABLE)
+        if needs_table and not (configured or settings.get(f"{TABLE}__tableServiceUri")):
             log.info("no %s configured: starting Azurite on loopback", TABLE)
             settings.set(TABLE, self.services.start_azurite())
+        elif needs_table and is_local_storage(configured) and not accepts_connections(
+                *table_endpoint(configured, None)):
+            log.info("%s names Azurite at %s:%d where nothing listens: starting Azurite on free loopback ports "
+                     "for this run (in memory)", TABLE, *table_endpoint(configured, None))
+            started = self.services.start_azurite()
+            for name in (TABLE, "AzureWebJobsStorage"):  # the host's own storage points at the same Azurite
+                if settings.get(name) == configured:
+                    settings.set(name, started)
         timeout = self.options.connect_timeout
         host, port = service_bus_endpoint(settings.get(SERVICE_BUS),
                                           settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace"))
@@ -171,6 +185,15 @@ class Host:
                 wait_for_port(host, port, timeout)
             except Unreachable as exc:
                 raise HostError(f"cannot reach Table Storage in {TABLE}: {exc}") from None
+
+    def _start_service_bus(self, settings: HostSettings, why: str, replacing: str | None = None) -> None:
+        topology = self.options.path(self.options.topology, "infra/servicebus.json")
+        log.info("%s: starting sbemulator (in memory, free loopback port) on %s for this run", why, topology)
+        started = self.services.start_service_bus(topology)
+        settings.set(SERVICE_BUS, started)
+        if not _has_service_bus(settings, DEFAULT_SERVICE_BUS) or (
+                replacing is not None and settings.get(DEFAULT_SERVICE_BUS) == replacing):
+            settings.set(DEFAULT_SERVICE_BUS, started)  # for bindings that name no connection
 
     # -- discovery and scale -------------------------------------------------------------------------
     def _apps(self, roles: tuple[str, ...]) -> dict[str, func.FunctionApp]:

@@ -1,4 +1,5 @@
-"""The local stand-ins for Azure: sbemulator and Azurite, started when no connection is configured.
+"""The local stand-ins for Azure: sbemulator and Azurite, started when no connection is configured,
+or when the configured one is a local emulator's loopback address where nothing listens.
 
 The emulator runs as its own process (``python -m sbemulator``) so that it does not share the
 host's interpreter lock with the functions it serves; Azurite runs from node_modules on loopback with
@@ -225,3 +226,37 @@ def table_endpoint(connection_string: str | None, service_uri: str | None) -> tu
     if not url.hostname:
         raise ValueError("cannot tell the table endpoint from the setting")
     return url.hostname, url.port or (443 if url.scheme == "https" else 80)
+
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def is_local_service_bus(connection_string: str | None) -> bool:
+    """An emulator's connection string on loopback (``UseDevelopmentEmulator=true``, the example settings').
+
+    Only those are stood in for: a connection string to a real namespace that does not answer is an
+    error to report, not something to paper over with a local emulator.
+    """
+    if not connection_string:
+        return False
+    parts = _connection_parts(connection_string)
+    host = urlparse(parts.get("endpoint", "")).hostname
+    return parts.get("usedevelopmentemulator", "").lower() == "true" and (host or "") in LOOPBACK_HOSTS
+
+
+def is_local_storage(connection_string: str | None) -> bool:
+    """``UseDevelopmentStorage=true`` or an explicit loopback TableEndpoint (Azurite's forms)."""
+    if not connection_string:
+        return False
+    parts = _connection_parts(connection_string)
+    if parts.get("usedevelopmentstorage", "").lower() == "true":
+        return True
+    return "tableendpoint" in parts and (urlparse(parts["tableendpoint"]).hostname or "") in LOOPBACK_HOSTS
+
+
+def accepts_connections(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
