@@ -23,7 +23,7 @@ from ..amqp.message import (
     split_batch,
 )
 from ..amqp.performatives import Properties
-from ..amqp.types import Described, Long, Symbol, Timestamp, ULong
+from ..amqp.types import Described, Int, Long, Symbol, Timestamp, ULong
 from ..broker.model import MAX_PROPERTY_SIZE, BrokerMessage, IncomingMessage
 
 SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
@@ -224,8 +224,10 @@ def _annotations(message: BrokerMessage, locked_until_ms: int | None) -> bytes:
         count += 1
     state = int(message.state)
     if state:
+        # An AMQP int, as Service Bus sends it: the Java SDK reads the state only from an Integer
+        # (ServiceBusReceivedMessage.getState) and reports ACTIVE for anything else.
         body += _KEY[MESSAGE_STATE]
-        encode(body, Long(state))
+        encode(body, Int(state))
         count += 1
     out = bytearray(_ANNOTATIONS_PREFIX)
     size, items = len(body), 2 * count

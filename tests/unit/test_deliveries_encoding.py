@@ -45,7 +45,7 @@ def reference_delivery(message: BrokerMessage, header_delivery_count: int, locke
     if message.enqueue_sequence_number is not None:
         annotations[ENQUEUE_SEQUENCE_NUMBER] = Long(message.enqueue_sequence_number)
     if int(message.state):
-        annotations[MESSAGE_STATE] = Long(int(message.state))
+        annotations[MESSAGE_STATE] = Int(int(message.state))
     ttl = message.time_to_live_ms
     header = Header(True, None, UInt(ttl) if ttl and ttl <= 0xFFFFFFFF else None, None,
                     UInt(max(0, header_delivery_count)))
