@@ -7,9 +7,11 @@ so this loader accepts that schema exactly (``UserConfig.Namespaces[0]`` with ``
 property name would otherwise only show up as "wrong behaviour" at run time. Every error names the
 file, the JSON path and the problem.
 
-Defaults follow the official emulator's ``Config-schema.json`` (TTL 1 hour, lock 1 minute,
-max delivery count 3, duplicate-detection window 20 seconds); its upper limits on TTL and
-MaxDeliveryCount are not enforced because the same file also provisions real namespaces.
+Which properties each entity takes, their types, defaults and bounds come from the one table of
+entity properties (:mod:`sbemulator.descriptions`), as do the entity-name rules. Defaults follow the
+official emulator's ``Config-schema.json`` (TTL 1 hour, lock 1 minute, max delivery count 3,
+duplicate-detection window 20 seconds), not Service Bus's management-API defaults; its upper limits on
+TTL and MaxDeliveryCount are not enforced because the same file also provisions real namespaces.
 
 Durations are seconds (``float``) in the dataclasses.
 """
@@ -23,6 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sbemulator.descriptions import (
+    QUEUE,
+    SUBSCRIPTION,
+    TOPIC,
+    AuthorizationRuleConfig,
+    Codec,
+    Property,
+    by_atom,
+    entity_name_problem,
+    for_kind,
+)
+
 __all__ = [
     "DEFAULT_DUPLICATE_DETECTION_WINDOW",
     "DEFAULT_LOCK_DURATION",
@@ -30,6 +44,7 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE_KB",
     "DEFAULT_MESSAGE_TTL",
     "MAX_LOCK_DURATION",
+    "AuthorizationRuleConfig",
     "ConfigError",
     "NamespaceConfig",
     "QueueConfig",
@@ -42,12 +57,13 @@ __all__ = [
     "parse_duration",
 ]
 
-DEFAULT_MESSAGE_TTL = 3600.0
-DEFAULT_LOCK_DURATION = 60.0
-DEFAULT_MAX_DELIVERY_COUNT = 3
-DEFAULT_DUPLICATE_DETECTION_WINDOW = 20.0
-DEFAULT_MAX_MESSAGE_SIZE_KB = 256
-MAX_LOCK_DURATION = 300.0
+# Config.json defaults (the official emulator's), from the table.
+DEFAULT_MESSAGE_TTL: float = by_atom(QUEUE)["DefaultMessageTimeToLive"].config_default
+DEFAULT_LOCK_DURATION: float = by_atom(QUEUE)["LockDuration"].config_default
+DEFAULT_MAX_DELIVERY_COUNT: int = by_atom(QUEUE)["MaxDeliveryCount"].config_default
+DEFAULT_DUPLICATE_DETECTION_WINDOW: float = by_atom(QUEUE)["DuplicateDetectionHistoryTimeWindow"].config_default
+DEFAULT_MAX_MESSAGE_SIZE_KB: int = by_atom(QUEUE)["MaxMessageSizeInKilobytes"].config_default
+MAX_LOCK_DURATION: float = by_atom(QUEUE)["LockDuration"].maximum
 
 
 class ConfigError(ValueError):
@@ -108,6 +124,8 @@ class QueueConfig:
     # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
     # (set through the management APIs; the config file has no such property).
     status: str = STATUS_ACTIVE
+    # Entity-level shared access rules (management APIs only, like status).
+    authorization_rules: tuple[AuthorizationRuleConfig, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +139,8 @@ class TopicConfig:
     # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
     # (set through the management APIs; the config file has no such property).
     status: str = STATUS_ACTIVE
+    # Entity-level shared access rules (management APIs only, like status).
+    authorization_rules: tuple[AuthorizationRuleConfig, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -170,16 +190,6 @@ def parse_duration(text: str) -> float:
     raise ValueError(f"invalid duration {text!r} (expected ISO-8601 like 'PT1M' or TimeSpan like '00:01:00')")
 
 
-# --- names -----------------------------------------------------------------------------------
-
-# Queue/topic names may contain '/', subscription and rule names may not (Service Bus naming rules,
-# also the official emulator's schema pattern). Rule names may be '$Default'.
-_ENTITY_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-./]*[A-Za-z0-9])?$")
-_CHILD_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-.]*[A-Za-z0-9])?$")
-_MAX_ENTITY_NAME = 260
-_MAX_CHILD_NAME = 50
-
-
 class _Parser:
     def __init__(self, source: str) -> None:
         self.source = source
@@ -227,7 +237,7 @@ class _Parser:
         text = self.string(value, path).strip()
         if not text:
             return None
-        if not _ENTITY_NAME_RE.match(text) or len(text) > _MAX_ENTITY_NAME:
+        if entity_name_problem(text, child=False) is not None:
             raise self.fail(path, f"invalid entity name {text!r}")
         return text
 
@@ -242,34 +252,37 @@ class _Parser:
         if "Name" not in data:
             raise self.fail(path, "missing required property 'Name'")
         name = self.string(data["Name"], f"{path}.Name")
-        pattern, limit = (_CHILD_NAME_RE, _MAX_CHILD_NAME) if child else (_ENTITY_NAME_RE, _MAX_ENTITY_NAME)
-        if not pattern.match(name) or len(name) > limit:
-            rule = (
-                "letters, digits, '.', '-', '_'"
-                + ("" if child else ", '/'")
-                + f", starting and ending with a letter or digit, at most {limit} characters"
-            )
-            raise self.fail(f"{path}.Name", f"invalid name {name!r} (allowed: {rule})")
+        problem = entity_name_problem(name, child=child)
+        if problem is not None:
+            raise self.fail(f"{path}.Name", f"invalid name {name!r}: {problem}")
         return name
 
-    # common entity properties ---------------------------------------------------------------
-    def lock_duration(self, value: Any, path: str) -> float:
-        seconds = self.duration(value, path)
-        if seconds > MAX_LOCK_DURATION:
-            raise self.fail(path, f"LockDuration {value!r} exceeds the maximum of 5 minutes")
-        return seconds
+    # entity properties, as the table describes them ----------------------------------------
+    def value(self, prop: Property, value: Any, path: str) -> Any:
+        """One property's value from the file: its codec, then the bounds the file is held to (all of
+        them for ``file_bounds`` properties, otherwise only the minimum of integers)."""
+        if prop.codec is Codec.DURATION:
+            out: Any = self.duration(value, path)
+        elif prop.codec is Codec.BOOL:
+            out = self.boolean(value, path)
+        elif prop.codec is Codec.INT:
+            out = self.integer(value, path)
+        elif prop.codec is Codec.ENTITY:
+            return self.optional_name(value, path)
+        else:  # pragma: no cover - the table marks only the kinds above as in_config_file
+            raise self.fail(path, f"{prop.atom} cannot be set in the config file")
+        if prop.minimum is not None and (prop.file_bounds or prop.codec is Codec.INT) and out < prop.minimum:
+            raise self.fail(path, f"{prop.atom} must be at least {prop.minimum:g}, got {value!r}")
+        if prop.maximum is not None and prop.file_bounds and out > prop.maximum:
+            raise self.fail(path, f"{prop.atom} {value!r} exceeds the maximum: {prop.bound_doc}")
+        return out
 
-    def max_delivery_count(self, value: Any, path: str) -> int:
-        count = self.integer(value, path)
-        if count < 1:
-            raise self.fail(path, f"MaxDeliveryCount must be at least 1, got {count}")
-        return count
-
-    def max_size(self, value: Any, path: str) -> int:
-        kb = self.integer(value, path)
-        if kb < 1:
-            raise self.fail(path, f"MaxMessageSizeInKilobytes must be at least 1, got {kb}")
-        return kb
+    def handlers(self, kind: str) -> dict[str, tuple[str, Any]]:
+        return {
+            p.atom: (p.field, lambda v, path, p=p: self.value(p, v, path))
+            for p in for_kind(kind)
+            if p.in_config_file and p.field
+        }
 
     # entities -------------------------------------------------------------------------------
     def queue(self, data: Any, path: str) -> QueueConfig:
@@ -278,18 +291,7 @@ class _Parser:
         name = self.name(data, path, child=False)
         props = self.obj(data.get("Properties", {}), f"{path}.Properties")
         pp = f"{path}.Properties"
-        handlers = {
-            "DeadLetteringOnMessageExpiration": ("dead_lettering_on_message_expiration", self.boolean),
-            "DefaultMessageTimeToLive": ("default_message_ttl", self.duration),
-            "DuplicateDetectionHistoryTimeWindow": ("duplicate_detection_window", self.duration),
-            "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_messages_to", self.optional_name),
-            "ForwardTo": ("forward_to", self.optional_name),
-            "LockDuration": ("lock_duration", self.lock_duration),
-            "MaxDeliveryCount": ("max_delivery_count", self.max_delivery_count),
-            "RequiresDuplicateDetection": ("requires_duplicate_detection", self.boolean),
-            "RequiresSession": ("requires_session", self.boolean),
-            "MaxMessageSizeInKilobytes": ("max_message_size_kb", self.max_size),
-        }
+        handlers = self.handlers(QUEUE)
         return QueueConfig(name=name, **self.props(props, handlers, pp))
 
     def topic(self, data: Any, path: str) -> TopicConfig:
@@ -298,12 +300,7 @@ class _Parser:
         name = self.name(data, path, child=False)
         pp = f"{path}.Properties"
         props = self.obj(data.get("Properties", {}), pp)
-        handlers = {
-            "DefaultMessageTimeToLive": ("default_message_ttl", self.duration),
-            "DuplicateDetectionHistoryTimeWindow": ("duplicate_detection_window", self.duration),
-            "RequiresDuplicateDetection": ("requires_duplicate_detection", self.boolean),
-            "MaxMessageSizeInKilobytes": ("max_message_size_kb", self.max_size),
-        }
+        handlers = self.handlers(TOPIC)
         kwargs = self.props(props, handlers, pp)
         subs_raw = self.arr(data.get("Subscriptions", []), f"{path}.Subscriptions")
         subs: list[SubscriptionConfig] = []
@@ -328,19 +325,7 @@ class _Parser:
         name = self.name(data, path, child=True)
         pp = f"{path}.Properties"
         props = self.obj(data.get("Properties", {}), pp)
-        handlers = {
-            "DeadLetteringOnMessageExpiration": ("dead_lettering_on_message_expiration", self.boolean),
-            "DeadLetteringOnFilterEvaluationExceptions": (
-                "dead_lettering_on_filter_evaluation_exceptions",
-                self.boolean,
-            ),
-            "DefaultMessageTimeToLive": ("default_message_ttl", self.duration),
-            "LockDuration": ("lock_duration", self.lock_duration),
-            "MaxDeliveryCount": ("max_delivery_count", self.max_delivery_count),
-            "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_messages_to", self.optional_name),
-            "ForwardTo": ("forward_to", self.optional_name),
-            "RequiresSession": ("requires_session", self.boolean),
-        }
+        handlers = self.handlers(SUBSCRIPTION)
         kwargs = self.props(props, handlers, pp)
         rules_raw = self.arr(data.get("Rules", []), f"{path}.Rules")
         rules: list[RuleConfig] = []

@@ -109,7 +109,7 @@ class AdminApp:
             if kind is None:
                 raise NotFound(f"Unknown resource collection '{segments[1]}'.")
             infos = self.ns.list_entities(kind)
-            entries = [atom.entity_entry(i, base, host, self.ns.name) for i in infos]
+            entries = [atom.entity_entry(i, base, host, self.ns.name, _api(request)) for i in infos]
             return self._feed(request, segments[1].capitalize(), f"/$Resources/{segments[1]}", entries, base)
         lower = [s.lower() for s in segments]
         if "subscriptions" in lower:
@@ -126,13 +126,14 @@ class AdminApp:
             if kind is None:
                 raise NotFound(f"The messaging entity '{self.ns.name}:{entity}' could not be found.")
             info = self.ns.get(kind, entity)
-            return Response(200, atom.render_entity(info, base, host, self.ns.name), atom.ENTRY_CONTENT_TYPE)
+            return Response(200, atom.render_entity(info, base, host, self.ns.name, _api(request)),
+                            atom.ENTRY_CONTENT_TYPE)
         if method == "PUT":
             kind, el = atom.description_kind(request.body)
-            spec = atom.parse_description(el)
+            spec = atom.parse_description(el, _api(request))
             info, created = self.ns.put(kind, entity, spec, mode=self._mode(request))
-            return Response(201 if created else 200, atom.render_entity(info, base, host, self.ns.name),
-                            atom.ENTRY_CONTENT_TYPE)
+            return Response(201 if created else 200,
+                            atom.render_entity(info, base, host, self.ns.name, _api(request)), atom.ENTRY_CONTENT_TYPE)
         if method == "DELETE":
             kind = self.ns.kind_of(entity)
             if kind is None:
@@ -148,7 +149,7 @@ class AdminApp:
             self._authorize(request, topic)
             self._only(method, "GET")
             infos = ns.list_entities(SUBSCRIPTION, topic)
-            entries = [atom.entity_entry(i, base, host, ns.name) for i in infos]
+            entries = [atom.entity_entry(i, base, host, ns.name, _api(request)) for i in infos]
             return self._feed(request, "Subscriptions", f"/{topic}/Subscriptions", entries, base)
         sub = rest[0]
         sub_path = f"{topic}/Subscriptions/{sub}"
@@ -156,13 +157,14 @@ class AdminApp:
         if len(rest) == 1:
             if method == "GET":
                 info = ns.get(SUBSCRIPTION, sub_path)
-                return Response(200, atom.render_entity(info, base, host, ns.name), atom.ENTRY_CONTENT_TYPE)
+                return Response(200, atom.render_entity(info, base, host, ns.name, _api(request)),
+                                atom.ENTRY_CONTENT_TYPE)
             if method == "PUT":
                 el = atom._find_description(request.body, ("SubscriptionDescription",))
-                spec = atom.parse_description(el)
+                spec = atom.parse_description(el, _api(request))
                 info, created = ns.put(SUBSCRIPTION, sub, spec, mode=self._mode(request), topic=topic)
-                return Response(201 if created else 200, atom.render_entity(info, base, host, ns.name),
-                                atom.ENTRY_CONTENT_TYPE)
+                return Response(201 if created else 200,
+                                atom.render_entity(info, base, host, ns.name, _api(request)), atom.ENTRY_CONTENT_TYPE)
             if method == "DELETE":
                 ns.delete(SUBSCRIPTION, sub_path)
                 return Response(200)
@@ -313,7 +315,7 @@ class AdminApp:
         if method == "GET":
             return self._json(200, arm.entity_resource(self.ns.get(kind, path), rid, location))
         if method == "PUT":
-            spec = arm.entity_spec(body)
+            spec = arm.entity_spec(body, kind)
             info, _ = self.ns.put(kind, name, spec, mode="upsert", topic=topic)
             return self._json(200, arm.entity_resource(info, rid, location))
         if method == "DELETE":
@@ -338,6 +340,11 @@ class AdminApp:
     @staticmethod
     def _json(status: int, data: Any) -> Response:
         return Response(status, arm.dumps(data), "application/json; charset=utf-8")
+
+
+def _api(request: Request) -> str | None:
+    """The Atom request's api-version (the SDKs always send one; None: every property)."""
+    return request.query.get("api-version") or None
 
 
 def _int_query(query: dict[str, str], name: str, default: int) -> int:

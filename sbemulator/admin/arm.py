@@ -4,6 +4,8 @@ Resources are ``{"id", "name", "type", "properties": {...}}``; ARM property name
 camelCase, durations ISO-8601 strings; lists are ``{"value": [...]}`` and errors
 ``{"error": {"code", "message"}}``. The emulator has one namespace: any namespace name in the path
 addresses it, so ``provision.py`` can keep using the Azure namespace name it is configured with.
+Property names, codecs and which kinds carry them come from the table of entity properties
+(:mod:`sbemulator.descriptions`).
 """
 
 from __future__ import annotations
@@ -13,35 +15,15 @@ import math
 from typing import Any
 
 from sbemulator.config import RuleConfig, parse_duration
+from sbemulator.descriptions import KINDS, MAX_TIMESPAN, MAX_TIMESPAN_SECONDS, Codec, by_arm, for_kind
 
-from .atom import MAX_TIMESPAN, format_duration, format_time
-from .backend import MAX_TIMESPAN_SECONDS, EntityInfo, RuleInfo
+from .atom import format_duration, format_time
+from .backend import EntityInfo, RuleInfo
 from .errors import BadRequest
 
-_PROPERTY_NAMES = {
-    "lockDuration": "LockDuration",
-    "maxSizeInMegabytes": "MaxSizeInMegabytes",
-    "maxMessageSizeInKilobytes": "MaxMessageSizeInKilobytes",
-    "requiresDuplicateDetection": "RequiresDuplicateDetection",
-    "requiresSession": "RequiresSession",
-    "defaultMessageTimeToLive": "DefaultMessageTimeToLive",
-    "deadLetteringOnMessageExpiration": "DeadLetteringOnMessageExpiration",
-    "deadLetteringOnFilterEvaluationExceptions": "DeadLetteringOnFilterEvaluationExceptions",
-    "duplicateDetectionHistoryTimeWindow": "DuplicateDetectionHistoryTimeWindow",
-    "maxDeliveryCount": "MaxDeliveryCount",
-    "status": "Status",
-    "enableBatchedOperations": "EnableBatchedOperations",
-    "autoDeleteOnIdle": "AutoDeleteOnIdle",
-    "enablePartitioning": "EnablePartitioning",
-    "enableExpress": "EnableExpress",
-    "supportOrdering": "SupportOrdering",
-    "forwardTo": "ForwardTo",
-    "forwardDeadLetteredMessagesTo": "ForwardDeadLetteredMessagesTo",
-}
-_DURATIONS = {"LockDuration", "DefaultMessageTimeToLive", "DuplicateDetectionHistoryTimeWindow", "AutoDeleteOnIdle"}
-# Read-only properties a client may send back from a GET: ignored.
-_READ_ONLY = {"countDetails", "createdAt", "updatedAt", "accessedAt", "sizeInBytes", "messageCount",
-              "subscriptionCount", "isClientAffine", "clientAffineProperties"}
+# ARM-only read-only properties a client may send back from a GET: ignored (the table's runtime ones too).
+_ARM_READ_ONLY = {"isClientAffine", "clientAffineProperties"}
+_ANY_KIND = {name: p for k in KINDS for name, p in by_arm(k).items()}
 _CORRELATION = {
     "correlationId": "CorrelationId", "messageId": "MessageId", "to": "To", "replyTo": "ReplyTo",
     "label": "Label", "sessionId": "SessionId", "replyToSessionId": "ReplyToSessionId",
@@ -70,22 +52,21 @@ def parse_body(body: bytes) -> dict[str, Any]:
     return data
 
 
-def entity_spec(body: bytes) -> dict[str, Any]:
-    """An SBQueue/SBTopic/SBSubscription body -> spec (see backend)."""
+def entity_spec(body: bytes, kind: str | None = None) -> dict[str, Any]:
+    """An SBQueue/SBTopic/SBSubscription body -> spec (see backend). A property of another kind of
+    entity is accepted and left out, as before; one no kind has is refused."""
     props = parse_body(body).get("properties") or {}
+    own = by_arm(kind) if kind is not None else _ANY_KIND
     spec: dict[str, Any] = {}
     for key, value in props.items():
-        if key in _READ_ONLY:
+        if key in _ARM_READ_ONLY:
             continue
-        name = _PROPERTY_NAMES.get(key)
-        if name is None:
+        prop = own.get(key) or _ANY_KIND.get(key)
+        if prop is None:
             raise BadRequest(f"The property '{key}' is not supported.")
-        if value is None:
+        if value is None or prop.codec is Codec.RUNTIME or key not in own:
             continue
-        if name in _DURATIONS:
-            spec[name] = _duration(key, value)
-        else:
-            spec[name] = value
+        spec[prop.atom] = _duration(key, value) if prop.codec is Codec.DURATION else value
     return spec
 
 
@@ -156,38 +137,40 @@ def _count_details(info: EntityInfo) -> dict[str, int]:
     }
 
 
+def _runtime_value(name: str, info: EntityInfo) -> Any:
+    if name in ("createdAt", "updatedAt", "accessedAt"):
+        return format_time({"createdAt": info.created_at, "updatedAt": info.updated_at,
+                            "accessedAt": info.accessed_at}[name])
+    if name == "countDetails":
+        return _count_details(info)
+    if name == "messageCount":
+        return sum(info.counts[k] for k in ("active", "deferred", "scheduled", "dead_letter", "transfer_dead_letter"))
+    if name == "sizeInBytes":
+        return info.size_in_bytes
+    if name == "subscriptionCount":
+        return info.subscription_count
+    return None
+
+
+# ARM's SBQueue has no supportOrdering (SBTopic has): accepted for a queue, not written back.
+_NOT_RENDERED = {("queue", "supportOrdering")}
+
+
 def entity_resource(info: EntityInfo, rid: str, location: str | None) -> dict[str, Any]:
     cfg, x = info.config, info.extras
-    props: dict[str, Any] = {
-        "createdAt": format_time(info.created_at), "updatedAt": format_time(info.updated_at),
-        "accessedAt": format_time(info.accessed_at), "countDetails": _count_details(info),
-        "status": x["Status"], "enableBatchedOperations": x["EnableBatchedOperations"],
-        "autoDeleteOnIdle": format_duration(x["AutoDeleteOnIdle"]),
-        "defaultMessageTimeToLive": format_duration(cfg.default_message_ttl),
-    }
-    total = sum(info.counts[k] for k in ("active", "deferred", "scheduled", "dead_letter", "transfer_dead_letter"))
-    if info.kind in ("queue", "subscription"):
-        props.update(
-            lockDuration=format_duration(cfg.lock_duration), maxDeliveryCount=cfg.max_delivery_count,
-            requiresSession=cfg.requires_session, messageCount=total,
-            deadLetteringOnMessageExpiration=cfg.dead_lettering_on_message_expiration,
-        )
-        if cfg.forward_to:
-            props["forwardTo"] = cfg.forward_to
-        if cfg.forward_dead_lettered_messages_to:
-            props["forwardDeadLetteredMessagesTo"] = cfg.forward_dead_lettered_messages_to
-    if info.kind in ("queue", "topic"):
-        props.update(
-            sizeInBytes=info.size_in_bytes, maxSizeInMegabytes=x["MaxSizeInMegabytes"],
-            maxMessageSizeInKilobytes=cfg.max_message_size_kb,
-            requiresDuplicateDetection=cfg.requires_duplicate_detection,
-            duplicateDetectionHistoryTimeWindow=format_duration(cfg.duplicate_detection_window),
-            enablePartitioning=x["EnablePartitioning"], enableExpress=x["EnableExpress"],
-        )
-    if info.kind == "topic":
-        props.update(subscriptionCount=info.subscription_count, supportOrdering=x["SupportOrdering"])
-    if info.kind == "subscription":
-        props["deadLetteringOnFilterEvaluationExceptions"] = cfg.dead_lettering_on_filter_evaluation_exceptions
+    props: dict[str, Any] = {}
+    for prop in for_kind(info.kind):
+        if prop.arm is None or (info.kind, prop.arm) in _NOT_RENDERED:
+            continue
+        if prop.codec is Codec.RUNTIME:
+            props[prop.arm] = _runtime_value(prop.arm, info)
+            continue
+        value = getattr(cfg, prop.field) if prop.field else x[prop.atom]
+        if prop.codec is Codec.DURATION:
+            value = format_duration(value)
+        elif prop.codec is Codec.ENTITY and not value:
+            continue  # forwardTo / forwardDeadLetteredMessagesTo only when set
+        props[prop.arm] = value
     return _resource(rid, info.name, TYPES[info.kind], props, location)
 
 

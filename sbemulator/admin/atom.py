@@ -17,6 +17,11 @@ what Service Bus sends and what ``azure.servicebus.management`` (its generated m
 Request bodies are read by local element names, so it does not matter whether a client puts the
 description in the default namespace (the JS SDK, the Python SDK after its XML workaround policy)
 or behind a prefix.
+
+Which elements a description has, in which order, and how each value is written come from the table of
+entity properties (:mod:`sbemulator.descriptions`). The request's ``api-version`` matters: under
+2017-04 a description carrying a newer property (``MaxMessageSizeInKilobytes``) is refused with 400,
+and responses leave newer properties out (the topic filter counts need 2024-05).
 """
 
 from __future__ import annotations
@@ -29,8 +34,18 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from sbemulator.config import RuleConfig, parse_duration
+from sbemulator.descriptions import (
+    MAX_TIMESPAN,
+    MAX_TIMESPAN_SECONDS,
+    AuthorizationRuleConfig,
+    Codec,
+    Property,
+    by_atom,
+    for_kind,
+    supported_at,
+)
 
-from .backend import MAX_TIMESPAN_SECONDS, EntityInfo, RuleInfo
+from .backend import EntityInfo, RuleInfo
 from .errors import BadRequest
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
@@ -41,24 +56,9 @@ XSD_NS = "http://www.w3.org/2001/XMLSchema"
 ENTRY_CONTENT_TYPE = "application/atom+xml;type=entry;charset=utf-8"
 FEED_CONTENT_TYPE = "application/atom+xml;type=feed;charset=utf-8"
 ERROR_CONTENT_TYPE = "application/xml;charset=utf-8"
-MAX_TIMESPAN = "P10675199DT2H48M5.4775807S"
 
 _DESCRIPTIONS = {"queue": "QueueDescription", "topic": "TopicDescription", "subscription": "SubscriptionDescription"}
-_BOOL_FIELDS = {
-    "RequiresDuplicateDetection", "RequiresSession", "DeadLetteringOnMessageExpiration",
-    "DeadLetteringOnFilterEvaluationExceptions", "EnableBatchedOperations", "EnablePartitioning",
-    "EnableExpress", "SupportOrdering", "FilteringMessagesBeforePublishing", "EnableSubscriptionPartitioning",
-    "IsAnonymousAccessible",
-}
-_INT_FIELDS = {"MaxDeliveryCount", "MaxSizeInMegabytes", "MaxMessageSizeInKilobytes"}
-_DURATION_FIELDS = {"LockDuration", "DefaultMessageTimeToLive", "DuplicateDetectionHistoryTimeWindow",
-                    "AutoDeleteOnIdle"}
-_STRING_FIELDS = {"ForwardTo", "ForwardDeadLetteredMessagesTo", "UserMetadata", "Status"}
-# Read-only or unsupported fields a client may echo back from a GET; ignored on input.
-_IGNORED_FIELDS = {
-    "SizeInBytes", "MessageCount", "CountDetails", "CreatedAt", "UpdatedAt", "AccessedAt", "AuthorizationRules",
-    "EntityAvailabilityStatus", "SubscriptionCount", "SqlFilterCount", "CorrelationFilterCount",
-}
+_KINDS = {tag: kind for kind, tag in _DESCRIPTIONS.items()}
 _CORRELATION_FIELDS = ("CorrelationId", "MessageId", "To", "ReplyTo", "Label", "SessionId", "ReplyToSessionId",
                        "ContentType")
 
@@ -135,31 +135,61 @@ def description_kind(body: bytes) -> tuple[str, ET.Element]:
     return ("queue" if _local(el.tag) == "QueueDescription" else "topic"), el
 
 
-def parse_description(el: ET.Element) -> dict[str, Any]:
-    """A QueueDescription/TopicDescription/SubscriptionDescription -> spec (see backend)."""
+def parse_description(el: ET.Element, api_version: str | None = None) -> dict[str, Any]:
+    """A QueueDescription/TopicDescription/SubscriptionDescription -> spec (see backend).
+
+    Read-only elements a client echoes back from a GET are ignored, and so are elements the table does
+    not know (new service properties), as older services ignore unknown fields; a known property newer
+    than ``api_version`` is refused, as Service Bus refuses it."""
+    kind = _KINDS.get(_local(el.tag), "queue")
+    props = by_atom(kind)
     spec: dict[str, Any] = {}
+    newer: list[str] = []
     for child in el:
         name = _local(child.tag)
-        text = (child.text or "").strip()
-        if name in _IGNORED_FIELDS:
+        prop = props.get(name)
+        if prop is None:
             continue
+        if not supported_at(prop, api_version):
+            newer.append(name)
+            continue
+        text = (child.text or "").strip()
         if name == "DefaultRuleDescription":
             spec[name] = parse_rule_element(child, (_child_text(child, "Name") or "").strip() or "$Default")
-        elif name in _BOOL_FIELDS:
+        elif name == "AuthorizationRules":
+            spec[name] = [_parse_authorization_rule(r) for r in child if _local(r.tag) == "AuthorizationRule"]
+        elif prop.codec is Codec.RUNTIME:
+            continue
+        elif prop.codec is Codec.BOOL:
             if text.lower() not in ("true", "false"):
                 raise BadRequest(f"The value '{text}' of {name} is not a boolean.")
             spec[name] = text.lower() == "true"
-        elif name in _INT_FIELDS:
+        elif prop.codec is Codec.INT:
             try:
                 spec[name] = int(text)
             except ValueError:
                 raise BadRequest(f"The value '{text}' of {name} is not an integer.") from None
-        elif name in _DURATION_FIELDS:
+        elif prop.codec is Codec.DURATION:
             spec[name] = _duration(name, text)
-        elif name in _STRING_FIELDS:
+        else:
             spec[name] = child.text or ""
-        # Anything else (new service properties) is ignored, as older services ignore unknown fields.
+    if newer:
+        raise BadRequest(
+            f"The {_local(el.tag)} has unsupported properties for api-version '{api_version}': {', '.join(newer)}."
+        )
     return spec
+
+
+def _parse_authorization_rule(el: ET.Element) -> dict[str, Any]:
+    rights_el = next((c for c in el if _local(c.tag) == "Rights"), None)
+    rights = [(r.text or "").strip() for r in rights_el] if rights_el is not None else []
+    out: dict[str, Any] = {"rights": rights}
+    for key, tag in (("key_name", "KeyName"), ("primary_key", "PrimaryKey"), ("secondary_key", "SecondaryKey"),
+                     ("claim_type", "ClaimType"), ("claim_value", "ClaimValue")):
+        text = _child_text(el, tag)
+        if text:
+            out[key] = text.strip()
+    return out
 
 
 def _duration(name: str, text: str) -> float:
@@ -271,8 +301,8 @@ def _typed_value(text: str, xsd_type: str) -> Any:
 
 # ---------------------------------------------------------------------------------------- rendering
 def _entry(base: str, rel_path: str, title: str, content: str, published: float, updated: float,
-           author: str) -> str:
-    href = f"{base}/{rel_path}?api-version=2021-05"
+           author: str, api_version: str | None = None) -> str:
+    href = f"{base}/{rel_path}?api-version={api_version or '2021-05'}"
     return (
         f'<entry xmlns="{ATOM_NS}"><id>{escape(href)}</id><title type="text">{escape(title)}</title>'
         f"<published>{format_time(published)}</published><updated>{format_time(updated)}</updated>"
@@ -298,82 +328,61 @@ def _forward(host: str, target: str | None) -> str | None:
     return None if not target else f"sb://{host}/{target}"
 
 
-def render_description(info: EntityInfo, host: str) -> str:
+def _authorization_rules(rules: tuple[AuthorizationRuleConfig, ...]) -> str:
+    if not rules:
+        return "<AuthorizationRules/>"
+    out = []
+    for r in rules:
+        rights = "".join(f"<AccessRights>{escape(x)}</AccessRights>" for x in r.rights)
+        out.append(
+            f'<AuthorizationRule i:type="SharedAccessAuthorizationRule"><ClaimType>{escape(r.claim_type)}</ClaimType>'
+            f"<ClaimValue>{escape(r.claim_value)}</ClaimValue><Rights>{rights}</Rights>"
+            f"<CreatedTime>{format_time(r.created_at)}</CreatedTime><ModifiedTime>{format_time(r.modified_at)}"
+            f"</ModifiedTime><KeyName>{escape(r.key_name)}</KeyName><PrimaryKey>{escape(r.primary_key)}</PrimaryKey>"
+            f"<SecondaryKey>{escape(r.secondary_key)}</SecondaryKey></AuthorizationRule>"
+        )
+    return f"<AuthorizationRules>{''.join(out)}</AuthorizationRules>"
+
+
+def _runtime_element(prop: Property, info: EntityInfo) -> str:
+    name = prop.atom
+    if name == "SizeInBytes":
+        return _el(name, info.size_in_bytes)
+    if name == "MessageCount":
+        return _el(name, sum(info.counts[k] for k in
+                             ("active", "deferred", "scheduled", "dead_letter", "transfer_dead_letter")))
+    if name == "AuthorizationRules":
+        return _authorization_rules(info.config.authorization_rules)
+    if name in ("CreatedAt", "UpdatedAt", "AccessedAt"):
+        return _el(name, format_time({"CreatedAt": info.created_at, "UpdatedAt": info.updated_at,
+                                      "AccessedAt": info.accessed_at}[name]))
+    if name == "CountDetails":
+        return _counts(info)
+    if name == "SubscriptionCount":
+        return _el(name, info.subscription_count)
+    if name == "EntityAvailabilityStatus":
+        return _el(name, "Available")
+    if name in ("SqlFilterCount", "CorrelationFilterCount"):
+        return _el(name, info.extras.get(name, 0))
+    return ""
+
+
+def render_description(info: EntityInfo, host: str, api_version: str | None = None) -> str:
+    """The description's elements in Service Bus's order, those of ``api_version`` only."""
     cfg, x = info.config, info.extras
-    total = sum(info.counts[k] for k in ("active", "deferred", "scheduled", "dead_letter", "transfer_dead_letter"))
-    times = (_el("CreatedAt", format_time(info.created_at)) + _el("UpdatedAt", format_time(info.updated_at))
-             + _el("AccessedAt", format_time(info.accessed_at)))
-    if info.kind == "queue":
-        parts = [
-            _el("LockDuration", format_duration(cfg.lock_duration)),
-            _el("MaxSizeInMegabytes", x["MaxSizeInMegabytes"]),
-            _el("RequiresDuplicateDetection", cfg.requires_duplicate_detection),
-            _el("RequiresSession", cfg.requires_session),
-            _el("DefaultMessageTimeToLive", format_duration(cfg.default_message_ttl)),
-            _el("DeadLetteringOnMessageExpiration", cfg.dead_lettering_on_message_expiration),
-            _el("DuplicateDetectionHistoryTimeWindow", format_duration(cfg.duplicate_detection_window)),
-            _el("MaxDeliveryCount", cfg.max_delivery_count),
-            _el("EnableBatchedOperations", x["EnableBatchedOperations"]),
-            _el("SizeInBytes", info.size_in_bytes),
-            _el("MessageCount", total),
-            _el("IsAnonymousAccessible", x["IsAnonymousAccessible"]),
-            "<AuthorizationRules/>",
-            _el("Status", x["Status"]),
-            _el("ForwardTo", _forward(host, cfg.forward_to)),
-            times,
-            _el("SupportOrdering", x["SupportOrdering"]),
-            _counts(info),
-            _el("AutoDeleteOnIdle", format_duration(x["AutoDeleteOnIdle"])),
-            _el("EnablePartitioning", x["EnablePartitioning"]),
-            _el("EntityAvailabilityStatus", "Available"),
-            _el("EnableExpress", x["EnableExpress"]),
-            _el("ForwardDeadLetteredMessagesTo", _forward(host, cfg.forward_dead_lettered_messages_to)),
-            _el("UserMetadata", x["UserMetadata"]),
-            _el("MaxMessageSizeInKilobytes", cfg.max_message_size_kb),
-        ]
-    elif info.kind == "topic":
-        parts = [
-            _el("DefaultMessageTimeToLive", format_duration(cfg.default_message_ttl)),
-            _el("MaxSizeInMegabytes", x["MaxSizeInMegabytes"]),
-            _el("RequiresDuplicateDetection", cfg.requires_duplicate_detection),
-            _el("DuplicateDetectionHistoryTimeWindow", format_duration(cfg.duplicate_detection_window)),
-            _el("EnableBatchedOperations", x["EnableBatchedOperations"]),
-            _el("SizeInBytes", info.size_in_bytes),
-            _el("FilteringMessagesBeforePublishing", x["FilteringMessagesBeforePublishing"]),
-            _el("IsAnonymousAccessible", x["IsAnonymousAccessible"]),
-            "<AuthorizationRules/>",
-            _el("Status", x["Status"]),
-            times,
-            _el("SupportOrdering", x["SupportOrdering"]),
-            _counts(info),
-            _el("SubscriptionCount", info.subscription_count),
-            _el("AutoDeleteOnIdle", format_duration(x["AutoDeleteOnIdle"])),
-            _el("EnablePartitioning", x["EnablePartitioning"]),
-            _el("EntityAvailabilityStatus", "Available"),
-            _el("EnableSubscriptionPartitioning", x["EnableSubscriptionPartitioning"]),
-            _el("EnableExpress", x["EnableExpress"]),
-            _el("UserMetadata", x["UserMetadata"]),
-            _el("MaxMessageSizeInKilobytes", cfg.max_message_size_kb),
-        ]
-    else:
-        parts = [
-            _el("LockDuration", format_duration(cfg.lock_duration)),
-            _el("RequiresSession", cfg.requires_session),
-            _el("DefaultMessageTimeToLive", format_duration(cfg.default_message_ttl)),
-            _el("DeadLetteringOnMessageExpiration", cfg.dead_lettering_on_message_expiration),
-            _el("DeadLetteringOnFilterEvaluationExceptions", cfg.dead_lettering_on_filter_evaluation_exceptions),
-            _el("MessageCount", total),
-            _el("MaxDeliveryCount", cfg.max_delivery_count),
-            _el("EnableBatchedOperations", x["EnableBatchedOperations"]),
-            _el("Status", x["Status"]),
-            _el("ForwardTo", _forward(host, cfg.forward_to)),
-            times,
-            _counts(info),
-            _el("UserMetadata", x["UserMetadata"]),
-            _el("ForwardDeadLetteredMessagesTo", _forward(host, cfg.forward_dead_lettered_messages_to)),
-            _el("AutoDeleteOnIdle", format_duration(x["AutoDeleteOnIdle"])),
-            _el("EntityAvailabilityStatus", "Available"),
-        ]
+    parts = []
+    for prop in for_kind(info.kind):
+        if not prop.rendered or not supported_at(prop, api_version):
+            continue
+        if prop.codec is Codec.RUNTIME:
+            parts.append(_runtime_element(prop, info))
+            continue
+        value = getattr(cfg, prop.field) if prop.field else x[prop.atom]
+        if prop.codec is Codec.DURATION:
+            value = format_duration(value)
+        elif prop.codec is Codec.ENTITY:
+            value = _forward(host, value)
+        parts.append(_el(prop.atom, value))
     tag = _DESCRIPTIONS[info.kind]
     return f'<{tag} xmlns="{SB_NS}" xmlns:i="{XSI_NS}">{"".join(parts)}</{tag}>'
 
@@ -382,10 +391,8 @@ def _entity_rel(info: EntityInfo) -> str:
     return info.name if info.kind != "subscription" else f"{info.topic}/Subscriptions/{info.name}"
 
 
-def render_entity(info: EntityInfo, base: str, host: str, namespace: str) -> bytes:
-    body = _entry(base, _entity_rel(info), info.name, render_description(info, host), info.created_at,
-                  info.updated_at, namespace)
-    return _doc(body)
+def render_entity(info: EntityInfo, base: str, host: str, namespace: str, api_version: str | None = None) -> bytes:
+    return _doc(entity_entry(info, base, host, namespace, api_version))
 
 
 def _doc(text: str) -> bytes:
@@ -404,9 +411,9 @@ def render_feed(title: str, self_path: str, entries: list[str], base: str, now: 
     )
 
 
-def entity_entry(info: EntityInfo, base: str, host: str, namespace: str) -> str:
-    return _entry(base, _entity_rel(info), info.name, render_description(info, host), info.created_at,
-                  info.updated_at, namespace)
+def entity_entry(info: EntityInfo, base: str, host: str, namespace: str, api_version: str | None = None) -> str:
+    return _entry(base, _entity_rel(info), info.name, render_description(info, host, api_version), info.created_at,
+                  info.updated_at, namespace, api_version)
 
 
 # --- rules

@@ -6,10 +6,12 @@ same *spec*: a dict keyed by the Service Bus property names of the Atom schema (
 dataclasses, calls the broker, and answers with :class:`EntityInfo` / :class:`RuleInfo` for the
 renderers. It runs on the emulator's event loop (the broker is single-threaded).
 
-Properties the broker has no behaviour for (``AutoDeleteOnIdle``, ``UserMetadata``,
-``EnableBatchedOperations``, ``MaxSizeInMegabytes``, partitioning...) are validated, kept in memory
-and echoed, so that round trips (get, change, update) behave; they are not enforced and, unlike the
-entities themselves, not kept across restarts.
+Which properties each kind has, their types, Service Bus's defaults (an entity created through the
+management API gets these, not the config file's) and bounds come from the one table of entity
+properties (:mod:`sbemulator.descriptions`). Properties the broker has no behaviour for
+(``AutoDeleteOnIdle``, ``UserMetadata``, ``EnableBatchedOperations``, ``MaxSizeInMegabytes``,
+partitioning...) are validated, kept in memory and echoed, so that round trips (get, change, update)
+behave; they are not enforced and, unlike the entities themselves, not kept across restarts.
 
 Updates of an existing entity change the broker's entity in place (messages, locks and receivers stay).
 Everything here goes through the broker's public management API (``entity_views``, ``update_entity``,
@@ -19,8 +21,9 @@ change, and decides what survives a restart (:mod:`sbemulator.broker.topology`).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
-import re
+import secrets
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -36,53 +39,40 @@ from sbemulator.broker.errors import (
 )
 from sbemulator.broker.views import EntityView
 from sbemulator.config import (
-    DEFAULT_DUPLICATE_DETECTION_WINDOW,
-    DEFAULT_LOCK_DURATION,
-    DEFAULT_MAX_DELIVERY_COUNT,
-    DEFAULT_MAX_MESSAGE_SIZE_KB,
-    DEFAULT_MESSAGE_TTL,
-    MAX_LOCK_DURATION,
-    STATUS_ACTIVE,
     QueueConfig,
     RuleConfig,
     SubscriptionConfig,
     TopicConfig,
 )
+from sbemulator.descriptions import (
+    DEFAULT_RULE,
+    MAX_TIMESPAN_SECONDS,
+    RIGHTS,
+    STATUSES,
+    AuthorizationRuleConfig,
+    Codec,
+    Property,
+    entity_name_problem,
+    for_kind,
+)
 
 from .errors import AdminError, BadRequest, Conflict, NotFound
 
-DEFAULT_RULE = "$Default"
-# Service Bus naming rules: queues and topics up to 260 characters and may contain '/', subscriptions
-# and rules up to 50 and may not; letters, digits, '.', '-', '_', starting and ending with a letter
-# or digit. Rule names may also be '$Default'.
-_ENTITY_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-./]*[A-Za-z0-9])?$", re.ASCII)
-_CHILD_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[\w\-.]*[A-Za-z0-9])?$", re.ASCII)
-_RESERVED_SEGMENTS = {"$resources", "$namespaceinfo", "$admin", "subscriptions", "rules"}
+_CONFIG_TYPES = {QUEUE: QueueConfig, TOPIC: TopicConfig, SUBSCRIPTION: SubscriptionConfig}
 
-# Echoed-only properties and their defaults (what Service Bus reports for a Standard namespace).
-EXTRA_DEFAULTS: dict[str, Any] = {
-    "AutoDeleteOnIdle": None,  # None: never (TimeSpan.MaxValue)
-    "EnableBatchedOperations": True,
-    "MaxSizeInMegabytes": 1024,
-    "Status": "Active",
-    "UserMetadata": None,
-    "EnablePartitioning": False,
-    "EnableExpress": False,
-    "SupportOrdering": True,
-    "FilteringMessagesBeforePublishing": False,
-    "EnableSubscriptionPartitioning": False,
-    "IsAnonymousAccessible": False,
-}
-_EXTRAS_BY_KIND = {
-    QUEUE: ("AutoDeleteOnIdle", "EnableBatchedOperations", "MaxSizeInMegabytes", "Status", "UserMetadata",
-            "EnablePartitioning", "EnableExpress", "IsAnonymousAccessible", "SupportOrdering"),
-    TOPIC: ("AutoDeleteOnIdle", "EnableBatchedOperations", "MaxSizeInMegabytes", "Status", "UserMetadata",
-            "EnablePartitioning", "EnableExpress", "SupportOrdering", "FilteringMessagesBeforePublishing",
-            "EnableSubscriptionPartitioning", "IsAnonymousAccessible"),
-    SUBSCRIPTION: ("AutoDeleteOnIdle", "EnableBatchedOperations", "Status", "UserMetadata"),
-}
-_STATUSES = {"active": "Active", "disabled": "Disabled", "senddisabled": "SendDisabled",
-             "receivedisabled": "ReceiveDisabled"}
+
+def _echoed(prop: Property) -> bool:
+    """Kept by this module (not the broker) and echoed: no config field, not a runtime value."""
+    return prop.field is None and prop.codec is not Codec.RUNTIME
+
+
+# Echoed-only properties and their defaults (what Service Bus reports for a Standard namespace), and
+# which kinds have which.
+EXTRA_DEFAULTS: dict[str, Any] = {p.atom: p.api_default for k in _CONFIG_TYPES for p in for_kind(k) if _echoed(p)}
+_EXTRAS_BY_KIND = {k: tuple(p.atom for p in for_kind(k) if _echoed(p)) for k in _CONFIG_TYPES}
+_STATUSES = {s.lower(): s for s in STATUSES}
+_RIGHTS = {r.lower(): r for r in RIGHTS}
+MAX_KEY_NAME = 256  # SAS key names ("Service Bus access control with Shared Access Signatures")
 
 
 @dataclass
@@ -119,21 +109,13 @@ class _Meta:
 
 
 def validate_name(name: str, *, child: bool, what: str) -> str:
-    pattern, limit = (_CHILD_NAME_RE, 50) if child else (_ENTITY_NAME_RE, 260)
-    if not isinstance(name, str) or not name or len(name) > limit or not pattern.match(name):
-        allowed = "letters, digits, periods, hyphens and underscores" + ("" if child else " and slashes")
-        raise BadRequest(
-            f"The {what} name '{name}' is invalid. It can contain only {allowed}, must start and end with "
-            f"a letter or digit and be at most {limit} characters long."
-        )
-    if not child and any(seg.lower() in _RESERVED_SEGMENTS or not seg for seg in name.split("/")):
-        raise BadRequest(f"The {what} name '{name}' contains a reserved or empty path segment.")
+    problem = entity_name_problem(name, child=child, rule=what == "rule")
+    if problem is not None:
+        raise BadRequest(f"The {what} name '{name}' is invalid. {problem}")
     return name
 
 
 def validate_rule_name(name: str) -> str:
-    if name == DEFAULT_RULE:
-        return name
     return validate_name(name, child=True, what="rule")
 
 
@@ -181,6 +163,12 @@ class Namespace:
         meta = self._meta_for(view)
         extras = {k: meta.extras.get(k, EXTRA_DEFAULTS[k]) for k in _EXTRAS_BY_KIND[view.kind]}
         extras["Status"] = view.config.status  # enforced by the broker, so kept in its config
+        if view.kind == TOPIC:
+            # SqlFilterCount (SQL, true and false filters, $Default included) and CorrelationFilterCount,
+            # summed over the topic's subscriptions (api-version 2024-05)
+            rules = [rc for sub in self.broker.entity_views(topic=view.path) for rc in sub.rules]
+            extras["CorrelationFilterCount"] = sum(rc.filter_type == "Correlation" for rc in rules)
+            extras["SqlFilterCount"] = len(rules) - extras["CorrelationFilterCount"]
         default_rule = next((rc for rc in view.rules if rc.name == DEFAULT_RULE), None)
         accessed = max(meta.updated_at, min(view.last_enqueued_ms / 1000, self.clock()))
         return EntityInfo(
@@ -229,8 +217,8 @@ class Namespace:
             raise Conflict(f"The messaging entity '{self.name}:{kind}:{path}' already exists.")
         if existing is None and mode == "update":
             raise NotFound(f"The messaging entity '{self.name}:{kind}:{path}' could not be found.")
-        config, extras = self._config_from_spec(kind, name, spec)
         now = self.clock()
+        config, extras = self._config_from_spec(kind, name, spec, existing, now)
         try:
             if existing is None:
                 if kind == QUEUE:
@@ -271,64 +259,50 @@ class Namespace:
         for k in [k for k in self._meta if k == key or k.startswith(key + "/")]:
             del self._meta[k]
 
-    def _config_from_spec(self, kind: str, name: str, spec: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-        s = _Spec(spec)
-        extras = {}
-        for key in _EXTRAS_BY_KIND[kind]:
-            if key in spec and spec[key] is not None:
-                extras[key] = s.extra(key)
-        status = extras.pop("Status", STATUS_ACTIVE)
-        if kind == TOPIC:
-            config: Any = TopicConfig(
-                name=name,
-                status=status,
-                default_message_ttl=s.duration("DefaultMessageTimeToLive", DEFAULT_MESSAGE_TTL),
-                duplicate_detection_window=s.duplicate_window(),
-                requires_duplicate_detection=s.boolean("RequiresDuplicateDetection", False),
-                max_message_size_kb=s.integer("MaxMessageSizeInKilobytes", DEFAULT_MAX_MESSAGE_SIZE_KB, 1),
-            )
-            return config, extras
-        common = dict(
-            name=name,
-            status=status,
-            lock_duration=s.lock_duration(),
-            max_delivery_count=s.integer("MaxDeliveryCount", DEFAULT_MAX_DELIVERY_COUNT, 1),
-            default_message_ttl=s.duration("DefaultMessageTimeToLive", DEFAULT_MESSAGE_TTL),
-            dead_lettering_on_message_expiration=s.boolean("DeadLetteringOnMessageExpiration", False),
-            forward_to=self._forward_target(s.string("ForwardTo"), name),
-            forward_dead_lettered_messages_to=self._forward_target(
-                s.string("ForwardDeadLetteredMessagesTo"), name),
-            requires_session=s.boolean("RequiresSession", False),
-        )
-        if kind == QUEUE:
-            config = QueueConfig(
-                **common,
-                duplicate_detection_window=s.duplicate_window(),
-                requires_duplicate_detection=s.boolean("RequiresDuplicateDetection", False),
-                max_message_size_kb=s.integer("MaxMessageSizeInKilobytes", DEFAULT_MAX_MESSAGE_SIZE_KB, 1),
-            )
-        else:
-            config = SubscriptionConfig(
-                **common,
-                dead_lettering_on_filter_evaluation_exceptions=s.boolean(
-                    "DeadLetteringOnFilterEvaluationExceptions", True),
-            )
+    def _config_from_spec(self, kind: str, name: str, spec: Mapping[str, Any], existing: EntityView | None,
+                          now: float) -> tuple[Any, dict[str, Any]]:
+        """A description (spec) -> the broker's config and the echoed extras, property by property as the
+        table describes them; what the description leaves out gets Service Bus's default."""
+        values: dict[str, Any] = {"name": name}
+        extras: dict[str, Any] = {}
+        for prop in for_kind(kind):
+            raw = spec.get(prop.atom)
+            if prop.atom == "AuthorizationRules":
+                previous = existing.config.authorization_rules if existing is not None else ()
+                values[prop.field] = previous if raw is None else _authorization_rules(raw, previous, now)
+                continue
+            if prop.codec is Codec.RUNTIME:
+                continue
+            if prop.codec is Codec.ENTITY:
+                if raw is not None and not isinstance(raw, str):
+                    raise BadRequest(f"The value supplied for {prop.atom} is invalid: expected a string.")
+                values[prop.field] = self._forward_target(raw, name if kind == QUEUE else None)
+            elif prop.field is not None:
+                values[prop.field] = prop.api_default if raw is None else _checked(prop, raw)
+            elif raw is not None:
+                extras[prop.atom] = _checked(prop, raw)
+        config = _CONFIG_TYPES[kind](**values)
+        if kind == SUBSCRIPTION:
             default_rule = spec.get("DefaultRuleDescription")
             if isinstance(default_rule, RuleConfig):
                 validate_rule_name(default_rule.name)
                 config = dataclasses.replace(config, rules=(default_rule,))
-        if config.forward_to:
+        if kind != TOPIC and config.forward_to and not config.requires_session \
+                and config.forward_to.lower() != name.lower():
             # "Chaining Service Bus entities with autoforwarding": with autoforwarding set up, the source's
-            # AutoDeleteOnIdle is set to the maximum value (forwarding counts as receiving; never idle)
+            # AutoDeleteOnIdle is set to the maximum value (forwarding counts as receiving; never idle). The
+            # live service does so only for a non-session entity forwarding to another entity.
             extras.pop("AutoDeleteOnIdle", None)
         return config, extras
 
-    def _forward_target(self, value: str | None, own_name: str) -> str | None:
+    def _forward_target(self, value: str | None, own_queue: str | None) -> str | None:
+        """ForwardTo / ForwardDeadLetteredMessagesTo -> the target's path. A queue may name itself (the
+        live service accepts and echoes it; the broker keeps such messages where they are)."""
         target = entity_name_from_forward(value)
         if target is None:
             return None
-        if target.lower() == own_name.lower():
-            raise BadRequest(f"The entity '{own_name}' cannot forward to itself.")
+        if own_queue is not None and target.lower() == own_queue.lower():
+            return own_queue
         view = self.broker.find_entity(target)
         if view is None or view.kind not in (QUEUE, TOPIC):
             raise BadRequest(f"The auto-forwarding destination entity '{target}' could not be found.")
@@ -431,92 +405,83 @@ def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
 
-class _Spec:
-    """Typed access to a parsed description; every problem is a 400 naming the property."""
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self.data = data
-
-    def _get(self, key: str) -> Any:
-        return self.data.get(key)
-
-    def duration(self, key: str, default: float) -> float:
-        value = self._get(key)
-        if value is None:
-            return default
+def _checked(prop: Property, value: Any) -> Any:
+    """A parsed value, checked against its property's codec and bounds; every problem is a 400 naming
+    the property. Durations arrive in seconds (TimeSpan.MaxValue as MAX_TIMESPAN_SECONDS)."""
+    key = prop.atom
+    if prop.codec is Codec.DURATION:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise BadRequest(f"The value supplied for {key} is invalid: it must be a positive duration.")
+        if (prop.minimum is not None and value < prop.minimum) or (prop.maximum is not None and value > prop.maximum):
+            raise BadRequest(f"The value supplied for {key} is invalid: {prop.bound_doc}.")
+        if prop.api_default is None:  # NEVER is the default: TimeSpan.MaxValue reads back as "never"
+            return None if value >= MAX_TIMESPAN_SECONDS else float(value)
         return float(value)
-
-    def lock_duration(self) -> float:
-        value = self.duration("LockDuration", DEFAULT_LOCK_DURATION)
-        if value > MAX_LOCK_DURATION:
-            raise BadRequest("The value supplied for LockDuration is invalid: the maximum is 5 minutes (PT5M).")
-        return value
-
-    def duplicate_window(self) -> float:
-        """DuplicateDetectionHistoryTimeWindow: "minimum is 20 seconds", "max value is 7 days"
-        (QueueProperties.DuplicateDetectionHistoryTimeWindow)."""
-        key = "DuplicateDetectionHistoryTimeWindow"
-        value = self.duration(key, DEFAULT_DUPLICATE_DETECTION_WINDOW)
-        if not MIN_DUPLICATE_WINDOW <= value <= MAX_DUPLICATE_WINDOW:
-            raise BadRequest(
-                f"The value supplied for {key} is invalid: it must be between 20 seconds (PT20S) and 7 days (P7D)."
-            )
-        return value
-
-    def boolean(self, key: str, default: bool) -> bool:
-        value = self._get(key)
-        if value is None:
-            return default
+    if prop.codec is Codec.BOOL:
         if not isinstance(value, bool):
             raise BadRequest(f"The value supplied for {key} is invalid: expected true or false.")
         return value
-
-    def integer(self, key: str, default: int, minimum: int) -> int:
-        value = self._get(key)
-        if value is None:
-            return default
+    if prop.codec is Codec.INT:
+        minimum = int(prop.minimum or 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise BadRequest(f"The value supplied for {key} is invalid: expected an integer >= {minimum}.")
+        if prop.maximum is not None and value > prop.maximum:
+            raise BadRequest(f"The value supplied for {key} is invalid: {prop.bound_doc}.")
         return value
-
-    def string(self, key: str) -> str | None:
-        value = self._get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise BadRequest(f"The value supplied for {key} is invalid: expected a string.")
-        return value
-
-    def extra(self, key: str) -> Any:
-        default = EXTRA_DEFAULTS[key]
-        if key == "AutoDeleteOnIdle":
-            value = self._get(key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 300:
-                raise BadRequest("The value supplied for AutoDeleteOnIdle is invalid: the minimum is 5 minutes.")
-            return None if value >= MAX_TIMESPAN_SECONDS else float(value)
-        if key == "Status":
-            value = self.string(key) or "Active"
-            status = _STATUSES.get(value.lower())
-            if status is None:
-                raise BadRequest(f"The value supplied for Status is invalid: {value!r}.")
-            return status
-        if key == "UserMetadata":
-            value = self.string(key)
-            if value is not None and len(value) > 1024:
-                raise BadRequest("UserMetadata may be at most 1024 characters long.")
-            return value
-        if isinstance(default, bool):
-            return self.boolean(key, default)
-        if isinstance(default, int):
-            return self.integer(key, default, 1)
-        return self._get(key)
+    if prop.codec is Codec.STATUS:
+        status = _STATUSES.get(value.lower() or "active") if isinstance(value, str) else None
+        if status is None:
+            raise BadRequest(f"The value supplied for Status is invalid: {value!r}.")
+        return status
+    if not isinstance(value, str):
+        raise BadRequest(f"The value supplied for {key} is invalid: expected a string.")
+    if prop.maximum is not None and len(value) > prop.maximum:
+        raise BadRequest(f"{key} may be at most {prop.maximum:g} characters long.")
+    return value
 
 
-MAX_TIMESPAN_SECONDS = 922337203685.4775807  # .NET TimeSpan.MaxValue
-MIN_DUPLICATE_WINDOW = 20.0
-MAX_DUPLICATE_WINDOW = 7 * 86400.0
+def _authorization_rules(raw: Any, previous: tuple[AuthorizationRuleConfig, ...],
+                         now: float) -> tuple[AuthorizationRuleConfig, ...]:
+    """``AuthorizationRules`` as parsed (dicts) -> the entity's rules, replacing the previous ones. A rule
+    without keys gets generated ones (as Service Bus does); an unchanged rule keeps its times."""
+    if not isinstance(raw, list):
+        raise BadRequest("The value supplied for AuthorizationRules is invalid: expected a list of rules.")
+    before = {r.key_name.lower(): r for r in previous}
+    out: list[AuthorizationRuleConfig] = []
+    for item in raw:
+        key_name = item.get("key_name") or ""
+        if not key_name or len(key_name) > MAX_KEY_NAME or any(c.isspace() for c in key_name):
+            raise BadRequest(f"The authorization rule key name '{key_name}' is invalid.")
+        if key_name.lower() in (r.key_name.lower() for r in out):
+            raise BadRequest(f"The authorization rule '{key_name}' is given twice.")
+        rights: list[str] = []
+        for text in item.get("rights") or ():
+            right = _RIGHTS.get(str(text).strip().lower())
+            if right is None:
+                raise BadRequest(f"The access right '{text}' is invalid: use Manage, Send or Listen.")
+            if right not in rights:
+                rights.append(right)
+        if not rights:
+            raise BadRequest(f"The authorization rule '{key_name}' needs at least one access right.")
+        old = before.get(key_name.lower())
+        rule = AuthorizationRuleConfig(
+            key_name=key_name,
+            primary_key=item.get("primary_key") or (old.primary_key if old else _new_key()),
+            secondary_key=item.get("secondary_key") or (old.secondary_key if old else _new_key()),
+            rights=tuple(r for r in RIGHTS if r in rights),
+            created_at=old.created_at if old else now,
+            modified_at=now,
+            claim_type=item.get("claim_type") or "SharedAccessKey",
+            claim_value=item.get("claim_value") or "None",
+        )
+        if old is not None and dataclasses.replace(old, modified_at=now) == rule:
+            rule = old
+        out.append(rule)
+    return tuple(out)
+
+
+def _new_key() -> str:
+    return base64.b64encode(secrets.token_bytes(32)).decode()
 
 
 def admin_error_from(exc: BrokerError) -> AdminError:

@@ -24,6 +24,7 @@ from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError, MessageNotFoundError
 from sbemulator.broker.model import BrokerMessage, MessageState
 from sbemulator.broker.views import SUB_QUEUES, EntityView, SessionView
+from sbemulator.descriptions import Codec, by_atom, by_field
 from sbemulator.gateway.deliveries import SCHEDULED_ENQUEUE_TIME, incoming_messages
 
 from .backend import Namespace
@@ -33,23 +34,6 @@ ACTIVE = "active"  # the console's name for the entity itself, beside the SDKs' 
 MAX_PEEK = 100
 MAX_BODY_PREVIEW = 256 * 1024  # bytes shown as text/hex; larger bodies are cut (and say so)
 APP_PROPERTY_TYPES = {"string", "int", "double", "boolean"}
-
-# Service Bus property names for the config fields (the names the portal and the Atom API use).
-_PROPERTY_NAMES = {
-    "lock_duration": "LockDuration",
-    "max_delivery_count": "MaxDeliveryCount",
-    "default_message_ttl": "DefaultMessageTimeToLive",
-    "dead_lettering_on_message_expiration": "DeadLetteringOnMessageExpiration",
-    "dead_lettering_on_filter_evaluation_exceptions": "DeadLetteringOnFilterEvaluationExceptions",
-    "duplicate_detection_window": "DuplicateDetectionHistoryTimeWindow",
-    "requires_duplicate_detection": "RequiresDuplicateDetection",
-    "forward_to": "ForwardTo",
-    "forward_dead_lettered_messages_to": "ForwardDeadLetteredMessagesTo",
-    "requires_session": "RequiresSession",
-    "max_message_size_kb": "MaxMessageSizeInKilobytes",
-}
-_DURATIONS = {"lock_duration", "default_message_ttl", "duplicate_detection_window"}
-
 
 class ConsoleBroker:
     def __init__(self, namespace: Namespace) -> None:
@@ -94,7 +78,7 @@ class ConsoleBroker:
         view = self._view(path, QUEUE, TOPIC, SUBSCRIPTION)
         info = self.ns.get(view.kind, view.path)
         out = _summary(view)
-        out["properties"] = _properties(info.config, info.extras)
+        out["properties"] = _properties(view.kind, info.config, info.extras)
         out["sizeInBytes"] = info.size_in_bytes
         if view.kind == TOPIC:
             out["subscriptions"] = [{**_summary(sub), "rules": [_rule(rc) for rc in sub.rules]}
@@ -287,16 +271,21 @@ def _duration(seconds: float) -> str:
     return f"{days}.{text}" if days else text
 
 
-def _properties(config: Any, extras: dict[str, Any]) -> dict[str, Any]:
+def _properties(kind: str, config: Any, extras: dict[str, Any]) -> dict[str, Any]:
+    """The entity's settings under their Service Bus names (the table's), durations as text. The
+    authorization rules are left out: their keys are secrets."""
+    fields = by_field(kind)
     out: dict[str, Any] = {}
     for f in dataclasses.fields(config):
-        if f.name in ("name", "rules", "subscriptions"):
+        prop = fields.get(f.name)
+        if prop is None or prop.codec is Codec.RUNTIME:
             continue
         value = getattr(config, f.name)
-        label = _PROPERTY_NAMES.get(f.name) or "".join(part.capitalize() for part in f.name.split("_"))
-        out[label] = _duration(value) if f.name in _DURATIONS and value is not None else value
+        out[prop.atom] = _duration(value) if prop.codec is Codec.DURATION and value is not None else value
     for key, value in extras.items():
-        out[key] = _duration(value) if key == "AutoDeleteOnIdle" and value is not None else value
+        prop = by_atom(kind).get(key)
+        duration = prop is not None and prop.codec is Codec.DURATION
+        out[key] = _duration(value) if duration and value is not None else value
     if "AutoDeleteOnIdle" in out and out["AutoDeleteOnIdle"] is None:
         out["AutoDeleteOnIdle"] = "unlimited"
     return out

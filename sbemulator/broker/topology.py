@@ -41,13 +41,14 @@ from typing import Any
 from sbemulator.config import (
     STATUS_DISABLED,
     STATUS_RECEIVE_DISABLED,
+    AuthorizationRuleConfig,
     NamespaceConfig,
     QueueConfig,
     RuleConfig,
     SubscriptionConfig,
     TopicConfig,
-    forward_source_problem,
 )
+from sbemulator.descriptions import MAX_TIMESPAN_SECONDS, entity_name_problem, for_kind
 
 from .entity import (
     DEAD_LETTER,
@@ -168,7 +169,6 @@ class TopologyMixin:
     def create_queue(self, q: QueueConfig) -> EntityRef:
         with self._op():
             self._check_new_name(q.name)
-            _check_forward_source(q)
             ent = self._add_queue(q)
             self._persist(ent)
             return ent.ref()
@@ -187,11 +187,13 @@ class TopologyMixin:
             topic = self._entities.get(topic_name.lower())
             if topic is None or topic.kind != TOPIC:
                 raise EntityNotFoundError(f"The messaging entity '{topic_name}' could not be found.")
+            problem = entity_name_problem(s.name, child=True)
+            if problem is not None:
+                raise InvalidOperationError(f"The subscription name '{s.name}' is invalid. {problem}")
             if s.name.lower() in topic.subscriptions:
                 raise EntityAlreadyExistsError(
                     f"The subscription '{s.name}' already exists on '{topic.path}'."
                 )
-            _check_forward_source(s)
             ent = self._add_subscription(topic, s)
             self._persist(ent)
             return ent.ref()
@@ -207,15 +209,13 @@ class TopologyMixin:
             expected = {QUEUE: QueueConfig, TOPIC: TopicConfig, SUBSCRIPTION: SubscriptionConfig}[ent.kind]
             if not isinstance(config, expected):
                 raise InvalidOperationError(f"'{ent.path}' is a {ent.kind}; expected a {expected.__name__}.")
-            if ent.kind != TOPIC and ent.requires_session != config.requires_session:
-                raise InvalidOperationError("The value of RequiresSession cannot be changed on an existing entity.")
-            if ent.kind != SUBSCRIPTION and ent.requires_duplicate_detection != config.requires_duplicate_detection:
-                # "Enable duplicate message detection": only when the queue or topic is created
-                raise InvalidOperationError(
-                    "The value of RequiresDuplicateDetection cannot be changed on an existing entity."
-                )
-            if not isinstance(config, TopicConfig):
-                _check_forward_source(config)
+            for prop in for_kind(ent.kind):
+                # RequiresSession, RequiresDuplicateDetection ("Enable duplicate message detection": only
+                # when the queue or topic is created)
+                if prop.immutable and prop.field and getattr(ent.config, prop.field) != getattr(config, prop.field):
+                    raise InvalidOperationError(
+                        f"The value of {prop.atom} cannot be changed on an existing entity."
+                    )
             self._reconfigure(ent, config)
             self._persist(ent)
             return ent.ref()
@@ -265,7 +265,10 @@ class TopologyMixin:
         if ent.kind == SUBSCRIPTION and ent.parent is not None:
             ent.parent.subscriptions.pop(ent.key.rsplit("/", 1)[1], None)
 
-    def _check_new_name(self, name: str) -> None:
+    def _check_new_name(self, name: str, *, child: bool = False) -> None:
+        problem = entity_name_problem(name, child=child)
+        if problem is not None:
+            raise InvalidOperationError(f"The entity name '{name}' is invalid. {problem}")
         if name.lower() in self._entities:
             raise EntityAlreadyExistsError(f"The messaging entity '{name}' already exists.")
 
@@ -274,6 +277,18 @@ class TopologyMixin:
         if ent.kind not in kinds:
             raise InvalidOperationError(f"'{ent.path}' cannot be changed or deleted.")
         return ent
+
+    def authorization_rules(self, entity_path: str) -> list[AuthorizationRuleConfig]:
+        """The shared access rules of the queue or topic that ``entity_path`` names or lies in (a
+        subscription, a dead-letter queue): what a token signed with an entity rule's key is checked
+        against. Empty for an unknown path or an entity without rules."""
+        try:
+            ent = self._entity(entity_path)
+        except EntityNotFoundError:
+            return []
+        while ent.parent is not None:
+            ent = ent.parent
+        return list(getattr(ent.config, "authorization_rules", ()))
 
     def is_runtime_entity(self, path: str) -> bool:
         """True for an entity the config file does not declare (created at run time)."""
@@ -284,7 +299,10 @@ class TopologyMixin:
         file_config = self._file_entities.get(key)
         if file_config is None:
             return None
-        text = json.dumps(dataclasses.asdict(file_config), sort_keys=True, default=str)
+        data = dataclasses.asdict(file_config)
+        if not data.get("authorization_rules", True):
+            del data["authorization_rules"]  # the file has none; keeps fingerprints stored before they existed
+        text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def _persist(self, ent: Entity) -> None:
@@ -444,27 +462,24 @@ class TopologyMixin:
         self._persist(sub)
 
 
-def _check_forward_source(config: QueueConfig | SubscriptionConfig) -> None:
-    problem = forward_source_problem(config)
-    if problem is not None:
-        raise InvalidOperationError(f"'{config.name}': {problem}.")
-
-
 def _configure(ent: Entity, config: Any) -> None:
     """Set an entity's behaviour from its config (building and updating share this one mapping)."""
     ent.config = config
     ent.status = config.status
-    ttl = _ms(config.default_message_ttl)
+    # TimeSpan.MaxValue (the management API's default): no ceiling, no TTL stamped on a message sent without one
+    ttl = None if config.default_message_ttl >= MAX_TIMESPAN_SECONDS else _ms(config.default_message_ttl)
     if ent.kind == SUBSCRIPTION and ent.parent is not None and ent.parent.ttl_ms is not None:
-        ttl = min(ttl, ent.parent.ttl_ms)  # the topic's default is a ceiling too
+        ttl = ent.parent.ttl_ms if ttl is None else min(ttl, ent.parent.ttl_ms)  # the topic's is a ceiling too
     ent.ttl_ms = ttl
     if ent.kind in (QUEUE, SUBSCRIPTION):
         ent.lock_duration_ms = _ms(config.lock_duration)
         ent.max_delivery_count = config.max_delivery_count
         ent.dead_lettering_on_expiration = config.dead_lettering_on_message_expiration
         ent.requires_session = config.requires_session
-        ent.forward_to = config.forward_to
-        ent.forward_dead_lettered_to = config.forward_dead_lettered_messages_to
+        # A queue may name itself (the management API accepts it, as the live service does); the
+        # broker then keeps the messages where they are instead of forwarding them in a loop.
+        ent.forward_to = _other(config.forward_to, ent.path)
+        ent.forward_dead_lettered_to = _other(config.forward_dead_lettered_messages_to, ent.path)
     if ent.kind in (QUEUE, TOPIC):
         ent.max_message_size = config.max_message_size_kb * 1024
         ent.requires_duplicate_detection = config.requires_duplicate_detection
@@ -475,12 +490,20 @@ def _configure(ent: Entity, config: Any) -> None:
             ent.max_message_size = ent.parent.max_message_size
 
 
+def _other(target: str | None, own_path: str) -> str | None:
+    return None if target is None or target.lower() == own_path.lower() else target
+
+
 def _rules_of(s: SubscriptionConfig) -> tuple[RuleConfig, ...]:
     return s.rules or (RuleConfig(name=DEFAULT_RULE, filter_type="Sql", sql_expression="1=1"),)
 
 
 def _config_from(kind: str, desc: dict[str, Any]) -> Any:
     desc = dict(desc)
+    if "authorization_rules" in desc:
+        desc["authorization_rules"] = tuple(
+            AuthorizationRuleConfig(**{**r, "rights": tuple(r.get("rights", ()))}) for r in desc["authorization_rules"]
+        )
     if kind == QUEUE:
         return QueueConfig(**desc)
     if kind == TOPIC:

@@ -157,10 +157,10 @@ def test_queue_runtime_properties_count_what_the_data_plane_did(
 
 def test_topic_and_subscription_lifecycle(admin: ServiceBusAdministrationClient, sb: ServiceBusClient) -> None:
     topic = admin.create_topic("alerts", default_message_time_to_live=datetime.timedelta(minutes=30),
-                               max_message_size_in_kilobytes=512)
+                               max_message_size_in_kilobytes=128)
     assert topic.name == "alerts"
     assert topic.default_message_time_to_live == datetime.timedelta(minutes=30)
-    assert topic.max_message_size_in_kilobytes == 512
+    assert topic.max_message_size_in_kilobytes == 128
 
     sub = admin.create_subscription("alerts", "ops", lock_duration=datetime.timedelta(seconds=30),
                                     max_delivery_count=4, dead_lettering_on_filter_evaluation_exceptions=False)

@@ -95,8 +95,8 @@ def test_settings_that_cannot_change_or_are_out_of_range(ns: Namespace) -> None:
         ns.put("queue", "q", {"AutoDeleteOnIdle": 60.0}, mode="create")
     with pytest.raises(BadRequest, match="Status"):
         ns.put("queue", "q", {"Status": "Sleeping"}, mode="create")
-    with pytest.raises(BadRequest, match="itself"):
-        ns.put("queue", "q", {"ForwardTo": "sb://host/q"}, mode="create")
+    with pytest.raises(BadRequest, match="MaxMessageSizeInKilobytes"):
+        ns.put("queue", "q", {"MaxMessageSizeInKilobytes": 1024}, mode="create")
     with pytest.raises(BadRequest, match="could not be found"):
         ns.put("queue", "q", {"ForwardTo": "missing"}, mode="create")
 

@@ -1,0 +1,159 @@
+"""The one table of entity properties (sbemulator.descriptions) and the surfaces it drives: the same
+names, order and bounds everywhere (issue #18 item 1)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from sbemulator.admin import arm, atom
+from sbemulator.admin.backend import Namespace
+from sbemulator.admin.errors import BadRequest
+from sbemulator.broker.errors import InvalidOperationError
+from sbemulator.broker.testing import make_broker
+from sbemulator.config import ConfigError, QueueConfig, parse_config
+from sbemulator.descriptions import (
+    KINDS,
+    PROPERTIES,
+    QUEUE,
+    SUBSCRIPTION,
+    TOPIC,
+    atom_order,
+    by_atom,
+    entity_name_problem,
+    for_kind,
+)
+
+NS = {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "q"}], "Topics": []}]}}
+LOCK_CAP = by_atom(QUEUE)["LockDuration"].maximum  # the one place the cap is written
+
+
+def _config(queue: dict) -> dict:
+    data = copy.deepcopy(NS)
+    data["UserConfig"]["Namespaces"][0]["Queues"] = [queue]
+    return data
+
+
+def test_atom_positions_are_one_to_n_per_kind() -> None:
+    for kind in KINDS:
+        assert [p.order[kind] for p in for_kind(kind)] == list(range(1, len(for_kind(kind)) + 1))
+        assert len(set(atom_order(kind))) == len(atom_order(kind))
+
+
+# Element names, in order, of descriptions Service Bus returned, as the SDKs' tests record them
+# (@azure/service-bus atomXmlHelper tests: a 2017-04 queue without forwarding or metadata;
+# azservicebus TopicRuntimeProperties test: the tail of a 2024-05 topic).
+RECORDED_QUEUE_2017_04 = [
+    "LockDuration", "MaxSizeInMegabytes", "RequiresDuplicateDetection", "RequiresSession",
+    "DefaultMessageTimeToLive", "DeadLetteringOnMessageExpiration", "DuplicateDetectionHistoryTimeWindow",
+    "MaxDeliveryCount", "EnableBatchedOperations", "SizeInBytes", "MessageCount", "IsAnonymousAccessible",
+    "AuthorizationRules", "Status", "CreatedAt", "UpdatedAt", "AccessedAt", "SupportOrdering", "CountDetails",
+    "AutoDeleteOnIdle", "EnablePartitioning", "EntityAvailabilityStatus", "EnableExpress",
+]
+RECORDED_TOPIC_2024_05_TAIL = [
+    "CountDetails", "SubscriptionCount", "AutoDeleteOnIdle", "EnablePartitioning", "EntityAvailabilityStatus",
+    "EnableSubscriptionPartitioning", "EnableExpress", "MaxMessageSizeInKilobytes", "SqlFilterCount",
+    "CorrelationFilterCount",
+]
+
+
+def _rendered(kind: str, api_version: str | None) -> list[str]:
+    broker = make_broker([{"Name": "q"}], topics=[{"Name": "t", "Subscriptions": [{"Name": "s"}]}])[0]
+    ns = Namespace(broker)
+    path = {QUEUE: "q", TOPIC: "t", SUBSCRIPTION: "t/Subscriptions/s"}[kind]
+    xml = atom.render_description(ns.get(kind, path), "host", api_version)
+    import xml.etree.ElementTree as ET
+
+    return [atom._local(c.tag) for c in ET.fromstring(xml)]
+
+
+def test_atom_output_follows_the_recorded_service_order() -> None:
+    assert _rendered(QUEUE, "2017-04") == RECORDED_QUEUE_2017_04
+    topic = _rendered(TOPIC, "2024-05")
+    assert topic[-len(RECORDED_TOPIC_2024_05_TAIL):] == RECORDED_TOPIC_2024_05_TAIL
+    for kind in KINDS:
+        for version in ("2017-04", "2021-05", "2024-05"):
+            names = _rendered(kind, version)
+            expected = [n for n in atom_order(kind) if n in names]
+            assert names == expected, (kind, version)
+    assert "MaxMessageSizeInKilobytes" in _rendered(QUEUE, "2021-05")
+    assert "SqlFilterCount" not in _rendered(TOPIC, "2021-05")
+
+
+def test_every_config_field_is_in_the_table() -> None:
+    import dataclasses
+
+    from sbemulator.config import SubscriptionConfig, TopicConfig
+
+    for kind, cls in ((QUEUE, QueueConfig), (TOPIC, TopicConfig), (SUBSCRIPTION, SubscriptionConfig)):
+        fields = {f.name for f in dataclasses.fields(cls)} - {"name", "rules", "subscriptions"}
+        assert fields == {p.field for p in for_kind(kind) if p.field}, kind
+    assert all(p.kinds <= set(KINDS) for p in PROPERTIES)
+
+
+# --- one name validator -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["ordérs", "q\n", "q\n\n", "a" * 261, "-q", "q-", "a//b", "a/rules"])
+def test_bad_queue_names_are_refused_by_every_surface(name: str) -> None:
+    assert entity_name_problem(name, child=False) is not None
+    with pytest.raises(ConfigError, match="invalid name"):
+        parse_config(_config({"Name": name}))
+    broker = make_broker([{"Name": "q"}])[0]
+    with pytest.raises(BadRequest, match="invalid"):
+        Namespace(broker).put(QUEUE, name, {}, mode="create")
+    with pytest.raises(InvalidOperationError, match="invalid"):
+        broker.create_queue(QueueConfig(name))
+
+
+def test_good_names_pass() -> None:
+    for name in ("orders", "a.b-c_d", "a/b/c", "Q1"):
+        assert entity_name_problem(name, child=False) is None
+    assert entity_name_problem("$Default", child=True, rule=True) is None
+    assert entity_name_problem("a/b", child=True) is not None
+
+
+# --- the LockDuration cap, one bound on every surface ---------------------------------------------
+
+def test_lock_duration_cap_on_config_json() -> None:
+    ns = parse_config(_config({"Name": "q", "Properties": {"LockDuration": "PT5M"}}))
+    assert ns.queues[0].lock_duration == LOCK_CAP
+    with pytest.raises(ConfigError, match="5 minutes"):
+        parse_config(_config({"Name": "q", "Properties": {"LockDuration": "PT5M1S"}}))
+
+
+def test_lock_duration_cap_on_atom() -> None:
+    ns = Namespace(make_broker([{"Name": "x"}])[0])
+
+    def desc(value: str) -> dict:
+        body = ('<QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">'
+                f"<LockDuration>{value}</LockDuration></QueueDescription>")
+        return atom.parse_description(atom._parse_xml(body.encode()))
+
+    assert ns.put(QUEUE, "ok", desc("PT5M"), mode="create")[0].config.lock_duration == LOCK_CAP
+    with pytest.raises(BadRequest, match="LockDuration"):
+        ns.put(QUEUE, "no", desc("PT5M1S"), mode="create")
+
+
+def test_lock_duration_cap_on_arm() -> None:
+    ns = Namespace(make_broker([{"Name": "x"}])[0])
+
+    def body(value: str) -> dict:
+        return arm.entity_spec(json.dumps({"properties": {"lockDuration": value}}).encode(), QUEUE)
+
+    assert ns.put(QUEUE, "ok", body("PT5M"), mode="upsert")[0].config.lock_duration == LOCK_CAP
+    with pytest.raises(BadRequest, match="LockDuration"):
+        ns.put(QUEUE, "no", body("PT5M1S"), mode="upsert")
+
+
+def test_broker_authorization_rules_are_the_top_level_entitys() -> None:
+    from sbemulator.descriptions import AuthorizationRuleConfig
+
+    broker = make_broker([{"Name": "x"}])[0]
+    rule = AuthorizationRuleConfig("k", "p", "s", ("Listen",))
+    broker.create_queue(QueueConfig("guarded", authorization_rules=(rule,)))
+    assert broker.authorization_rules("GUARDED") == [rule]
+    assert broker.authorization_rules("guarded/$DeadLetterQueue") == [rule]
+    assert broker.authorization_rules("missing") == []
+    assert broker.authorization_rules("x") == []
