@@ -15,7 +15,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 .PHONY: test demo lint unit integration bench emulator clean
 
-$(PY_STAMP): requirements.txt requirements-dev.txt
+$(PY_STAMP): requirements.txt requirements-dev.txt sbemulator/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt

@@ -15,7 +15,7 @@ from sbemulator.auth import SasValidator
 
 from .app import AdminApp
 from .backend import Namespace
-from .http import HttpServer
+from .http import HttpServer, Upgrade
 from .tls import CertificatePaths, ensure_certificates, server_context
 
 DEFAULT_ADMIN_PORT = 5300
@@ -25,7 +25,8 @@ __all__ = ["DEFAULT_ADMIN_PORT", "AdminApp", "AdminServer", "CertificatePaths", 
 
 class AdminServer:
     """The HTTPS endpoint. ``cert_dir`` holds the generated CA and server certificate (created on first
-    start, reused after); ``tls_cert``/``tls_key`` replace them with the user's own."""
+    start, reused after); ``tls_cert``/``tls_key`` replace them with the user's own. ``websocket`` takes
+    over connections that ask for a WebSocket (AMQP over WebSockets, sbemulator/runtime/websocket.py)."""
 
     def __init__(
         self,
@@ -38,6 +39,7 @@ class AdminServer:
         tls_cert: str | Path | None = None,
         tls_key: str | Path | None = None,
         commit: Any = None,
+        websocket: Upgrade | None = None,
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together")
@@ -52,7 +54,8 @@ class AdminServer:
             self.certificates = ensure_certificates(cert_dir, extra)
         self.namespace = Namespace(broker, getattr(broker.config, "name", "sbemulatorns"), commit=commit)
         self.app = AdminApp(self.namespace, validator)
-        self.http = HttpServer(self.app, host, port, server_context(self.certificates.cert, self.certificates.key))
+        self.http = HttpServer(self.app, host, port, server_context(self.certificates.cert, self.certificates.key),
+                               websocket=websocket)
 
     @property
     def port(self) -> int:

@@ -44,6 +44,9 @@ class Response:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+# Takes over a connection whose request asked for a WebSocket: (target, headers, transport, bytes read past
+# the request). See sbemulator/runtime/websocket.py.
+Upgrade = Callable[[str, list[tuple[bytes, bytes]], asyncio.Transport, bytes], None]
 
 
 def parse_target(target: str) -> tuple[str, dict[str, str]]:
@@ -54,11 +57,23 @@ def parse_target(target: str) -> tuple[str, dict[str, str]]:
     return path, query
 
 
+def _asks_for_websocket(request: Request) -> bool:
+    connection = {token.strip().lower() for token in request.headers.get("connection", "").split(",")}
+    return request.headers.get("upgrade", "").strip().lower() == "websocket" and "upgrade" in connection
+
+
+def _asks_for_websocket_head(head: h11.Request) -> bool:
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in head.headers}
+    return head.method == b"GET" and _asks_for_websocket(Request("GET", "", {}, headers))
+
+
 class HttpServer:
     def __init__(
-        self, handler: Handler, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None
+        self, handler: Handler, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None,
+        websocket: Upgrade | None = None,
     ) -> None:
         self.handler = handler
+        self.websocket = websocket
         self.host = host
         self.port = port
         self.ssl_context = ssl_context
@@ -99,7 +114,9 @@ class HttpServer:
         self._tasks.add(task)
         self._writers.add(writer)
         try:
-            await self._connection(reader, writer)
+            if await self._connection(reader, writer):
+                self._writers.discard(writer)
+                return  # the connection now belongs to the WebSocket protocol
         except (ConnectionError, TimeoutError, ssl.SSLError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -108,18 +125,22 @@ class HttpServer:
             log.exception("admin connection failed")
         finally:
             self._tasks.discard(task)
-            self._writers.discard(writer)
-            if self._stopping:
+            if writer not in self._writers:
+                pass  # handed over
+            elif self._stopping:
+                self._writers.discard(writer)
                 # Shutting down: no TLS close handshake with idle keep-alive clients that will not answer it.
                 writer.transport.abort()
             else:
+                self._writers.discard(writer)
                 writer.close()
                 try:
                     await asyncio.wait_for(writer.wait_closed(), 2)
                 except (Exception, asyncio.CancelledError):
                     pass
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Serve requests until the connection ends; True when it was handed over to a WebSocket."""
         conn = h11.Connection(h11.SERVER)
         while not self._stopping:
             try:
@@ -127,9 +148,12 @@ class HttpServer:
             except h11.RemoteProtocolError as exc:
                 if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                     await self._send(conn, writer, Response(exc.error_status_hint, b"bad request\n", "text/plain"))
-                return
+                return False
             if request is None:
-                return
+                return False
+            if self.websocket is not None and _asks_for_websocket(request):
+                self._hand_over(conn, reader, writer, request)
+                return True
             try:
                 response = await self.handler(request)
             except Exception:
@@ -139,11 +163,21 @@ class HttpServer:
                 response = Response(response.status, b"", response.content_type, response.headers)
             await self._send(conn, writer, response)
             if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
-                return
+                return False
             try:
                 conn.start_next_cycle()
             except h11.LocalProtocolError:
-                return
+                return False
+        return False
+
+    def _hand_over(self, conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                   request: Request) -> None:
+        """Give the socket to the WebSocket protocol, with whatever was read past the request's head
+        (by h11, or still in the stream reader's buffer)."""
+        assert self.websocket is not None
+        rest = bytes(conn.trailing_data[0]) + bytes(getattr(reader, "_buffer", b""))
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in request.headers.items()]
+        self.websocket(request.raw_target, headers, writer.transport, rest)  # type: ignore[arg-type]
 
     async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader) -> Request | None:
         head: h11.Request | None = None
@@ -163,12 +197,22 @@ class HttpServer:
                     raise h11.RemoteProtocolError("request body too large", error_status_hint=413)
             elif isinstance(event, h11.EndOfMessage):
                 assert head is not None
-                target = head.target.decode("latin-1")
-                path, query = parse_target(target)
-                headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in head.headers}
-                return Request(head.method.decode("ascii"), path, query, headers, bytes(body), target)
-            elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
+                if _asks_for_websocket_head(head):
+                    continue  # h11 pauses next (a protocol switch); the request is returned then
+                return self._request(head, body)
+            elif isinstance(event, h11.ConnectionClosed):
                 return None
+            elif event is h11.PAUSED:
+                if head is not None and _asks_for_websocket_head(head):
+                    return self._request(head, body)
+                return None
+
+    @staticmethod
+    def _request(head: h11.Request, body: bytes | bytearray) -> Request:
+        target = head.target.decode("latin-1")
+        path, query = parse_target(target)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in head.headers}
+        return Request(head.method.decode("ascii"), path, query, headers, bytes(body), target)
 
     @staticmethod
     async def _send(conn: h11.Connection, writer: asyncio.StreamWriter, response: Response) -> None:

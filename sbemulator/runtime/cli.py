@@ -9,12 +9,21 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ..config import ConfigError, load_config
 from .emulator import build, connection_string, sas_keys
+from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
 STARTED = time.perf_counter()
 LOOPS = ("asyncio", "uvloop")
+DEFAULT_PORT = 5672
+DEFAULT_ADMIN_PORT = 5300
+DEFAULT_WEBSOCKET_PORT = 443  # what the SDKs dial for AMQP over WebSockets
+
+
+class ListenError(Exception):
+    """A port could not be bound; the message names the option that moves it."""
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -33,7 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sbemulator", description="A pure-Python Azure Service Bus emulator.")
     parser.add_argument("--config", required=True, help="topology file (official emulator Config.json schema)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=5672, help="AMQP port (default 5672; 0 picks a free port)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help="AMQP port (default 5672; 0 picks a free port)")
     store = parser.add_mutually_exclusive_group()
     store.add_argument("--data-dir", default=None, help="where messages are kept (default .sbemulator/)")
     store.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
@@ -43,14 +53,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="event loop: the standard asyncio one (default) or uvloop, when it is installed")
     # --- admin (HTTPS management) options
     admin = parser.add_mutually_exclusive_group()
-    admin.add_argument("--admin-port", type=int, default=5300,
-                       help="HTTPS management port (default 5300; 0 picks a free port)")
+    admin.add_argument("--admin-port", type=int, default=None,
+                       help="HTTPS management port (default 5300 with the default --port, else a free port; "
+                            "0 picks a free port)")
     admin.add_argument("--no-admin", action="store_true", help="do not serve the HTTPS management API")
     parser.add_argument("--tls-cert", default=None,
                         help="certificate chain (PEM) for the management port instead of the generated one")
     parser.add_argument("--tls-key", default=None, help="private key (PEM) for --tls-cert")
     # --- end admin options
-    return parser.parse_args(argv)
+    websocket = parser.add_mutually_exclusive_group()
+    websocket.add_argument("--websocket-port", type=int, default=None,
+                           help="AMQP over WebSockets (ws://HOST:PORT/$servicebus/websocket) on a port of its own "
+                                "(default 443, as the SDKs dial, with the default --port, else a free port; "
+                                "0 picks a free port); the management port serves it too (wss://)")
+    websocket.add_argument("--no-websocket", action="store_true",
+                           help="no WebSocket port of its own (the management port still serves wss://)")
+    args = parser.parse_args(argv)
+    # A second emulator started with --port N must not collide with the first one on the other ports:
+    # their fixed defaults go with the default AMQP port only, any other --port picks free ones (printed).
+    args.admin_port_given = args.admin_port is not None
+    if args.admin_port is None:
+        args.admin_port = DEFAULT_ADMIN_PORT if args.port == DEFAULT_PORT else 0
+    args.websocket_port_given = args.websocket_port is not None
+    if args.websocket_port is None:
+        args.websocket_port = DEFAULT_WEBSOCKET_PORT if args.port == DEFAULT_PORT else 0
+    return args
+
+
+async def _listen(start: Any, what: str, host: str, port: int, flag: str) -> None:
+    try:
+        await start()
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {host}:{port} ({what}): {exc.strerror or exc}; "
+                          f"{flag}") from None
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -59,28 +94,44 @@ async def serve(args: argparse.Namespace) -> int:
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
         host=args.host, port=args.port,
     )
-    await server.start()
     admin = None
-    if not args.no_admin:  # admin wiring
-        from pathlib import Path
+    websocket = None
+    try:
+        await _listen(server.start, "AMQP", args.host, args.port, "--port N moves it (0 picks a free port)")
+        if not args.no_admin:  # admin wiring
+            from pathlib import Path
 
-        from ..admin import AdminServer
-        from .emulator import DEFAULT_DATA_DIR
+            from ..admin import AdminServer
+            from .emulator import DEFAULT_DATA_DIR
 
-        cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
-        try:
+            cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
             admin = AdminServer(broker, server.validator, host=args.host, port=args.admin_port, cert_dir=cert_dir,
-                                tls_cert=args.tls_cert, tls_key=args.tls_key, commit=server.commit)
-            await admin.start()
-        except OSError as exc:
-            await server.stop()
-            broker.close()
-            print(f"sbemulator: cannot listen on {args.host}:{args.admin_port} (admin): {exc}", file=sys.stderr)
-            return 1
-        except BaseException:
-            await server.stop()
-            broker.close()
-            raise
+                                tls_cert=args.tls_cert, tls_key=args.tls_key, commit=server.commit,
+                                websocket=upgrade_factory(server))
+            await _listen(admin.start, "HTTPS management", args.host, args.admin_port,
+                          "--admin-port N moves it (0 picks a free port), --no-admin turns it off")
+        if not args.no_websocket:
+            websocket = WebSocketListener(server, args.host, args.websocket_port)
+            try:
+                await _listen(websocket.start, "AMQP over WebSockets", args.host, args.websocket_port,
+                              "--websocket-port N moves it (0 picks a free port), --no-websocket turns it off")
+            except ListenError as exc:
+                if args.websocket_port_given:
+                    raise
+                # The default, 443, is privileged and often taken: without it the emulator still serves
+                # everything else (WebSockets too, on the management port), so say so and go on.
+                print(f"sbemulator: warning: {exc}; WebSockets are still served on the management port",
+                      file=sys.stderr, flush=True)
+                websocket = None
+    except BaseException:
+        if websocket is not None:
+            await websocket.stop()
+        if admin is not None:
+            await admin.stop()
+            admin.cleanup()
+        await server.stop()
+        broker.close()
+        raise
     # Signal handlers before the ready line: a supervisor may send SIGTERM as soon as it reads it.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -95,9 +146,13 @@ async def serve(args: argparse.Namespace) -> int:
         f"{connection_string(shown_host, server.port, key_name, keys[key_name])}",
         flush=True,
     )
-    if admin is not None:  # admin wiring: a second line, the ready line above keeps its format
+    if websocket is not None:
+        print(f"sbemulator websocket on ws://{shown_host}:{websocket.port}{WEBSOCKET_PATH}", flush=True)
+    if admin is not None:  # admin wiring: a line of its own, the ready line above keeps its format
         print(f"sbemulator admin on {admin.url(shown_host)}; CA certificate: {admin.ca_path}", flush=True)
     await stop.wait()
+    if websocket is not None:
+        await websocket.stop()
     if admin is not None:  # admin wiring
         await admin.stop()
         admin.cleanup()
@@ -113,12 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
             return runner.run(serve(args))
+    except ListenError as exc:
+        print(f"sbemulator: {exc}", file=sys.stderr)
+        return 1
     except ConfigError as exc:
         print(f"sbemulator: invalid configuration: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:  # admin wiring: e.g. --tls-cert without --tls-key
         print(f"sbemulator: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"sbemulator: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+    except OSError as exc:  # not a port (those are ListenError): say what failed, not "cannot listen"
+        print(f"sbemulator: {exc}", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ from ..config import NamespaceConfig, load_config, parse_config
 from ..store.memory import MemoryStore
 from ..store.sqlite import SqliteStore
 from .server import AmqpServer
+from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
 DEFAULT_DATA_DIR = ".sbemulator"
 
@@ -78,9 +79,16 @@ class Emulator:
         admin_port: int | None = 0,
         tls_cert: str | Path | None = None,
         tls_key: str | Path | None = None,
+        websocket_port: int | None = None,
         **server_options: Any,
     ) -> None:
+        """``port``/``admin_port``/``websocket_port`` 0 pick free ports; ``admin_port=None`` serves no HTTPS
+        management endpoint; ``websocket_port`` None serves AMQP over WebSockets only on the HTTPS endpoint
+        (``wss://``), a number also on a port of its own (``ws://``, what the Python SDK dials in emulator
+        mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``)."""
         self.config = resolve_config(config)
+        self.websocket_port: int | None = websocket_port
+        self.websocket: WebSocketListener | None = None
         # --- admin (HTTPS management) wiring: admin_port None disables it, 0 picks a free port.
         self.admin_port: int | None = admin_port
         self.admin: Any = None
@@ -109,6 +117,17 @@ class Emulator:
     def admin_url(self) -> str | None:
         """``https://127.0.0.1:<admin port>``, or None when the admin endpoint is disabled."""
         return None if self.admin is None else self.admin.url(self.host)
+
+    @property
+    def websocket_endpoint(self) -> str | None:
+        """``sb://127.0.0.1:<websocket port>``: the SDKs' ``custom_endpoint_address`` for AMQP over
+        WebSockets on the emulator's own WebSocket port (None when it has none)."""
+        return None if self.websocket is None else f"sb://{self.host}:{self.websocket.port}"
+
+    @property
+    def websocket_url(self) -> str | None:
+        """``ws://127.0.0.1:<websocket port>/$servicebus/websocket`` (None without a WebSocket port)."""
+        return None if self.websocket is None else f"ws://{self.host}:{self.websocket.port}{WEBSOCKET_PATH}"
 
     @property
     def ca_path(self) -> str | None:
@@ -140,19 +159,27 @@ class Emulator:
             self.server, self.broker = build(self.config, **self._options)
             loop.run_until_complete(self.server.start())
             self.port = self.server.port
-            if self._admin_options["port"] is not None:  # admin wiring
-                from ..admin import AdminServer
+            try:
+                if self._admin_options["port"] is not None:  # admin wiring
+                    from ..admin import AdminServer
 
-                options = dict(self._admin_options)
-                try:
+                    options = dict(self._admin_options)
                     self.admin = AdminServer(self.broker, self.server.validator, host=self.host,
-                                             commit=self.server.commit, **options)
+                                             commit=self.server.commit, websocket=upgrade_factory(self.server),
+                                             **options)
                     loop.run_until_complete(self.admin.start())
-                except BaseException:
-                    loop.run_until_complete(self.server.stop())
-                    self.broker.close()
-                    raise
-                self.admin_port = self.admin.port
+                    self.admin_port = self.admin.port
+                if self.websocket_port is not None:
+                    self.websocket = WebSocketListener(self.server, self.host, self.websocket_port)
+                    loop.run_until_complete(self.websocket.start())
+                    self.websocket_port = self.websocket.port
+            except BaseException:
+                if self.admin is not None:
+                    loop.run_until_complete(self.admin.stop())
+                    self.admin.cleanup()
+                loop.run_until_complete(self.server.stop())
+                self.broker.close()
+                raise
         except BaseException as exc:  # report start-up failures to the caller's thread
             self._error = exc
             self._ready.set()
@@ -162,6 +189,8 @@ class Emulator:
         try:
             loop.run_forever()
         finally:
+            if self.websocket is not None:
+                loop.run_until_complete(self.websocket.stop())
             if self.admin is not None:  # admin wiring
                 loop.run_until_complete(self.admin.stop())
                 self.admin.cleanup()

@@ -22,6 +22,7 @@ from pathlib import Path
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]
 READY = re.compile(r"ready on [^:]+:(\d+) in ([\d.]+)s; connection string: (\S+)")
 ADMIN = re.compile(r"admin on (https://\S+?):(\d+); CA certificate: (.+)$")
+WEBSOCKET = re.compile(r"websocket on ws://\S+?:(\d+)/")
 
 
 class EmulatorStartError(RuntimeError):
@@ -40,6 +41,7 @@ class EmulatorProcess:
     admin_port: int | None = None  # the HTTPS management endpoint (None with --no-admin)
     admin_url: str | None = None
     ca_path: str | None = None
+    websocket_port: int | None = None  # AMQP over WebSockets on a port of its own (None with --no-websocket)
     output: list[str] = field(default_factory=list)
 
     @property
@@ -105,6 +107,10 @@ def start_emulator_process(*args: str, timeout: float = 20, cwd: Path | None = N
             )
             if "--no-admin" in args:
                 break
+            continue
+        websocket = WEBSOCKET.search(line)
+        if websocket and result is not None:
+            result.websocket_port = int(websocket.group(1))
             continue
         admin = ADMIN.search(line.strip())
         if admin and result is not None:

@@ -154,10 +154,15 @@ class AmqpServer:
         self._ticker: asyncio.Task | None = None
         self._wake = asyncio.Event()
 
+    def protocol(self) -> asyncio.BufferedProtocol:
+        """A new connection's protocol: for TCP here, and for other transports that carry AMQP
+        (runtime/websocket.py hands it a transport of its own)."""
+        return _AmqpProtocol(self)
+
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._server = await self.loop.create_server(
-            lambda: _AmqpProtocol(self), self.host, self.port, reuse_address=True, backlog=512
+            self.protocol, self.host, self.port, reuse_address=True, backlog=512
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, TransportType
 
 from tests.fixtures.process import REPO_ROOT, start_emulator_process
 
@@ -77,5 +78,56 @@ def test_peek_lock_and_settlement_work_on_either_event_loop(tmp_path, loop):
             assert sorted(seen) == sorted(f"m{i}" for i in range(250))
             with client.get_queue_receiver("leveling") as receiver:
                 assert receiver.peek_messages(max_message_count=5) == []
+    finally:
+        assert proc.terminate() == 0
+
+
+# ---------------------------------------------------------------------- ports: defaults and collisions
+def test_fixed_default_ports_go_with_the_default_amqp_port_only():
+    """A second emulator started with ``--port N`` must not collide with the first on 5300 (management)
+    or 443 (WebSockets): with any other --port those pick free ports unless given."""
+    from sbemulator.runtime.cli import parse_args
+
+    default = parse_args(["--config", "c.json"])
+    assert (default.port, default.admin_port, default.websocket_port) == (5672, 5300, 443)
+    moved = parse_args(["--config", "c.json", "--port", "5673"])
+    assert (moved.port, moved.admin_port, moved.websocket_port) == (5673, 0, 0)
+    given = parse_args(["--config", "c.json", "--port", "5673", "--admin-port", "5301", "--websocket-port", "8443"])
+    assert (given.admin_port, given.websocket_port) == (5301, 8443)
+
+
+@pytest.mark.parametrize(("flag", "hint"), [
+    ("--port", "--port N moves it"),
+    ("--admin-port", "--admin-port N moves it"),
+    ("--websocket-port", "--websocket-port N moves it"),
+])
+def test_a_port_in_use_names_the_flag_that_moves_it(flag, hint):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"--port": "0", "--admin-port": "0", "--websocket-port": "0", flag: str(port)}
+        args = [a for name, value in ports.items() for a in (name, value)]
+        result = subprocess.run(
+            [sys.executable, "-m", "sbemulator", "--config", str(REPO_ROOT / "infra" / "servicebus.json"),
+             "--in-memory", *args],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=30,
+        )
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()  # one line, no traceback
+    assert f"127.0.0.1:{port}" in line and hint in line
+
+
+def test_the_websocket_port_is_printed_and_serves_the_sdk():
+    proc = start_emulator_process("--config", str(REPO_ROOT / "infra" / "servicebus.json"), "--in-memory")
+    try:
+        assert proc.websocket_port is not None
+        with ServiceBusClient.from_connection_string(
+                proc.connection_string, transport_type=TransportType.AmqpOverWebsocket,
+                custom_endpoint_address=f"sb://127.0.0.1:{proc.websocket_port}") as client:
+            with client.get_queue_sender("leveling") as sender:
+                sender.send_messages(ServiceBusMessage("over websocket"))
+            with client.get_queue_receiver("leveling", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as r:
+                assert [str(m) for m in r.receive_messages(max_wait_time=5)] == ["over websocket"]
     finally:
         assert proc.terminate() == 0

@@ -74,7 +74,7 @@ def test_wheel_holds_only_the_emulator_and_every_subpackage(wheel: Path) -> None
     metadata = zipfile.ZipFile(wheel).read("sbemulator-0.1.0.dist-info/METADATA").decode()
     requires = sorted(line.split(":", 1)[1].strip() for line in metadata.splitlines()
                       if line.startswith("Requires-Dist:"))
-    assert requires == ["cryptography>=41", "h11>=0.14"]
+    assert requires == ["cryptography>=41", "h11>=0.14", "wsproto>=1.2"]
     entry_points = zipfile.ZipFile(wheel).read("sbemulator-0.1.0.dist-info/entry_points.txt").decode()
     assert "sbemulator = sbemulator.pytest_plugin" in entry_points
     assert "sbemulator = sbemulator.runtime.cli:main" in entry_points
