@@ -24,19 +24,24 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from wsproto import ConnectionType, WSConnection
-from wsproto.connection import ConnectionState
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-    TextMessage,
-)
-from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+try:
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.connection import ConnectionState
+    from wsproto.events import (
+        AcceptConnection,
+        BytesMessage,
+        CloseConnection,
+        Ping,
+        RejectConnection,
+        RejectData,
+        Request,
+        TextMessage,
+    )
+    from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+    WSPROTO_MISSING: str | None = None
+except ImportError:  # a declared dependency; an environment installed before it was added lacks it
+    WSPROTO_MISSING = "AMQP over WebSockets needs the wsproto package (a dependency of sbemulator): pip install wsproto"
 
 log = logging.getLogger("sbemulator")
 
@@ -300,6 +305,8 @@ class WebSocketListener:
         return protocol
 
     async def start(self) -> None:
+        if WSPROTO_MISSING is not None:
+            raise OSError(WSPROTO_MISSING)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._protocol, self.host, self.port, reuse_address=True,
                                                 backlog=512)
@@ -325,10 +332,15 @@ def is_websocket_upgrade(headers: dict[str, str]) -> bool:
     return headers.get("upgrade", "").strip().lower() == "websocket" and "upgrade" in connection
 
 
-def upgrade_factory(amqp_server: Any) -> Callable[[str, list[tuple[bytes, bytes]], asyncio.Transport, bytes], None]:
+def upgrade_factory(
+    amqp_server: Any,
+) -> Callable[[str, list[tuple[bytes, bytes]], asyncio.Transport, bytes], None] | None:
     """What the HTTPS management endpoint calls when a request asks for a WebSocket: from then on the
     connection's transport belongs to a :class:`WebSocketAmqpProtocol` (``rest`` is what was read past
-    the request's head)."""
+    the request's head). None without wsproto: the endpoint then serves HTTP only."""
+    if WSPROTO_MISSING is not None:
+        log.warning("%s", WSPROTO_MISSING)
+        return None
 
     def take_over(target: str, headers: list[tuple[bytes, bytes]], transport: asyncio.Transport,
                   rest: bytes) -> None:
