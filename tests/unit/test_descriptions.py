@@ -157,3 +157,18 @@ def test_broker_authorization_rules_are_the_top_level_entitys() -> None:
     assert broker.authorization_rules("guarded/$DeadLetterQueue") == [rule]
     assert broker.authorization_rules("missing") == []
     assert broker.authorization_rules("x") == []
+
+
+def test_forwarding_edges_the_api_accepts_behave() -> None:
+    """A session-enabled queue forwards (its session id travels with the message); a queue naming itself
+    keeps its messages instead of looping."""
+    from sbemulator.broker.testing import msg
+
+    broker = make_broker([{"Name": "dst"}])[0]
+    ns = Namespace(broker)
+    ns.put(QUEUE, "sess", {"RequiresSession": True, "ForwardTo": "dst"}, mode="create")
+    ns.put(QUEUE, "self", {"ForwardTo": "self", "ForwardDeadLetteredMessagesTo": "self"}, mode="create")
+    broker.send("sess", [msg(b"a", session_id="g")])
+    broker.send("self", [msg(b"b")])
+    assert [(m.body_raw, m.session_id) for m in broker.peek("dst", 0, 10)] == [(b"a", "g")]
+    assert [m.body_raw for m in broker.peek("self", 0, 10)] == [b"b"]
