@@ -238,11 +238,13 @@ DEFAULT_RULE = "$Default"
 RESERVED_SEGMENTS = frozenset({"$resources", "$namespaceinfo", "$admin", "subscriptions", "rules"})
 
 
-def entity_name_problem(name: Any, *, child: bool, rule: bool = False) -> str | None:
+def entity_name_problem(name: Any, *, child: bool, rule: bool = False, http: bool = False) -> str | None:
     """Why ``name`` is not a valid queue/topic (``child=False``) or subscription/rule name, or None.
 
     The one validator of every surface (Config.json, Atom, ARM, the broker). Rule names may also be
-    ``$Default``."""
+    ``$Default``. ``http``: the management APIs also refuse path segments their URLs give a meaning
+    (``$Resources``, ``Subscriptions``...); the config file and the broker, which never parse a URL,
+    accept them as they always have."""
     if rule and name == DEFAULT_RULE:
         return None
     pattern, limit = (_CHILD_NAME_RE, MAX_CHILD_NAME) if child else (_ENTITY_NAME_RE, MAX_ENTITY_NAME)
@@ -250,7 +252,7 @@ def entity_name_problem(name: Any, *, child: bool, rule: bool = False) -> str | 
         allowed = "letters, digits, periods, hyphens and underscores" + ("" if child else " and slashes")
         return (f"It can contain only {allowed}, must start and end with a letter or digit and be at most "
                 f"{limit} characters long.")
-    if not child and any(seg.lower() in RESERVED_SEGMENTS or not seg for seg in name.split("/")):
+    if not child and any(not seg or (http and seg.lower() in RESERVED_SEGMENTS) for seg in name.split("/")):
         return "It contains a reserved or empty path segment."
     return None
 

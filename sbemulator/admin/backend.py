@@ -109,7 +109,7 @@ class _Meta:
 
 
 def validate_name(name: str, *, child: bool, what: str) -> str:
-    problem = entity_name_problem(name, child=child, rule=what == "rule")
+    problem = entity_name_problem(name, child=child, rule=what == "rule", http=True)
     if problem is not None:
         raise BadRequest(f"The {what} name '{name}' is invalid. {problem}")
     return name

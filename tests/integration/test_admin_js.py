@@ -86,3 +86,52 @@ def test_js_admin_client_without_the_ca_refuses_the_certificate(emulator: Emulat
                           capture_output=True, text=True, timeout=60, check=False)
     assert "trusted" not in proc.stdout
     assert "CERT" in proc.stdout.upper() or "SIGNED" in proc.stdout.upper(), proc.stdout + proc.stderr
+
+
+DESCRIPTIONS_SCRIPT = r"""
+import { ServiceBusAdministrationClient } from "@azure/service-bus";
+
+const cs = process.env.SB_ADMIN_CONNECTION_STRING;
+const client = new ServiceBusAdministrationClient(cs);
+const out = {};
+const q = await client.createQueue("js-defaults");
+out.defaults = { maxDeliveryCount: q.maxDeliveryCount, ttl: q.defaultMessageTimeToLive,
+                 window: q.duplicateDetectionHistoryTimeWindow, lock: q.lockDuration,
+                 autoDelete: q.autoDeleteOnIdle, size: q.maxMessageSizeInKilobytes };
+await client.createQueue("js-guarded", { authorizationRules: [
+  { claimType: "SharedAccessKey", keyName: "reader", accessRights: ["Listen"],
+    primaryKey: "cHJpbWFyeQ==", secondaryKey: "c2Vjb25kYXJ5" }] });
+const guarded = await client.getQueue("js-guarded");
+out.rules = guarded.authorizationRules.map((r) => [r.keyName, r.accessRights, r.primaryKey]);
+try {
+  await client.createQueue("js-big", { maxMessageSizeInKilobytes: 1024 });
+  out.big = "no error";
+} catch (e) {
+  out.big = e.statusCode;
+}
+const old = new ServiceBusAdministrationClient(cs, { serviceVersion: "2017-04" });
+try {
+  await old.createQueue("js-sized", { maxMessageSizeInKilobytes: 256 });
+  out.old = "no error";
+} catch (e) {
+  out.old = [e.statusCode, e.message];
+}
+out.oldSize = (await old.getQueue("js-defaults")).maxMessageSizeInKilobytes ?? null;
+console.log(JSON.stringify(out));
+"""
+
+
+def test_js_admin_client_sees_service_bus_defaults_rules_sizes_and_versions(emulator: Emulator) -> None:
+    """Issue #24 items 2, 8, 10 and 11 as @azure/service-bus sees them (serviceVersion 2021-05 and 2017-04)."""
+    env = {**os.environ, "SB_ADMIN_CONNECTION_STRING": emulator.admin_connection_string,
+           "NODE_EXTRA_CA_CERTS": emulator.ca_path}
+    proc = subprocess.run([NODE or "node", "--input-type=module", "-e", DESCRIPTIONS_SCRIPT], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=90, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["defaults"] == {"maxDeliveryCount": 10, "ttl": "P10675199DT2H48M5.4775807S", "window": "PT10M",
+                               "lock": "PT1M", "autoDelete": "P10675199DT2H48M5.4775807S", "size": 256}
+    assert out["rules"] == [["reader", ["Listen"], "cHJpbWFyeQ=="]]
+    assert out["big"] == 400
+    assert out["old"][0] == 400 and "unsupported properties for api-version '2017-04'" in out["old"][1]
+    assert out["oldSize"] is None

@@ -95,7 +95,7 @@ def test_every_config_field_is_in_the_table() -> None:
 
 # --- one name validator -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ordérs", "q\n", "q\n\n", "a" * 261, "-q", "q-", "a//b", "a/rules"])
+@pytest.mark.parametrize("name", ["ordérs", "q\n", "q\n\n", "a" * 261, "-q", "q-", "a//b", "é"])
 def test_bad_queue_names_are_refused_by_every_surface(name: str) -> None:
     assert entity_name_problem(name, child=False) is not None
     with pytest.raises(ConfigError, match="invalid name"):
@@ -105,6 +105,13 @@ def test_bad_queue_names_are_refused_by_every_surface(name: str) -> None:
         Namespace(broker).put(QUEUE, name, {}, mode="create")
     with pytest.raises(InvalidOperationError, match="invalid"):
         broker.create_queue(QueueConfig(name))
+
+
+def test_url_segments_are_reserved_only_for_the_management_apis() -> None:
+    assert entity_name_problem("a/rules", child=False, http=True) is not None
+    assert entity_name_problem("rules", child=False) is None  # a config file's topic may be called so
+    with pytest.raises(BadRequest, match="reserved"):
+        Namespace(make_broker([{"Name": "q"}])[0]).put(QUEUE, "a/Subscriptions", {}, mode="create")
 
 
 def test_good_names_pass() -> None:
