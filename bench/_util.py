@@ -220,6 +220,7 @@ SECTIONS = {
     "startup": "### Start-up",
     "fanout": "## Topic fan-out",
     "priority": "## Priority",
+    "priority-strategies": "## Priority strategies side by side",
     "leveling": "## Load leveling",
 }
 

@@ -204,7 +204,8 @@ class Host:
             function_app = importlib.import_module("function_app")
         except Exception as exc:
             raise HostError(f"cannot import function_app.py from {root}: {exc!r}") from exc
-        apps = {role: function_app.create_app([role]) for role in roles}
+        strategy = self.settings.get("PRIORITY_STRATEGY") if self.settings is not None else None
+        apps = {role: function_app.create_app([role], strategy=strategy or "") for role in roles}
         apps.update({role: app for role, (app, _) in self.options.extra_apps.items()})
         return apps
 
@@ -226,7 +227,12 @@ class Host:
             if scale.max_concurrent_sessions is not None:
                 per_role[f"{HOST_OVERRIDE_PREFIX}maxConcurrentSessions"] = str(scale.max_concurrent_sessions)
             options = host_json.service_bus.with_overrides(per_role).with_overrides(explicit)
-            plans[role] = RolePlan(role, instances, options, discover(app, role), max_instances=instances,
+            specs = discover(app, role)
+            if not specs:  # e.g. consumer-low under PRIORITY_STRATEGY=shared: its app has nothing to run
+                log.info("%s registers no function (PRIORITY_STRATEGY=%s): not run", role,
+                         settings.get("PRIORITY_STRATEGY") or "separate")
+                continue
+            plans[role] = RolePlan(role, instances, options, specs, max_instances=instances,
                                    always_ready=scale.always_ready)
         return plans
 

@@ -11,14 +11,16 @@ import functools
 
 from azure.servicebus import ServiceBusClient, ServiceBusSender
 
+from consumers.aging import SerialCanceller
 from consumers.leveling import LevelingWorker
 from consumers.ordered import TenantSequence
 from consumers.ordered_table import TableSequenceStore
+from consumers.strict import HighFirstGate
 from consumers.table_sink import TableSink
 from shared.clients import service_bus_client, table_service_client
 from shared.settings import AppSettings, load_app, load_service_bus, load_table
 from shared.telemetry import LatencyRecorder
-from shared.topology import QUEUE_ORDERED_WRITES, TOPIC
+from shared.topology import QUEUE_ORDERED_WRITES, QUEUE_PRIORITY_FIFO, SUBSCRIPTION_HIGH, TOPIC
 from shared.write_budget import BudgetClock, SharedWritePacer
 
 #: the partition of the budget table that holds the leveler app's clock
@@ -47,6 +49,32 @@ def topic_sender() -> ServiceBusSender:
     a second with the SDK's polling), which every timer tick would otherwise add to every message's
     latency. The SDK re-opens the link by itself after a failure."""
     return service_bus().get_topic_sender(TOPIC)
+
+
+@functools.cache
+def aging_canceller() -> SerialCanceller:
+    """``aging``: cancels the promoted copies of the low-priority messages this instance claims."""
+    return SerialCanceller(service_bus().get_topic_sender(TOPIC))
+
+
+@functools.cache
+def fifo_sender() -> ServiceBusSender:
+    """``fifo``: the sender's one queue for both priorities."""
+    return service_bus().get_queue_sender(QUEUE_PRIORITY_FIFO)
+
+
+@functools.cache
+def high_first_gate() -> HighFirstGate:
+    """``strict``: one gate per instance; its peeks go over one receiver (receivers are not thread-safe;
+    the gate's lock serialises them)."""
+    receiver = service_bus().get_subscription_receiver(TOPIC, SUBSCRIPTION_HIGH)
+
+    def high_pending() -> bool:
+        # from the first sequence number every time: without one the SDK browses on from the last message it
+        # peeked, and a second peek would miss a high message that is still there (locked, being processed)
+        return bool(receiver.peek_messages(max_message_count=1, sequence_number=1))
+
+    return HighFirstGate(high_pending, close=receiver.close)
 
 
 @functools.cache
@@ -90,7 +118,8 @@ def leveling_worker() -> LevelingWorker:
 def reset() -> None:
     """Forget the cached resources (tests, or after settings changed)."""
     for name in ("app_settings", "latency_recorder", "service_bus", "topic_sender", "leveling_worker",
-                 "ordered_sender", "tenant_sequence", "ordered_store"):
+                 "ordered_sender", "tenant_sequence", "ordered_store", "fifo_sender", "high_first_gate",
+                 "aging_canceller"):
         clear = getattr(globals()[name], "cache_clear", None)
         if clear is not None:  # a test may have replaced the factory
             clear()

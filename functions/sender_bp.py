@@ -1,4 +1,5 @@
-"""Role ``sender``: a timer that publishes N high + N low messages to the ``messages`` topic, and one
+"""Role ``sender``: a timer that publishes N high + N low messages to the ``messages`` topic (or, as
+``PRIORITY_STRATEGY`` says, to the FIFO queue, or with aging copies: ``sender/routing.py``), and one
 ordered write per tenant to ``ordered-writes`` (the feed of the ``ordered`` role).
 
 The SDK sends, not an output binding: the subscriptions route on the ``Priority`` application
@@ -14,7 +15,8 @@ import azure.functions as func
 
 from consumers.ordered import build_tick_writes
 from functions import runtime
-from sender.messages import build_messages, publish
+from sender.messages import build_messages
+from sender.routing import route
 
 FUNCTION_NAME = "sender"
 
@@ -25,9 +27,11 @@ def blueprint() -> func.Blueprint:
     @bp.function_name(FUNCTION_NAME)
     @bp.timer_trigger(arg_name="timer", schedule="%SENDER_SCHEDULE%", run_on_startup=False)
     def sender(timer: func.TimerRequest) -> None:
-        n = runtime.app_settings().sender_batch_size
+        settings = runtime.app_settings()
+        n = settings.sender_batch_size
         messages = build_messages(n, n, runtime.DEFAULT_TENANTS)
-        batches = publish(runtime.topic_sender(), messages)
+        batches = route(settings.priority_strategy, messages, topic_sender=runtime.topic_sender,
+                        fifo_sender=runtime.fifo_sender, aging_after=settings.aging_after_seconds)
         ordered = build_tick_writes(runtime.DEFAULT_TENANTS, runtime.tenant_sequence(), value=len(messages))
         runtime.ordered_sender().send_messages(ordered)
         logging.info("sender: published %d messages in %d batch(es) and %d ordered writes; past_due=%s",

@@ -117,6 +117,38 @@ param resultsTableName string = 'results'
 @description('Name of the Azure Table in which the leveler instances share their write budget (one entity).')
 param levelerBudgetTableName string = 'writebudget'
 
+// The Priority Queue strategy (docs/functions.md, "Strategies"): what the two consumer apps run. The five
+// apps exist whatever the strategy (one azd service each); an app a strategy leaves without a function
+// scales to zero and costs nothing.
+@allowed([
+  'separate'
+  'shared'
+  'strict'
+  'aging'
+  'fifo'
+])
+@description('separate: a pool per priority; shared: the consumer-high app serves both subscriptions; strict: the same, low waits while high has messages; aging: separate pools, a low message waiting longer than agingAfterSeconds is promoted to high; fifo: one queue, no priority (the baseline).')
+param priorityStrategy string = 'separate'
+
+@minValue(1)
+@description('aging: seconds after which a waiting low-priority message is promoted to high.')
+param agingAfterSeconds int = 30
+
+@minValue(1)
+@description('SLO: target end-to-end latency of a high-priority message, in seconds (the pattern\'s example: 10).')
+param sloHighSeconds int = 10
+
+@minValue(1)
+@description('SLO: target end-to-end latency of a low-priority message, in seconds.')
+param sloLowSeconds int = 120
+
+@minValue(1)
+@description('Active messages on the topic above which the backlog alert fires.')
+param topicBacklogAlertThreshold int = 1000
+
+@description('Optional e-mail address for the alerts (an action group). Empty: alerts show in the portal only.')
+param alertEmail string = ''
+
 @description('Optional object id of a developer (azd passes the signed-in user) allowed to run the CLIs against Azure: publish to the topic and use the session queues. Empty: no grant.')
 param developerPrincipalId string = ''
 
@@ -142,6 +174,73 @@ var sessionQueueNames = [
   'leader-election'
   orderedWritesQueueName
 ]
+var priorityFifoQueueName = 'priority-fifo'
+// What a strategy adds to the grants below (function_app.STRATEGY_MODULES registers the matching functions):
+// indexes into functionApps (0 sender, 1 consumer-high, 2 consumer-low). An app a strategy leaves idle
+// keeps its default grant, which nothing uses then.
+var strategyGrants = {
+  separate: []
+  // the low consumer cancels the promoted copy it beats (cancelling is a sender-side operation)
+  aging: [
+    {
+      app: 2
+      topicSenders: [
+        priorityTopicName
+      ]
+      queueSenders: []
+      queueReceivers: []
+      subscriptionReceivers: []
+    }
+  ]
+  shared: [
+    {
+      app: 1
+      topicSenders: []
+      queueSenders: []
+      queueReceivers: []
+      subscriptionReceivers: [
+        {
+          topic: priorityTopicName
+          subscription: lowPrioritySubscriptionName
+        }
+      ]
+    }
+  ]
+  strict: [
+    {
+      app: 1
+      topicSenders: []
+      queueSenders: []
+      queueReceivers: []
+      subscriptionReceivers: [
+        {
+          topic: priorityTopicName
+          subscription: lowPrioritySubscriptionName
+        }
+      ]
+    }
+  ]
+  fifo: [
+    {
+      app: 0
+      topicSenders: []
+      queueSenders: [
+        priorityFifoQueueName
+      ]
+      queueReceivers: []
+      subscriptionReceivers: []
+    }
+    {
+      app: 1
+      topicSenders: []
+      queueSenders: []
+      queueReceivers: [
+        priorityFifoQueueName
+      ]
+      subscriptionReceivers: []
+    }
+  ]
+}
 // host.json's maxConcurrentSessions; only the ordered writer has a session-enabled trigger.
 var hostJsonMaxConcurrentSessions = 8
 
@@ -251,6 +350,39 @@ module monitoring 'modules/monitoring.bicep' = {
   }
 }
 
+// The pattern's monitoring: latency per priority against its SLO, backlog, poison, writes at the cap.
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    serviceBusNamespaceName: serviceBus.outputs.name
+    topicName: priorityTopicName
+    levelingQueueName: levelingQueueName
+    sloHighSeconds: sloHighSeconds
+    sloLowSeconds: sloLowSeconds
+    topicBacklogThreshold: topicBacklogAlertThreshold
+    levelerMaxWritesPerSecond: levelerMaxWritesPerSecond
+    alertEmail: alertEmail
+  }
+}
+
+module workbook 'modules/workbook.bicep' = {
+  name: 'workbook'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    serviceBusNamespaceName: serviceBus.outputs.name
+    sloHighSeconds: sloHighSeconds
+    sloLowSeconds: sloLowSeconds
+    levelerMaxWritesPerSecond: levelerMaxWritesPerSecond
+  }
+}
+
 module serviceBus 'modules/servicebus.bicep' = {
   name: 'servicebus'
   scope: rg
@@ -306,6 +438,11 @@ module apps 'modules/functionapp.bicep' = [for app in functionApps: {
       LEVELER_BUDGET_TABLE: levelerBudgetTableName
       ORDERED_TABLE: orderedTableName
       ORDERED_WORK_MS: string(orderedWorkMs)
+      PRIORITY_STRATEGY: priorityStrategy
+      AGING_AFTER_SECONDS: string(agingAfterSeconds)
+      SLO_HIGH_SECONDS: string(sloHighSeconds)
+      SLO_LOW_SECONDS: string(sloLowSeconds)
+      STRICT_MAX_HOLD_SECONDS: '240'
       APPLICATIONINSIGHTS_CONNECTION_STRING: monitoring.outputs.applicationInsightsConnectionString
       APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD'
     }
@@ -324,6 +461,19 @@ module serviceBusRoles 'modules/servicebus-roles.bicep' = [for (app, i) in funct
     queueSenders: app.queueSenders
     queueReceivers: app.queueReceivers
     subscriptionReceivers: app.subscriptionReceivers
+  }
+}]
+
+module strategyServiceBusRoles 'modules/servicebus-roles.bicep' = [for (grant, i) in strategyGrants[priorityStrategy]: {
+  name: 'sb-roles-strategy-${i}'
+  scope: rg
+  params: {
+    namespaceName: serviceBus.outputs.name
+    principalId: apps[grant.app].outputs.principalId
+    topicSenders: grant.topicSenders
+    queueSenders: grant.queueSenders
+    queueReceivers: grant.queueReceivers
+    subscriptionReceivers: grant.subscriptionReceivers
   }
 }]
 
@@ -383,3 +533,5 @@ output SERVICE_CONSUMER_LOW_NAME string = apps[2].outputs.name
 output SERVICE_LEVELER_NAME string = apps[3].outputs.name
 output SERVICE_ORDERED_NAME string = apps[4].outputs.name
 output ORDERED_TABLE string = orderedTableName
+output PRIORITY_STRATEGY string = priorityStrategy
+output WORKBOOK_ID string = workbook.outputs.workbookId

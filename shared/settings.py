@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from shared.topology import SERVICE_BUS_CONNECTION, TABLE_CONNECTION
 
 ROLES = ("sender", "consumer-high", "consumer-low", "leveler", "ordered")
+#: PRIORITY_STRATEGY: how the consumer apps share the two priorities (docs/functions.md, "Strategies").
+#: ``separate``: a pool per priority (the default); ``shared``: one app serves both subscriptions;
+#: ``strict``: one app, low waits while high has messages; ``aging``: separate pools, and a low message
+#: still waiting after AGING_AFTER_SECONDS is promoted to high; ``fifo``: one queue, no priority.
+STRATEGIES = ("separate", "shared", "strict", "aging", "fifo")
+DEFAULT_STRATEGY = "separate"
 DEFAULT_SENDER_SCHEDULE = "0,30 * * * * *"
 
 
@@ -60,6 +66,18 @@ class AppSettings:
     ordered_table: str = "orderedwrites"
     ordered_work_ms: int = 0
     appinsights_connection_string: str | None = None
+    priority_strategy: str = DEFAULT_STRATEGY
+    #: ``aging``: seconds after which a waiting low-priority message is promoted to high
+    aging_after_seconds: float = 30.0
+    #: ``strict``: the longest a low-priority invocation waits for high to be empty before it gives the
+    #: message back (under the 5-minute maxAutoLockRenewalDuration, so the lock never lapses meanwhile)
+    strict_max_hold_seconds: float = 240.0
+    #: the target end-to-end latency per priority (the pattern's "within 10 seconds" for high)
+    slo_high_seconds: float = 10.0
+    slo_low_seconds: float = 120.0
+
+    def slo_seconds(self, priority: str) -> float:
+        return self.slo_high_seconds if priority == "High" else self.slo_low_seconds
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -96,6 +114,16 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise SettingsError(f"{name} must be a number, got {raw!r}")
     if not value > 0:
         raise SettingsError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def parse_strategy(raw: str | None) -> str:
+    """``PRIORITY_STRATEGY``: one of :data:`STRATEGIES`; unset or empty means ``separate``."""
+    if raw is None or not raw.strip():
+        return DEFAULT_STRATEGY
+    value = raw.strip().lower()
+    if value not in STRATEGIES:
+        raise SettingsError(f"PRIORITY_STRATEGY must be one of {list(STRATEGIES)}, got {raw!r}")
     return value
 
 
@@ -159,4 +187,9 @@ def load_app(env: Mapping[str, str] | None = None) -> AppSettings:
         ordered_table=_table_name(env, "ORDERED_TABLE", "orderedwrites"),
         ordered_work_ms=_int(env, "ORDERED_WORK_MS", 0, minimum=0),
         appinsights_connection_string=_get(env, "APPLICATIONINSIGHTS_CONNECTION_STRING"),
+        priority_strategy=parse_strategy(_get(env, "PRIORITY_STRATEGY")),
+        aging_after_seconds=_float(env, "AGING_AFTER_SECONDS", 30.0),
+        strict_max_hold_seconds=_float(env, "STRICT_MAX_HOLD_SECONDS", 240.0),
+        slo_high_seconds=_float(env, "SLO_HIGH_SECONDS", 10.0),
+        slo_low_seconds=_float(env, "SLO_LOW_SECONDS", 120.0),
     )

@@ -54,6 +54,17 @@ class BodyChecker:
         if not isinstance(value, dict):
             self._report(line, path, f"expects an object ({schema.name}), got {bicep_type(value)} {value!r}")
             return
+        if schema.discriminator is not None and schema.subtype_classes:
+            chosen = value.get(schema.discriminator)
+            if isinstance(chosen, str):
+                subtype = schema.subtype(chosen)
+                if subtype is None:
+                    where = f"{path}.{schema.discriminator}" if path else schema.discriminator
+                    self._report(getattr(value, "lines", {}).get(schema.discriminator, line), where,
+                                 f"{chosen!r} is not a subtype of {schema.name} in this API version "
+                                 f"(known: {', '.join(sorted(schema.subtype_classes))})")
+                    return
+                schema = subtype
         lines = getattr(value, "lines", {})
         outer_file = self.file
         if lines and getattr(value, "file", None) is not None:

@@ -44,6 +44,17 @@ PROVIDER_PACKAGES: dict[str, tuple[str, str]] = {
     "microsoft.managedidentity": ("azure.mgmt.msi", "azure-mgmt-msi"),
 }
 
+# Resource types whose provider namespace is modelled by more than one package: Microsoft.Insights holds
+# Application Insights (components, workbooks: azure-mgmt-applicationinsights, multi-API) and Azure
+# Monitor (alerts: azure-mgmt-monitor 7, one models module whose operation groups each pin their own API
+# version, read from the operations module's default). Type -> (import path, distribution, operations module).
+TYPE_PACKAGES: dict[str, tuple[str, str, str]] = {
+    "microsoft.insights/metricalerts": ("azure.mgmt.monitor", "azure-mgmt-monitor", "_metric_alerts_operations"),
+    "microsoft.insights/scheduledqueryrules": ("azure.mgmt.monitor", "azure-mgmt-monitor",
+                                               "_scheduled_query_rules_operations"),
+    "microsoft.insights/actiongroups": ("azure.mgmt.monitor", "azure-mgmt-monitor", "_action_groups_operations"),
+}
+
 # ARM resource type -> the SDK model of its PUT body. Where the SDK has a separate create model (storage
 # accounts, role assignments) that one is used: it is what the PUT accepts.
 RESOURCE_MODELS: dict[str, str] = {
@@ -63,6 +74,10 @@ RESOURCE_MODELS: dict[str, str] = {
     "microsoft.servicebus/namespaces/topics/subscriptions/rules": "Rule",
     "microsoft.operationalinsights/workspaces": "Workspace",
     "microsoft.insights/components": "ApplicationInsightsComponent",
+    "microsoft.insights/workbooks": "Workbook",
+    "microsoft.insights/metricalerts": "MetricAlertResource",
+    "microsoft.insights/scheduledqueryrules": "ScheduledQueryRuleResource",
+    "microsoft.insights/actiongroups": "ActionGroupResource",
     "microsoft.authorization/roleassignments": "RoleAssignmentCreateParameters",
     "microsoft.resources/resourcegroups": "ResourceGroup",
     "microsoft.managedidentity/userassignedidentities": "Identity",
@@ -148,9 +163,20 @@ class ObjectSchema:
     fields: dict[str, FieldSchema | ObjectSchema] = field(default_factory=dict)
     open: bool = False
     required: bool = False
+    #: polymorphic models (msrest ``_subtype_map``): the JSON key that picks the subtype, and
+    #: discriminator value -> the subtype's model (read on first use)
+    discriminator: str | None = None
+    subtype_classes: dict[str, type] = field(default_factory=dict)
 
     def field_names(self) -> list[str]:
         return sorted(self.fields)
+
+    def subtype(self, value: str) -> ObjectSchema | None:
+        """The schema of the subtype a discriminator value names (case-insensitive), or None."""
+        for known, cls in self.subtype_classes.items():
+            if known.lower() == value.lower():
+                return schema_of(cls)
+        return None
 
 
 class SchemaError(Exception):
@@ -207,7 +233,29 @@ def available_versions(provider: str) -> dict[str, str]:
     return _module_api_versions(package)
 
 
+@functools.cache
+def _type_versions(resource_type: str) -> dict[str, str]:
+    """API version -> models module for a type of :data:`TYPE_PACKAGES` (empty: not installed)."""
+    package, _, operations = TYPE_PACKAGES[resource_type]
+    try:
+        module = importlib.import_module(f"{package}.operations.{operations}")
+    except ImportError:
+        return {}
+    source = Path(module.__file__ or "").read_text(encoding="utf-8")
+    found = set(re.findall(r'kwargs\.pop\("api_version",\s*_params\.pop\("api-version",\s*"([^"]+)"\)', source))
+    return {version: f"{package}.models" for version in found}
+
+
 def model_set(resource_type: str, api_version: str) -> ModelSet:
+    if resource_type.lower() in TYPE_PACKAGES:
+        package, distribution, _ = TYPE_PACKAGES[resource_type.lower()]
+        versions = _type_versions(resource_type.lower())
+        if not versions:
+            raise SchemaError(f"{distribution} is not installed: cannot check {resource_type}")
+        if api_version not in versions:
+            raise SchemaError(f"API version {api_version} of {resource_type} is in no installed SDK "
+                              f"({distribution} models {', '.join(sorted(versions))})")
+        return ModelSet(package, distribution, api_version, importlib.import_module(versions[api_version]))
     provider = resource_type.split("/")[0]
     entry = PROVIDER_PACKAGES.get(provider.lower())
     if entry is None:
@@ -382,6 +430,12 @@ def _read_msrest(cls: type, schema: ObjectSchema) -> None:
     models_module = sys.modules.get(module.__name__.rsplit(".", 1)[0], module)
     validation: dict[str, dict[str, Any]] = getattr(cls, "_validation", {}) or {}
     init_hints = _type_hints(cls.__init__, module)
+    attribute_map = getattr(cls, "_attribute_map", {}) or {}
+    for attr, subtypes in (cls.__dict__.get("_subtype_map") or {}).items():
+        # a base model such as MetricAlertCriteria: the body's discriminator (``odata.type``) picks the model
+        schema.discriminator = attribute_map[attr]["key"].replace("\\.", ".")
+        schema.subtype_classes = {value: getattr(models_module, name) for value, name in subtypes.items()
+                                  if getattr(models_module, name, None) is not None}
     for attr, spec in (getattr(cls, "_attribute_map", {}) or {}).items():
         key = spec["key"]
         if key == "":

@@ -190,9 +190,11 @@ def test_an_invalid_app_setting_is_named() -> None:
 
 
 def test_an_unreachable_namespace_fails_within_the_connect_timeout() -> None:
+    """A namespace that is not a local emulator (no UseDevelopmentEmulator): devhost does not stand one in
+    (that it does for the emulator's own loopback address: tests/integration/test_devhost_local_settings.py)."""
     import time
 
-    env = {"ServiceBusConnection": EMULATOR_STYLE.format(port=1)}
+    env = {"ServiceBusConnection": "Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=k;SharedAccessKey=v"}
     started = time.monotonic()
     with pytest.raises(HostError, match=r"cannot reach the Service Bus namespace .*127\.0\.0\.1:1"):
         Host(_options(roles=("consumer-high",), env=env)).start()

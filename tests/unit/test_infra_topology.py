@@ -142,7 +142,7 @@ def test_duration_helper() -> None:
 
 def test_entities(namespace: dict[str, Any]) -> None:
     queues = {q["Name"]: q["Properties"] for q in namespace["Queues"]}
-    assert set(queues) == {"leveling", "leader-election", "ordered-writes"}
+    assert set(queues) == {"leveling", "leader-election", "ordered-writes", "priority-fifo"}
     assert queues["leveling"]["RequiresSession"] is False
     assert queues["leveling"]["DeadLetteringOnMessageExpiration"] is True
     assert queues["leveling"]["MaxDeliveryCount"] == 5
@@ -328,7 +328,8 @@ def test_topology_agrees_with_shared_topology(namespace: dict[str, Any]) -> None
     subs = {s["Name"] for s in topic["Subscriptions"]}
     assert {topology.SUBSCRIPTION_HIGH, topology.SUBSCRIPTION_LOW, topology.SUBSCRIPTION_UNROUTED} == subs
     queues = {q["Name"] for q in namespace["Queues"]}
-    assert {topology.QUEUE_LEVELING, topology.QUEUE_LEADER_ELECTION, topology.QUEUE_ORDERED_WRITES} == queues
+    assert {topology.QUEUE_LEVELING, topology.QUEUE_LEADER_ELECTION, topology.QUEUE_ORDERED_WRITES,
+            topology.QUEUE_PRIORITY_FIFO} == queues
 
 
 # --- azd and the compose file -------------------------------------------------------------------

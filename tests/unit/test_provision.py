@@ -48,6 +48,7 @@ def test_plan_order_and_entities(topology: dict) -> None:
         ("queue", ("leveling",)),
         ("queue", ("leader-election",)),
         ("queue", ("ordered-writes",)),
+        ("queue", ("priority-fifo",)),
         ("topic", ("messages",)),
         ("subscription", ("messages", "highPriority")),
         ("rule", ("messages", "highPriority", "HighPriorityFilter")),
@@ -272,7 +273,7 @@ def _args(*extra: str) -> list[str]:
 def test_end_to_end_puts_every_entity(capsys: pytest.CaptureFixture[str]) -> None:
     transport = FakeArmTransport()
     assert provision.main(_args("--base-url", "http://127.0.0.1:1"), transport=transport) == 0
-    assert "applied 10 operations" in capsys.readouterr().out
+    assert "applied 11 operations" in capsys.readouterr().out
     reqs = transport.requests
     assert {r["method"] for r in reqs} == {"PUT"}
     assert {r["base"] for r in reqs} == {"http://127.0.0.1:1"}
@@ -283,6 +284,7 @@ def test_end_to_end_puts_every_entity(capsys: pytest.CaptureFixture[str]) -> Non
         f"{NS_PATH}/queues/leveling",
         f"{NS_PATH}/queues/leader-election",
         f"{NS_PATH}/queues/ordered-writes",
+        f"{NS_PATH}/queues/priority-fifo",
         f"{NS_PATH}/topics/messages",
         f"{NS_PATH}/topics/messages/subscriptions/highPriority",
         f"{NS_PATH}/topics/messages/subscriptions/highPriority/rules/HighPriorityFilter",
@@ -327,7 +329,7 @@ def test_end_to_end_creates_namespace_first() -> None:
         "sku": {"name": "Standard", "tier": "Standard"},
         "properties": {"disableLocalAuth": True, "minimumTlsVersion": "1.2"},
     }
-    assert len(transport.requests) == 11
+    assert len(transport.requests) == 12
 
 
 def test_running_twice_sends_the_same_puts() -> None:
