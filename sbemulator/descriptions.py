@@ -114,10 +114,11 @@ def _p(atom: str, order: Mapping[str, int], codec: Codec, **kw: Any) -> Property
 
 Q, T, S = QUEUE, TOPIC, SUBSCRIPTION
 
-# The Atom order of each description is the order Service Bus writes it in (the responses recorded in
-# the SDKs' tests: @azure/service-bus's atomXmlHelper tests for a 2017-04 queue, azservicebus's
-# TopicRuntimeProperties test for a 2024-05 topic; properties added later come last, as the service
-# team asked the SDKs to add MaxMessageSizeInKilobytes "after all other properties").
+# The Atom order of each description is the order the service's data contract has: the one
+# azure-servicebus's models use (its generated models as ``_model_workaround`` reorders them, because
+# the service reads elements in that order), matching the responses recorded in the SDKs' tests
+# (@azure/service-bus's atomXmlHelper tests for a 2017-04 queue); MaxMessageSizeInKilobytes came last
+# ("add it after all other properties").
 PROPERTIES: tuple[Property, ...] = (
     _p("LockDuration", {Q: 1, S: 1}, Codec.DURATION, arm="lockDuration", field="lock_duration",
        config_default=60.0, api_default=60.0, maximum=300.0, bound_doc="the maximum is 5 minutes (PT5M)",
@@ -145,47 +146,47 @@ PROPERTIES: tuple[Property, ...] = (
     _p("DeadLetteringOnFilterEvaluationExceptions", {S: 5}, Codec.BOOL,
        arm="deadLetteringOnFilterEvaluationExceptions", field="dead_lettering_on_filter_evaluation_exceptions",
        config_default=True, api_default=True, enforced=True, in_config_file=True),
-    _p("DefaultRuleDescription", {S: 6}, Codec.RUNTIME, rendered=False),  # input only: the first rule
-    _p("MessageCount", {Q: 11, S: 7}, Codec.RUNTIME, arm="messageCount"),
-    _p("MaxDeliveryCount", {Q: 8, S: 8}, Codec.INT, arm="maxDeliveryCount", field="max_delivery_count",
+    _p("DefaultRuleDescription", {S: 19}, Codec.RUNTIME, rendered=False),  # input only: the first rule
+    _p("MessageCount", {Q: 11, S: 6}, Codec.RUNTIME, arm="messageCount"),
+    _p("MaxDeliveryCount", {Q: 8, S: 7}, Codec.INT, arm="maxDeliveryCount", field="max_delivery_count",
        config_default=3, api_default=10, minimum=1, bound_doc="it must be at least 1", file_bounds=True,
        enforced=True, in_config_file=True),
-    _p("EnableBatchedOperations", {Q: 9, T: 5, S: 9}, Codec.BOOL, arm="enableBatchedOperations",
+    _p("EnableBatchedOperations", {Q: 9, T: 5, S: 8}, Codec.BOOL, arm="enableBatchedOperations",
        api_default=True),
     _p("SizeInBytes", {Q: 10, T: 6}, Codec.RUNTIME, arm="sizeInBytes"),
     _p("FilteringMessagesBeforePublishing", {T: 7}, Codec.BOOL, api_default=False),
     _p("IsAnonymousAccessible", {Q: 12, T: 8}, Codec.BOOL, api_default=False),
     # stored with the entity (QueueConfig/TopicConfig.authorization_rules); parsed and rendered by atom
     _p("AuthorizationRules", {Q: 13, T: 9}, Codec.RUNTIME, field="authorization_rules", enforced=True),
-    _p("Status", {Q: 14, T: 10, S: 10}, Codec.STATUS, arm="status", field="status", config_default="Active",
+    _p("Status", {Q: 14, T: 10, S: 9}, Codec.STATUS, arm="status", field="status", config_default="Active",
        api_default="Active", enforced=True),
-    _p("ForwardTo", {Q: 15, S: 11}, Codec.ENTITY, arm="forwardTo", field="forward_to", enforced=True,
+    _p("ForwardTo", {Q: 24, S: 10}, Codec.ENTITY, arm="forwardTo", field="forward_to", enforced=True,
        in_config_file=True),
-    _p("CreatedAt", {Q: 16, T: 11, S: 12}, Codec.RUNTIME, arm="createdAt"),
-    _p("UpdatedAt", {Q: 17, T: 12, S: 13}, Codec.RUNTIME, arm="updatedAt"),
-    _p("AccessedAt", {Q: 18, T: 13, S: 14}, Codec.RUNTIME, arm="accessedAt"),
-    _p("SupportOrdering", {Q: 19, T: 14}, Codec.BOOL, arm="supportOrdering", api_default=True),
-    _p("CountDetails", {Q: 20, T: 15, S: 15}, Codec.RUNTIME, arm="countDetails"),
+    _p("CreatedAt", {Q: 15, T: 11, S: 11}, Codec.RUNTIME, arm="createdAt"),
+    _p("UpdatedAt", {Q: 16, T: 12, S: 12}, Codec.RUNTIME, arm="updatedAt"),
+    _p("AccessedAt", {Q: 17, T: 13, S: 13}, Codec.RUNTIME, arm="accessedAt"),
+    _p("SupportOrdering", {Q: 18, T: 14}, Codec.BOOL, arm="supportOrdering", api_default=True),
+    _p("CountDetails", {Q: 19, T: 15, S: 14}, Codec.RUNTIME, arm="countDetails"),
     _p("SubscriptionCount", {T: 16}, Codec.RUNTIME, arm="subscriptionCount"),
-    _p("UserMetadata", {Q: 26, T: 22, S: 16}, Codec.STRING, maximum=1024,
+    _p("UserMetadata", {Q: 25, T: 24, S: 18}, Codec.STRING, maximum=1024,
        bound_doc="it may be at most 1024 characters long"),
-    _p("ForwardDeadLetteredMessagesTo", {Q: 25, S: 17}, Codec.ENTITY, arm="forwardDeadLetteredMessagesTo",
+    _p("ForwardDeadLetteredMessagesTo", {Q: 26, S: 15}, Codec.ENTITY, arm="forwardDeadLetteredMessagesTo",
        field="forward_dead_lettered_messages_to", enforced=True, in_config_file=True),
-    _p("AutoDeleteOnIdle", {Q: 21, T: 17, S: 18}, Codec.DURATION, arm="autoDeleteOnIdle", api_default=NEVER,
+    _p("AutoDeleteOnIdle", {Q: 20, T: 19, S: 16}, Codec.DURATION, arm="autoDeleteOnIdle", api_default=NEVER,
        minimum=300.0, bound_doc="the minimum is 5 minutes"),
-    _p("EnablePartitioning", {Q: 22, T: 18}, Codec.BOOL, arm="enablePartitioning", api_default=False,
+    _p("EnablePartitioning", {Q: 21, T: 20}, Codec.BOOL, arm="enablePartitioning", api_default=False,
        immutable=True),
-    _p("EntityAvailabilityStatus", {Q: 23, T: 19, S: 19}, Codec.RUNTIME),
-    _p("EnableSubscriptionPartitioning", {T: 20}, Codec.BOOL, api_default=False),
-    _p("EnableExpress", {Q: 24, T: 21}, Codec.BOOL, arm="enableExpress", api_default=False),
+    _p("EntityAvailabilityStatus", {Q: 22, T: 21, S: 17}, Codec.RUNTIME),
+    _p("EnableSubscriptionPartitioning", {T: 22}, Codec.BOOL, api_default=False),
+    _p("EnableExpress", {Q: 23, T: 23}, Codec.BOOL, arm="enableExpress", api_default=False),
     # Standard tier: 256 KB ("Service Bus quotas"); 1 MB to 100 MB are Premium's, refused through the
     # management API. The config file keeps its extension: any size from 1 KB.
-    _p("MaxMessageSizeInKilobytes", {Q: 27, T: 23}, Codec.INT, arm="maxMessageSizeInKilobytes",
+    _p("MaxMessageSizeInKilobytes", {Q: 27, T: 25}, Codec.INT, arm="maxMessageSizeInKilobytes",
        field="max_message_size_kb", config_default=256, api_default=256, minimum=1, maximum=256,
        bound_doc="the Standard tier allows at most 256 (larger sizes are a Premium feature)", enforced=True,
        in_config_file=True, since=API_2021_05),
-    _p("SqlFilterCount", {T: 24}, Codec.RUNTIME, since=API_2024_05),
-    _p("CorrelationFilterCount", {T: 25}, Codec.RUNTIME, since=API_2024_05),
+    _p("SqlFilterCount", {T: 17}, Codec.RUNTIME, since=API_2024_05),
+    _p("CorrelationFilterCount", {T: 18}, Codec.RUNTIME, since=API_2024_05),
 )
 
 
