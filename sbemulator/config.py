@@ -19,7 +19,6 @@ Durations are seconds (``float``) in the dataclasses.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from sbemulator.descriptions import (
     by_atom,
     entity_name_problem,
     for_kind,
+    parse_duration,
 )
 
 __all__ = [
@@ -156,38 +156,6 @@ class NamespaceConfig:
     topics: tuple[TopicConfig, ...] = ()
     sas_keys: tuple[SasKeyConfig, ...] = ()
     logging: dict[str, Any] = field(default_factory=dict)
-
-
-# --- durations -------------------------------------------------------------------------------
-
-_ISO_RE = re.compile(
-    r"^P(?!$)(?:(?P<y>\d+(?:\.\d+)?)Y)?(?:(?P<mo>\d+(?:\.\d+)?)M)?(?:(?P<w>\d+(?:\.\d+)?)W)?"
-    r"(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?=\d)(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<mi>\d+(?:\.\d+)?)M)?"
-    r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
-)
-_TIMESPAN_RE = re.compile(r"^(?:(?P<d>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2}(?:\.\d{1,7})?)$")
-_ISO_UNITS = {"y": 365 * 86400, "mo": 30 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "mi": 60, "s": 1}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in an ISO-8601 duration (``PT1H``, ``P14D``) or a .NET TimeSpan (``1.00:00:00``).
-
-    Years count as 365 days and months as 30, as .NET's XmlConvert does for TimeSpan.
-    """
-    if not isinstance(text, str):
-        raise ValueError(f"expected a duration string, got {type(text).__name__}")
-    s = text.strip()
-    m = _ISO_RE.match(s.upper())
-    if m and s:
-        return float(sum(float(v) * _ISO_UNITS[k] for k, v in m.groupdict().items() if v is not None))
-    m = _TIMESPAN_RE.match(s)
-    if m:
-        h, mi = int(m["h"]), int(m["m"])
-        sec = float(m["s"])
-        if h > 23 or mi > 59 or sec >= 60:
-            raise ValueError(f"invalid TimeSpan {text!r}")
-        return int(m["d"] or 0) * 86400 + h * 3600 + mi * 60 + sec
-    raise ValueError(f"invalid duration {text!r} (expected ISO-8601 like 'PT1M' or TimeSpan like '00:01:00')")
 
 
 class _Parser:

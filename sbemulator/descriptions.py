@@ -8,6 +8,9 @@ entity (:mod:`sbemulator.broker.topology`) all take names, order, codecs, defaul
 enforces it). The model is Azurite's generated mappers: one declaration per field drives both
 serializers.
 
+The duration codec every surface shares is here too (``parse_duration`` for Config.json's ISO 8601
+and TimeSpan text, ``decode_duration`` / ``format_duration`` for the wire, TimeSpan.MaxValue included).
+
 It lives at the package root, beside ``config``, not in ``broker/``: the config loader reads it and the
 root must not import from the layers above it. It imports nothing of sbemulator.
 
@@ -24,6 +27,7 @@ carrying it is refused and responses leave it out (``MaxMessageSizeInKilobytes``
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,8 +46,11 @@ __all__ = [
     "by_arm",
     "by_atom",
     "by_field",
+    "decode_duration",
     "entity_name_problem",
     "for_kind",
+    "format_duration",
+    "parse_duration",
     "supported_at",
 ]
 
@@ -224,6 +231,72 @@ _BY_KIND: dict[str, tuple[Property, ...]] = {
 _ATOM = {k: {p.atom: p for p in ps} for k, ps in _BY_KIND.items()}
 _ARM = {k: {p.arm: p for p in ps if p.arm} for k, ps in _BY_KIND.items()}
 _FIELD = {k: {p.field: p for p in ps if p.field} for k, ps in _BY_KIND.items()}
+
+
+# --- the duration codec ------------------------------------------------------------------------------
+
+_ISO_RE = re.compile(
+    r"^P(?!$)(?:(?P<y>\d+(?:\.\d+)?)Y)?(?:(?P<mo>\d+(?:\.\d+)?)M)?(?:(?P<w>\d+(?:\.\d+)?)W)?"
+    r"(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?=\d)(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<mi>\d+(?:\.\d+)?)M)?"
+    r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+_TIMESPAN_RE = re.compile(r"^(?:(?P<d>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2}(?:\.\d{1,7})?)$")
+_ISO_UNITS = {"y": 365 * 86400, "mo": 30 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "mi": 60, "s": 1}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in an ISO-8601 duration (``PT1H``, ``P14D``) or a .NET TimeSpan (``1.00:00:00``).
+
+    Years count as 365 days and months as 30, as .NET's XmlConvert does for TimeSpan.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"expected a duration string, got {type(text).__name__}")
+    s = text.strip()
+    m = _ISO_RE.match(s.upper())
+    if m and s:
+        return float(sum(float(v) * _ISO_UNITS[k] for k, v in m.groupdict().items() if v is not None))
+    m = _TIMESPAN_RE.match(s)
+    if m:
+        h, mi = int(m["h"]), int(m["m"])
+        sec = float(m["s"])
+        if h > 23 or mi > 59 or sec >= 60:
+            raise ValueError(f"invalid TimeSpan {text!r}")
+        return int(m["d"] or 0) * 86400 + h * 3600 + mi * 60 + sec
+    raise ValueError(f"invalid duration {text!r} (expected ISO-8601 like 'PT1M' or TimeSpan like '00:01:00')")
+
+
+class NonPositiveDuration(ValueError):
+    """A well-formed duration that is zero or negative where a positive one is needed."""
+
+
+def decode_duration(text: str) -> float:
+    """A duration as the management APIs carry it (ISO 8601, TimeSpan.MaxValue included) -> seconds, at
+    most MAX_TIMESPAN_SECONDS. ValueError when it is not a duration, NonPositiveDuration when it is not
+    positive."""
+    if text.strip().upper() == MAX_TIMESPAN.upper():
+        return MAX_TIMESPAN_SECONDS
+    seconds = parse_duration(text)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise NonPositiveDuration(text)
+    return min(seconds, MAX_TIMESPAN_SECONDS)
+
+
+def format_duration(seconds: float | None) -> str:
+    """Seconds -> xs:duration as Service Bus writes it ('PT1M', 'P14D', 'PT0.5S'); None -> TimeSpan.MaxValue."""
+    if seconds is None or seconds >= MAX_TIMESPAN_SECONDS:
+        return MAX_TIMESPAN
+    total = max(0.0, float(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = "P" + (f"{int(days)}D" if days else "")
+    time_part = (f"{int(hours)}H" if hours else "") + (f"{int(minutes)}M" if minutes else "")
+    if secs:
+        text = f"{secs:.7f}".rstrip("0").rstrip(".")
+        time_part += f"{text}S"
+    if time_part:
+        out += "T" + time_part
+    return out if out != "P" else "PT0S"
 
 
 # --- names -------------------------------------------------------------------------------------------

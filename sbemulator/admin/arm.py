@@ -11,13 +11,20 @@ Property names, codecs and which kinds carry them come from the table of entity 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-from sbemulator.config import RuleConfig, parse_duration
-from sbemulator.descriptions import KINDS, MAX_TIMESPAN, MAX_TIMESPAN_SECONDS, Codec, by_arm, for_kind
+from sbemulator.config import RuleConfig
+from sbemulator.descriptions import (
+    KINDS,
+    Codec,
+    NonPositiveDuration,
+    by_arm,
+    decode_duration,
+    for_kind,
+    format_duration,
+)
 
-from .atom import format_duration, format_time
+from .atom import format_time
 from .backend import EntityInfo, RuleInfo
 from .errors import BadRequest
 
@@ -73,15 +80,12 @@ def entity_spec(body: bytes, kind: str | None = None) -> dict[str, Any]:
 def _duration(key: str, value: Any) -> float:
     if not isinstance(value, str):
         raise BadRequest(f"The value of '{key}' must be an ISO-8601 duration string.")
-    if value.strip().upper() == MAX_TIMESPAN.upper():
-        return MAX_TIMESPAN_SECONDS
     try:
-        seconds = parse_duration(value)
+        return decode_duration(value)
+    except NonPositiveDuration:
+        raise BadRequest(f"The value '{value}' of '{key}' must be a positive duration.") from None
     except ValueError:
         raise BadRequest(f"The value '{value}' of '{key}' is not a valid ISO-8601 duration.") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise BadRequest(f"The value '{value}' of '{key}' must be a positive duration.")
-    return min(seconds, MAX_TIMESPAN_SECONDS)
 
 
 def rule_config(body: bytes, name: str) -> RuleConfig:

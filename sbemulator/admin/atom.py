@@ -27,21 +27,23 @@ and responses leave newer properties out (the topic filter counts need 2024-05).
 from __future__ import annotations
 
 import datetime
-import math
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from sbemulator.config import RuleConfig, parse_duration
-from sbemulator.descriptions import (
-    MAX_TIMESPAN,
-    MAX_TIMESPAN_SECONDS,
+from sbemulator.config import RuleConfig
+from sbemulator.descriptions import (  # MAX_TIMESPAN and format_duration are also this format's API
+    MAX_TIMESPAN,  # noqa: F401
     AuthorizationRuleConfig,
     Codec,
+    NonPositiveDuration,
     Property,
     by_atom,
+    decode_duration,
     for_kind,
+    format_duration,
+    parse_duration,
     supported_at,
 )
 
@@ -64,24 +66,6 @@ _CORRELATION_FIELDS = ("CorrelationId", "MessageId", "To", "ReplyTo", "Label", "
 
 
 # ---------------------------------------------------------------------------------------- values
-def format_duration(seconds: float | None) -> str:
-    """Seconds -> xs:duration as Service Bus writes it ('PT1M', 'P14D', 'PT0.5S'); None -> TimeSpan.MaxValue."""
-    if seconds is None or seconds >= MAX_TIMESPAN_SECONDS:
-        return MAX_TIMESPAN
-    total = max(0.0, float(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    out = "P" + (f"{int(days)}D" if days else "")
-    time_part = (f"{int(hours)}H" if hours else "") + (f"{int(minutes)}M" if minutes else "")
-    if secs:
-        text = f"{secs:.7f}".rstrip("0").rstrip(".")
-        time_part += f"{text}S"
-    if time_part:
-        out += "T" + time_part
-    return out if out != "P" else "PT0S"
-
-
 def format_time(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -193,17 +177,14 @@ def _parse_authorization_rule(el: ET.Element) -> dict[str, Any]:
 
 
 def _duration(name: str, text: str) -> float:
-    if text.strip().upper() == MAX_TIMESPAN.upper():
-        return MAX_TIMESPAN_SECONDS
     try:
-        seconds = parse_duration(text)
+        return decode_duration(text)
+    except NonPositiveDuration:
+        raise BadRequest(f"The value '{text}' of {name} must be a positive duration.") from None
     except ValueError:
         raise BadRequest(
             f"The value '{text}' of {name} is not a valid duration (expected an ISO-8601 duration such as PT1M)."
         ) from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise BadRequest(f"The value '{text}' of {name} must be a positive duration.")
-    return min(seconds, MAX_TIMESPAN_SECONDS)
 
 
 def parse_rule(body: bytes, name: str) -> RuleConfig:
