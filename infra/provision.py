@@ -3,7 +3,8 @@
 Bicep (``infra/main.bicep``) is the normal way to deploy; this script exists for the cases Bicep does not
 cover: re-applying the topology to an existing namespace after editing ``servicebus.json`` without a full
 ``azd provision``, applying it to a namespace someone else owns, or to an ARM-compatible surface of an
-emulator (``--base-url`` with ``--credential none``).
+emulator (``--base-url`` with ``--credential sas``: a token signed with the namespace key, which
+sbemulator's ARM surface verifies; ``--credential none`` sends a fixed ``--token`` for mocks).
 
 The work is split in two so the interesting part can be tested without Azure:
 
@@ -18,9 +19,14 @@ prints the plan and touches nothing.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import hmac
 import json
 import os
 import sys
+import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,6 +304,17 @@ class StaticBearerTokenPolicy(SansIOHTTPPolicy):
         request.http_request.headers["Authorization"] = f"Bearer {self._token}"
 
 
+def sas_bearer_token(resource_uri: str, key_name: str, key: str, ttl_s: int = 3600) -> str:
+    """A Shared Access Signature for ``resource_uri`` (the namespace root), without the
+    ``SharedAccessSignature`` prefix: the bearer token sbemulator's ARM surface verifies (HMAC-SHA256 of
+    the url-encoded resource and the expiry, as Service Bus signs SAS tokens)."""
+    expiry = int(time.time()) + ttl_s
+    encoded = urllib.parse.quote_plus(resource_uri)
+    digest = hmac.new(key.encode(), f"{encoded}\n{expiry}".encode(), hashlib.sha256).digest()
+    signature = urllib.parse.quote_plus(base64.b64encode(digest).decode())
+    return f"sr={encoded}&sig={signature}&se={expiry}&skn={key_name}"
+
+
 class _UnusedCredential:
     """The client insists on a credential object; with a static token policy it is never asked."""
 
@@ -313,10 +330,13 @@ def build_client(
     base_url: str | None = None,
     transport: Any = None,
     ca_cert: str | None = None,
+    sas_key_name: str = "RootManageSharedAccessKey",
+    sas_key: str | None = None,
 ) -> Any:
     """A ServiceBusManagementClient pinned to :data:`API_VERSION`.
 
     ``credential_kind="default"`` uses DefaultAzureCredential (https only, as azure-core enforces);
+    ``"sas"`` sends a token signed with ``sas_key`` for ``base_url`` (what an emulator can verify);
     ``"none"`` sends ``token`` as a static bearer token and also accepts a plain-http ``base_url``.
     ``ca_cert`` is a PEM file of CA certificates to trust for https (an emulator's own CA).
     """
@@ -333,6 +353,12 @@ def build_client(
         from azure.identity import DefaultAzureCredential
 
         credential: Any = DefaultAzureCredential()
+    elif credential_kind == "sas":
+        if not base_url or not sas_key:
+            raise ValueError("--credential sas needs --base-url and --sas-key (or SERVICEBUS_SAS_KEY)")
+        credential = _UnusedCredential()
+        root = base_url.rstrip("/") + "/"
+        kwargs["authentication_policy"] = StaticBearerTokenPolicy(sas_bearer_token(root, sas_key_name, sas_key))
     elif credential_kind == "none":
         credential = _UnusedCredential()
         kwargs["authentication_policy"] = StaticBearerTokenPolicy(token or "emulator")
@@ -370,12 +396,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--base-url", default=None, help="an alternative ARM endpoint, e.g. an emulator's")
     parser.add_argument(
         "--credential",
-        choices=["default", "none"],
+        choices=["default", "sas", "none"],
         default="default",
-        help="'default': DefaultAzureCredential; 'none': a static bearer token (--token) for emulators",
+        help="'default': DefaultAzureCredential; 'sas': a token signed with the namespace key (--sas-key), "
+        "what sbemulator verifies; 'none': a static bearer token (--token) for mocks",
     )
     parser.add_argument(
         "--token", default=env("ARM_BEARER_TOKEN"), help="the static token for --credential none"
+    )
+    parser.add_argument(
+        "--sas-key-name", default=env("SERVICEBUS_SAS_KEY_NAME", "RootManageSharedAccessKey"),
+        help="key name for --credential sas (env SERVICEBUS_SAS_KEY_NAME; default RootManageSharedAccessKey)",
+    )
+    parser.add_argument(
+        "--sas-key", default=env("SERVICEBUS_SAS_KEY"),
+        help="the key for --credential sas (env SERVICEBUS_SAS_KEY; sbemulator's default is SAS_KEY_VALUE)",
     )
     parser.add_argument(
         "--ca-cert", default=None, help="PEM CA certificate to trust for an https --base-url (an emulator's CA)"
@@ -424,6 +459,8 @@ def main(argv: Sequence[str] | None = None, *, transport: Any = None) -> int:
             base_url=args.base_url,
             transport=transport,
             ca_cert=args.ca_cert,
+            sas_key_name=args.sas_key_name,
+            sas_key=args.sas_key,
         )
     except ValueError as exc:
         parser.error(str(exc))

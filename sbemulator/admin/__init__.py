@@ -55,7 +55,7 @@ class AdminServer:
         self.namespace = Namespace(broker, getattr(broker.config, "name", "sbemulatorns"), commit=commit)
         self.app = AdminApp(self.namespace, validator)
         self.http = HttpServer(self.app, host, port, server_context(self.certificates.cert, self.certificates.key),
-                               websocket=websocket)
+                               websocket=websocket, admit=self.app.admit)
 
     @property
     def port(self) -> int:

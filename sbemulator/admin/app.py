@@ -5,7 +5,7 @@ is written, so an entity created here is usable over AMQP as soon as the client 
 
 * ``GET /health``: 200 ``{"status": "ok"}`` once the emulator serves requests (no authentication).
 * ``POST /$admin/purge/{entity path}`` and ``POST /$admin/reset``: test support (SAS token required).
-* ``/subscriptions/...``: the Azure Resource Manager subset (any ``Bearer`` token).
+* ``/subscriptions/...``: the Azure Resource Manager subset (``Bearer`` + a namespace SAS token, arm_auth.py).
 * ``/console/...``: the web console (its own sign-in with a SAS key, see console.py).
 * everything else: the Service Bus Atom API (``Authorization: SharedAccessSignature ...``).
 """
@@ -18,14 +18,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sbemulator.auth import AuthError, SasValidator, path_covers
+from sbemulator.auth import AuthError, Grant, SasValidator, path_covers
 
-from . import arm, atom
+from . import arm, arm_auth, atom
 from .backend import QUEUE, SUBSCRIPTION, TOPIC, Namespace
 from .console import Console, is_console_request
 from .console_broker import ConsoleBroker
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
-from .http import Request, Response
+from .http import MAX_BODY, MAX_UNAUTHENTICATED_BODY, Request, Response, asks_for_websocket
 
 log = logging.getLogger("sbemulator.admin")
 
@@ -45,6 +45,26 @@ class AdminApp:
     async def __call__(self, request: Request) -> Response:
         return self.handle(request)
 
+    def admit(self, request: Request) -> Response | int:
+        """Before a request's body is read (http.py): refuse a request whose credential is missing or
+        invalid (401, the same answer ``handle`` would give, without reading the body), and allow a
+        full-size body only to requests that are authenticated by their head. The console's sign-in
+        carries its key in the body, so it, and anything else not yet authenticated, gets a small one."""
+        path = request.path
+        is_arm = path.lower().startswith("/subscriptions/")
+        if path in ("/health", "/$health") or asks_for_websocket(request):
+            return MAX_UNAUTHENTICATED_BODY  # a WebSocket authenticates inside, over AMQP ($cbs)
+        if is_console_request(request):
+            return MAX_BODY if self.console.signed_in(request) else MAX_UNAUTHENTICATED_BODY
+        try:
+            if is_arm:
+                arm_auth.authenticate(request.headers.get("authorization", ""), self.validator, self.clock())
+            else:
+                self._authenticate(request)
+        except AdminError as exc:
+            return self._error(exc, is_arm)
+        return MAX_BODY
+
     def handle(self, request: Request) -> Response:
         path = request.path
         is_arm = path.lower().startswith("/subscriptions/")
@@ -57,9 +77,13 @@ class AdminApp:
                 return self._arm(request)
             return self._atom(request)
         except AdminError as exc:
-            if is_arm:
-                return Response(exc.status, arm.error_body(exc.code, exc.detail), "application/json; charset=utf-8")
-            return Response(exc.status, atom.render_error(exc.status, exc.detail), atom.ERROR_CONTENT_TYPE)
+            return self._error(exc, is_arm)
+
+    @staticmethod
+    def _error(exc: AdminError, is_arm: bool) -> Response:
+        if is_arm:
+            return Response(exc.status, arm.error_body(exc.code, exc.detail), "application/json; charset=utf-8")
+        return Response(exc.status, atom.render_error(exc.status, exc.detail), atom.ERROR_CONTENT_TYPE)
 
     # ------------------------------------------------------------------ health
     def _health(self, request: Request) -> Response:
@@ -70,14 +94,17 @@ class AdminApp:
         return Response(status, body, "application/json")
 
     # ------------------------------------------------------------------ auth
-    def _authorize(self, request: Request, entity_path: str = "") -> None:
+    def _authenticate(self, request: Request) -> Grant:
         token = request.headers.get("authorization", "")
         if not token:
             raise Unauthorized("MissingToken: the request has no Authorization header.")
         try:
-            grant = self.validator.validate(token, None, self.clock())
+            return self.validator.validate(token, None, self.clock())
         except AuthError as exc:
             raise Unauthorized(str(exc)) from None
+
+    def _authorize(self, request: Request, entity_path: str = "") -> None:
+        grant = self._authenticate(request)
         # The JS SDK signs the full request URL, query included: the scope is its path.
         scope = grant.scope.split("?", 1)[0].strip("/")
         # A token minted for exactly this request's URL (the JS SDK does that, also for listings) is fine.
@@ -226,9 +253,7 @@ class AdminApp:
 
     # ------------------------------------------------------------------ ARM
     def _arm(self, request: Request) -> Response:
-        auth = request.headers.get("authorization", "")
-        if not auth.lower().startswith("bearer ") or not auth[7:].strip():
-            raise Unauthorized("AuthenticationFailed: a Bearer token is required (any token is accepted).")
+        arm_auth.authenticate(request.headers.get("authorization", ""), self.validator, self.clock())
         seg = [s for s in request.path.split("/") if s]
         if [s.lower() for s in seg[2:]] == ["providers", "microsoft.servicebus", "namespaces"]:
             # subscriptions/{sub}/providers/Microsoft.ServiceBus/namespaces: every namespace of the subscription

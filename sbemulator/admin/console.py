@@ -9,6 +9,10 @@ by port, and two emulators on one host must not sign each other out). Sessions l
 that cookie and the ``X-Requested-With: sbconsole`` header (a cross-site page cannot add it without a
 CORS preflight, which is never granted); the static files carry no data and are served to anyone.
 
+Sign-in attempts are rate-limited per client address (:class:`SignInLimiter`): ``SIGN_IN_BURST`` failed
+attempts at once, then one per ``SIGN_IN_REFILL_S``; beyond that the answer is 429 with ``Retry-After``
+and the key is not even compared, so guessing keys from one address is slow.
+
 A request with a ``SharedAccessSignature`` Authorization header is never a console request: a queue
 named ``console`` stays reachable through the Atom API (see :func:`is_console_request`).
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -39,6 +44,37 @@ SESSION_SECONDS = 8 * 3600
 MAX_SESSIONS = 256
 REQUIRED_HEADER = ("x-requested-with", "sbconsole")
 DEFAULT_PAGE = 20
+SIGN_IN_BURST = 5
+SIGN_IN_REFILL_S = 12.0  # five failures a minute, sustained
+SIGN_IN_TRACKED = 4096  # client addresses remembered (the oldest is forgotten first)
+
+
+class SignInLimiter:
+    """A token bucket per client address for failed sign-ins, in bounded memory."""
+
+    def __init__(self, clock: Callable[[], float], burst: int = SIGN_IN_BURST, refill_s: float = SIGN_IN_REFILL_S,
+                 tracked: int = SIGN_IN_TRACKED) -> None:
+        self.clock = clock
+        self.burst = burst
+        self.refill_s = refill_s
+        self.tracked = tracked
+        self._buckets: dict[str, tuple[float, float]] = {}  # address -> (tokens, at)
+
+    def _tokens(self, address: str) -> float:
+        tokens, at = self._buckets.get(address, (float(self.burst), self.clock()))
+        return min(float(self.burst), tokens + (self.clock() - at) / self.refill_s)
+
+    def retry_after(self, address: str) -> float:
+        """Seconds until ``address`` may try again (0: now)."""
+        tokens = self._tokens(address)
+        return 0.0 if tokens >= 1 else (1 - tokens) * self.refill_s
+
+    def failed(self, address: str) -> None:
+        tokens = self._tokens(address) - 1
+        self._buckets.pop(address, None)
+        self._buckets[address] = (tokens, self.clock())
+        while len(self._buckets) > self.tracked:
+            del self._buckets[next(iter(self._buckets))]
 
 _CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -75,6 +111,7 @@ class Console:
         self.validator = validator
         self.clock = clock
         self._sessions: dict[str, _Session] = {}
+        self.sign_ins = SignInLimiter(clock)
         static = resources.files("sbemulator.admin") / "console_static"
         self._static = {entry.name: entry for entry in static.iterdir() if entry.is_file()}
 
@@ -101,6 +138,14 @@ class Console:
         return Response(200, entry.read_bytes(), _CONTENT_TYPES.get(suffix, "application/octet-stream"), headers)
 
     # ------------------------------------------------------------------ sessions
+    def signed_in(self, request: Request) -> bool:
+        """The request carries a live session cookie (http.py allows it a full-size body)."""
+        try:
+            self._session(request)
+        except Unauthorized:
+            return False
+        return True
+
     def _session(self, request: Request) -> _Session:
         token = _cookie(request.headers.get("cookie", ""), _cookie_name(request))
         session = self._sessions.get(token) if token else None
@@ -112,6 +157,13 @@ class Console:
         return session
 
     def _login(self, request: Request) -> Response:
+        wait = self.sign_ins.retry_after(request.peer)
+        if wait > 0:
+            log.warning("console sign-in from %s refused: too many failed attempts", request.peer or "?")
+            return self._json(429, {"error": "TooManyRequests",
+                                    "message": f"Too many failed sign-ins from this address; try again in "
+                                               f"{math.ceil(wait)} s."},
+                              [("Retry-After", str(math.ceil(wait)))])
         body = _json_body(request)
         key_name = str(body.get("keyName") or "").strip()
         key = str(body.get("key") or "")
@@ -119,7 +171,8 @@ class Console:
         # compare_digest also on an unknown key name, so timing does not tell which names exist
         valid = hmac.compare_digest((expected or "\0").encode(), key.encode()) and expected is not None
         if not valid:
-            log.warning("console sign-in refused for key name %r", key_name[:64])
+            self.sign_ins.failed(request.peer)
+            log.warning("console sign-in refused for key name %r from %s", key_name[:64], request.peer or "?")
             raise Unauthorized("The key name or key is not valid for this namespace.")
         now = self.clock()
         for token in [t for t, s in self._sessions.items() if s.expires_at <= now]:

@@ -64,6 +64,21 @@ def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | No
     return server, broker
 
 
+def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel and wait for whatever still runs on the loop before it closes, as ``asyncio.run`` does.
+
+    The servers have stopped their own work by now, but asyncio keeps tasks of its own: a connection
+    accepted on the HTTPS port whose TLS handshake has not finished is an ``_accept_connection2`` task
+    that no server object can reach. Closing the loop under it printed "Task was destroyed but it is
+    pending!" (and "Event loop is closed") into the embedding program's output."""
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.wait(tasks, timeout=5))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+
+
 class Emulator:
     """A running emulator on its own thread and event loop."""
 
@@ -196,6 +211,7 @@ class Emulator:
                 self.admin.cleanup()
             loop.run_until_complete(self.server.stop())
             self.broker.close()
+            _cancel_remaining_tasks(loop)
             loop.close()
 
     def call(self, fn: Any, *args: Any, timeout: float = 10.0) -> Any:

@@ -326,12 +326,6 @@ class WebSocketListener:
         self._server = None
 
 
-def is_websocket_upgrade(headers: dict[str, str]) -> bool:
-    """An HTTP request asking to switch to WebSocket (``Upgrade: websocket``, ``Connection: Upgrade``)."""
-    connection = {token.strip().lower() for token in headers.get("connection", "").split(",")}
-    return headers.get("upgrade", "").strip().lower() == "websocket" and "upgrade" in connection
-
-
 def upgrade_factory(
     amqp_server: Any,
 ) -> Callable[[str, list[tuple[bytes, bytes]], asyncio.Transport, bytes], None] | None:

@@ -37,7 +37,7 @@ def run_provision(emu: Emulator, *, ca_env: bool = False) -> subprocess.Complete
     return subprocess.run(
         [sys.executable, str(REPO_ROOT / "infra" / "provision.py"), "--topology", str(TOPOLOGY),
          "--subscription-id", SUBSCRIPTION_ID, "--resource-group", "rg-local", "--namespace", "sb-prod-name",
-         "--base-url", str(emu.admin_url), "--credential", "none", *trust],
+         "--base-url", str(emu.admin_url), "--credential", "sas", "--sas-key", emu.key, *trust],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False, env=env,
     )
 
@@ -120,7 +120,8 @@ def test_provision_without_trusting_the_ca_fails_cleanly(empty_emulator: Emulato
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "infra" / "provision.py"), "--subscription-id", SUBSCRIPTION_ID,
          "--resource-group", "rg", "--namespace", "ns", "--base-url", str(empty_emulator.admin_url),
-         "--credential", "none"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+         "--credential", "sas", "--sas-key", empty_emulator.key],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode != 0
     assert "CERTIFICATE_VERIFY_FAILED" in result.stderr or "SSLError" in result.stderr
 
@@ -135,7 +136,7 @@ def mgmt(emulator: Emulator) -> Any:
     finally:
         sys.path.pop(0)
     client: ServiceBusManagementClient = provision.build_client(
-        SUBSCRIPTION_ID, credential_kind="none", token="anything", base_url=emulator.admin_url,
+        SUBSCRIPTION_ID, credential_kind="sas", sas_key=emulator.key, base_url=emulator.admin_url,
         ca_cert=emulator.ca_path)
     return client
 

@@ -14,6 +14,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbemulator import Emulator
+from sbemulator.admin.arm_auth import bearer_token
 from sbemulator.auth import sign
 
 QUEUE_XML = (
@@ -135,15 +136,17 @@ def test_bad_atom_input_gets_service_bus_errors(emulator: Emulator) -> None:
 def test_bad_arm_input_gets_arm_errors(emulator: Emulator) -> None:
     base = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.ServiceBus/namespaces/ns"
     status, _, body = call(emulator, "PUT", f"{base}/queues/q?api-version=2024-01-01", b"{}", auth=None)
-    assert status == 401 and json.loads(body)["error"]["code"] == "Unauthorized"
+    assert status == 401 and json.loads(body)["error"]["code"] == "AuthenticationFailed"
+    bearer = "Bearer " + bearer_token(f"https://127.0.0.1:{emulator.admin_port}/", emulator.key_name, emulator.key,
+                                      int(time.time()) + 300)
     status, _, body = call(emulator, "PUT", f"{base}/queues/q?api-version=2024-01-01", b"{not json",
-                           auth="Bearer x")
+                           auth=bearer)
     assert status == 400 and "not valid JSON" in json.loads(body)["error"]["message"]
-    status, _, body = call(emulator, "PUT", f"{base}/queues/q", b'{"properties": {"colour": 1}}', auth="Bearer x")
+    status, _, body = call(emulator, "PUT", f"{base}/queues/q", b'{"properties": {"colour": 1}}', auth=bearer)
     assert status == 400 and "colour" in json.loads(body)["error"]["message"]
-    status, _, body = call(emulator, "GET", f"{base}/queues/ghost", auth="Bearer x")
+    status, _, body = call(emulator, "GET", f"{base}/queues/ghost", auth=bearer)
     assert status == 404 and json.loads(body)["error"]["code"] == "NotFound"
-    status, _, _ = call(emulator, "GET", "/subscriptions/s/resourceGroups/rg/providers/Other/x", auth="Bearer x")
+    status, _, _ = call(emulator, "GET", "/subscriptions/s/resourceGroups/rg/providers/Other/x", auth=bearer)
     assert status == 404
 
 
