@@ -125,6 +125,9 @@ class _CountingTransport:
     def is_closing(self) -> bool:
         return False
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass  # it never fills: the server is never asked to pause
+
     def close(self) -> None:
         pass
 

@@ -52,6 +52,7 @@ from .performatives import (
     Error,
     Flow,
     Open,
+    Rejected,
     SaslInit,
     SaslMechanisms,
     SaslOutcome,
@@ -116,6 +117,7 @@ class Link:
         "incoming",
         "is_sender",
         "link_credit",
+        "max_message_size",
         "name",
         "properties",
         "rcv_settle_mode",
@@ -142,6 +144,8 @@ class Link:
         self.snd_settle_mode: int = attach.snd_settle_mode
         self.rcv_settle_mode: int = attach.rcv_settle_mode
         self.remote_max_message_size: int | None = attach.max_message_size
+        # The largest delivery we take on this link (what our attach announced); None: the connection's.
+        self.max_message_size: int | None = None
         # As a sender we start at delivery-count 0; as a receiver we track the peer's count.
         self.delivery_count: int = 0 if self.is_sender else (attach.initial_delivery_count or 0)
         self.link_credit: int = 0
@@ -167,7 +171,7 @@ class Link:
 
 
 class _IncomingDelivery:
-    __slots__ = ("chunks", "delivery_id", "delivery_tag", "message_format", "settled", "size")
+    __slots__ = ("chunks", "delivery_id", "delivery_tag", "message_format", "refused", "settled", "size")
 
     def __init__(self, transfer: Any) -> None:
         self.delivery_id = transfer.delivery_id
@@ -176,6 +180,7 @@ class _IncomingDelivery:
         self.settled = bool(transfer.settled)
         self.chunks: list[bytes] = []
         self.size = 0
+        self.refused = False  # settled as rejected while it streamed: the rest of its frames is dropped
 
 
 class Session:
@@ -335,6 +340,16 @@ class Connection:
         self._events.append(ConnectionClosed(error("amqp:connection:forced", "connection lost"), True))
         events, self._events = self._events, []
         return events
+
+    @property
+    def pending_output(self) -> int:
+        """Bytes produced and not yet taken by :meth:`data_to_send` (what backpressure looks at)."""
+        return len(self._out)
+
+    @property
+    def link_count(self) -> int:
+        """Links attached (or being attached) on all sessions of this connection."""
+        return sum(len(session.links_by_handle) for session in self.sessions_by_channel.values())
 
     @property
     def wants_close(self) -> bool:
@@ -669,8 +684,11 @@ class Connection:
         snd_settle_mode: int | None = None,
         rcv_settle_mode: int | None = None,
     ) -> None:
-        """Answer the peer's attach; source/target default to what the peer sent."""
+        """Answer the peer's attach; source/target default to what the peer sent. ``max_message_size``
+        is announced to the peer and enforced on what it sends: a delivery that grows past it is refused
+        while it streams, before the rest of it is buffered."""
         link.attached = True
+        link.max_message_size = max_message_size
         if source is not None:
             link.source = source
         if target is not None:
@@ -944,12 +962,18 @@ class Connection:
         if transfer.aborted:
             link.incoming = None
             return
+        if delivery.refused:
+            if not transfer.more:
+                link.incoming = None
+            return
         if payload:
             delivery.chunks.append(payload)
             delivery.size += len(payload)
-            if delivery.size > self.max_message_size:
-                link.incoming = None
-                self._violation(link, MESSAGE_SIZE_EXCEEDED, f"delivery exceeds {self.max_message_size} bytes")
+            limit = link.max_message_size or self.max_message_size
+            if delivery.size > limit:
+                self._refuse_oversized(link, delivery, limit)
+                if not transfer.more:
+                    link.incoming = None
                 return
         if transfer.settled:
             delivery.settled = True
@@ -963,6 +987,18 @@ class Connection:
                 delivery.settled, body,
             )
         )
+
+    def _refuse_oversized(self, link: Link, delivery: _IncomingDelivery, limit: int) -> None:
+        """The delivery grew past the link's max-message-size: settle it as rejected now, in Service
+        Bus's words (the SDKs raise MessageSizeExceededError), and drop the rest of it as it arrives
+        instead of buffering it (spec 2.6.12: a receiver may settle before the last frame)."""
+        delivery.refused = True
+        delivery.chunks = []
+        if delivery.settled:
+            return  # sent pre-settled: there is no outcome to tell
+        description = (f"The received message (delivery-id:{delivery.delivery_id}, size:{delivery.size} bytes) "
+                       f"exceeds the limit ({limit} bytes) currently allowed on the link.")
+        self.settle_incoming(link, delivery.delivery_id, Rejected(error(MESSAGE_SIZE_EXCEEDED, description)))
 
     def _widen_incoming_windows(self) -> None:
         """After a read: give back the window of every session that has used half of it."""

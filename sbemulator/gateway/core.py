@@ -35,6 +35,7 @@ from ..broker.errors import BrokerError
 from ..broker.model import ReceiveMode
 from .cbs import handle_put_token
 from .deliveries import encode_delivery, incoming_messages
+from .limits import DEFAULT_LIMITS, RESOURCE_LIMIT_EXCEEDED, UNAUTHORIZED_ACCESS, Limits
 from .management import ManagementHandler
 
 log = logging.getLogger("sbemulator")
@@ -86,8 +87,13 @@ class Gateway:
         max_frame_size: int = 1024 * 1024,
         idle_timeout_ms: int | None = 240_000,
         peer: str = "",
+        limits: Limits = DEFAULT_LIMITS,
+        over_capacity: bool = False,
     ) -> None:
         self.broker = broker
+        self.limits = limits
+        # The namespace already has limits.max_connections connections: this one is refused at its open.
+        self.over_capacity = over_capacity
         self.validator = validator
         self.request_flush = request_flush
         self.call_later = call_later
@@ -96,6 +102,7 @@ class Gateway:
         self.connection = Connection(
             max_frame_size=max_frame_size,
             idle_timeout_ms=idle_timeout_ms,
+            channel_max=limits.channel_max,
             authenticate_plain=self._authenticate_plain,
         )
         self.management = ManagementHandler(broker)
@@ -106,6 +113,12 @@ class Gateway:
         self.receivers: set[EntityReceiverLink] = set()
         self.closed = False
         self._pump_pending: set[EntityReceiverLink] = set()
+        # Backpressure: while the transport's buffer is above its high-water mark (write_paused) or
+        # this connection's own unwritten output is, receivers take nothing from the broker; the ones
+        # that stopped for that reason wait in _blocked until there is room again.
+        self.write_paused = False
+        self._blocked: set[EntityReceiverLink] = set()
+        self._auth_timer: Any = call_later(limits.auth_timeout_s, self._auth_deadline_passed)
 
     # ------------------------------------------------------------------ driving
     def receive_data(self, data: bytes) -> None:
@@ -118,6 +131,36 @@ class Gateway:
     def connection_lost(self) -> None:
         self._dispatch(self.connection.connection_lost())
         self._close_all()
+
+    # ------------------------------------------------------------------ backpressure
+    def output_full(self) -> bool:
+        """Whether receivers must stop taking deliveries: the transport asked us to pause, or what this
+        connection produced and has not handed to the transport yet is above the high-water mark."""
+        return self.write_paused or self.connection.pending_output >= self.limits.write_high_water
+
+    def block(self, handler: EntityReceiverLink) -> None:
+        """``handler`` stopped for backpressure: pump it again once there is room."""
+        self._blocked.add(handler)
+
+    @property
+    def has_blocked(self) -> bool:
+        return bool(self._blocked)
+
+    def pause_writing(self) -> None:
+        """The transport's write buffer went above its high-water mark."""
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        """The transport's write buffer drained below its low-water mark: the stopped receivers go on."""
+        self.write_paused = False
+        self.unblock()
+
+    def unblock(self) -> None:
+        """Output has room again (written to a transport that did not pause): pump the stopped receivers."""
+        if self._blocked and not self.write_paused:
+            self._pump_pending |= self._blocked
+            self._blocked.clear()
+            self.request_flush(self)
 
     def on_timer(self) -> None:
         self._dispatch(self.connection.handle_timer())
@@ -160,6 +203,13 @@ class Gateway:
             if ctx is not None:
                 ctx.on_detach()
             event.link.context = None
+        elif kind is ev.ConnectionOpened:
+            if self.over_capacity:
+                self.connection.close(
+                    RESOURCE_LIMIT_EXCEEDED,
+                    f"The maximum number of concurrent connections ({self.limits.max_connections}) on the "
+                    "namespace has been reached.",
+                )
         elif kind is ev.ConnectionClosed:
             self._close_all()
 
@@ -167,6 +217,8 @@ class Gateway:
         if self.closed:
             return
         self.closed = True
+        self._cancel_auth_timer()
+        self._blocked.clear()
         for handler in list(self.receivers):
             handler.on_detach()
         self.receivers.clear()
@@ -179,7 +231,32 @@ class Gateway:
     def _authenticate_plain(self, username: str, password: str) -> bool:
         ok = self.validator.keys.get(username) == password
         self.plain_authenticated = ok
+        if ok:
+            self._cancel_auth_timer()
         return ok
+
+    def add_grant(self, grant: Grant) -> None:
+        """A put-token succeeded: the connection is authenticated (for the token's scope)."""
+        self.grants.append(grant)
+        self._cancel_auth_timer()
+
+    def _cancel_auth_timer(self) -> None:
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+
+    def _auth_deadline_passed(self) -> None:
+        """Nothing valid arrived within limits.auth_timeout_s of connecting: close the connection."""
+        self._auth_timer = None
+        if self.closed or self.plain_authenticated or self.grants or self.connection.closed:
+            return
+        self.connection.close(
+            UNAUTHORIZED_ACCESS,
+            f"The connection was not authenticated within {self.limits.auth_timeout_s:g} seconds: put a valid "
+            "token on $cbs (or use SASL PLAIN credentials) after connecting.",
+        )
+        self._close_all()
+        self.request_flush(self)
 
     def is_authorized(self, path: str) -> bool:
         if self.plain_authenticated:
@@ -189,6 +266,13 @@ class Gateway:
 
     # ------------------------------------------------------------------ attach
     def _on_attach(self, link: Link) -> None:
+        if self.connection.link_count > self.limits.max_links_per_connection:
+            self.connection.reject_attach(
+                link, RESOURCE_LIMIT_EXCEEDED,
+                f"Cannot open more than {self.limits.max_links_per_connection} links on one connection; "
+                "open another connection (another ServiceBusClient) for more.",
+            )
+            return
         address = link.address
         path = entity_path(address)
         lowered = path.lower()
@@ -196,9 +280,12 @@ class Gateway:
             if link.is_sender:
                 link.context = ReplyLink(self, link)
                 self.cbs_reply_links.append(link)
+                self.connection.accept_attach(link)
             else:
+                # Before authentication this is the only link a client may send on: its messages are
+                # bounded by the size of a put-token request.
                 link.context = CbsRequestLink(self, link)
-            self.connection.accept_attach(link)
+                self.connection.accept_attach(link, max_message_size=self.limits.max_cbs_message_bytes)
             if not link.is_sender:
                 self.connection.grant_credit(link, SENDER_CREDIT)
             return
@@ -343,7 +430,7 @@ class CbsRequestLink(_RequestLink):
     def answer(self, request: Any) -> None:
         outcome = handle_put_token(request, self.gateway.validator, self.gateway.wall_clock())
         if outcome.grant is not None:
-            self.gateway.grants.append(outcome.grant)
+            self.gateway.add_grant(outcome.grant)
         payload = self.response(
             request,
             {"status-code": Int(outcome.status_code), "status-description": outcome.description},
@@ -505,7 +592,13 @@ class EntityReceiverLink:
         conn = self.gateway.connection
         link = self.link
         peek_lock = self.mode is ReceiveMode.PEEK_LOCK
+        gateway = self.gateway
         while conn.can_send(link):
+            if gateway.output_full():
+                # Backpressure: nothing more is taken from the broker (no locks, no delivery counts)
+                # until the output has room; resume_writing or unblock pumps this receiver again.
+                gateway.block(self)
+                return
             try:
                 batch = self.receiver.take(min(link.link_credit, 128, link.session.remote_incoming_window))
             except BrokerError as exc:  # the session lock expired: this link is over

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..auth import SasValidator
 from ..gateway.core import Gateway
+from ..gateway.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger("sbemulator")
 
@@ -41,6 +42,10 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         loop = self.server.loop
+        limits = self.server.limits
+        # Backpressure (pause_writing/resume_writing below): asyncio calls pause_writing once the
+        # transport's buffer passes the high-water mark and resume_writing once it is below the low one.
+        transport.set_write_buffer_limits(high=limits.write_high_water, low=limits.write_low_water)  # type: ignore[attr-defined]
         self.gateway = Gateway(
             self.server.broker,
             self.server.validator,
@@ -49,6 +54,8 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             max_frame_size=self.server.max_frame_size,
             idle_timeout_ms=self.server.idle_timeout_ms,
             peer=str(peer),
+            limits=limits,
+            over_capacity=len(self.server.connections) >= limits.max_connections,
         )
         self.server.connections.add(self)
         self._arm_timer()
@@ -91,9 +98,25 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         self.server.store.commit()
         out = gateway.data_to_send()
         if out and not transport.is_closing():
-            transport.write(out)
+            transport.write(out)  # may call pause_writing, before it returns
         if gateway.connection.closed:
             transport.close()
+        elif gateway.has_blocked:
+            gateway.unblock()  # receivers stopped at the output's high-water mark; written and not paused
+
+    def pause_writing(self) -> None:
+        """The peer does not read as fast as we write: stop producing (and reading, so a peer that never
+        reads cannot make us buffer answers to its requests either) until the buffer drains."""
+        if self.gateway is not None:
+            self.gateway.pause_writing()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+        if self.gateway is not None:
+            self.gateway.resume_writing()
 
     def _arm_timer(self) -> None:
         if self._timer is not None:
@@ -139,8 +162,10 @@ class AmqpServer:
         port: int = 5672,
         max_frame_size: int = 1024 * 1024,
         idle_timeout_ms: int | None = 240_000,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.broker = broker
+        self.limits = limits
         self.store = store
         self.validator = validator
         self.host = host

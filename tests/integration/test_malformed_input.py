@@ -47,8 +47,14 @@ QUEUE = "orders"
 class RawClient:
     """A socket client that sends whatever it is told to, and reads frames with timeouts."""
 
-    def __init__(self, port: int, timeout: float = TIMEOUT) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int, timeout: float = TIMEOUT, receive_buffer: int | None = None) -> None:
+        if receive_buffer is None:
+            self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        else:  # a small window (set before connecting) makes the server's writes back up quickly
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            self.sock.settimeout(timeout)
+            self.sock.connect(("127.0.0.1", port))
         self.sock.settimeout(timeout)
         self.buf = b""
 

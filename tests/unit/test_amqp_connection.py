@@ -352,21 +352,39 @@ def test_aborted_multi_frame_transfer_is_dropped() -> None:
     assert [e.payload for e in events] == [b"y"]
 
 
-def test_delivery_above_max_message_size_detaches_the_link_only() -> None:
+def test_delivery_above_max_message_size_is_rejected_while_it_streams_and_the_link_stays() -> None:
+    """The delivery is settled as rejected with amqp:link:message-size-exceeded (what the SDKs map to
+    MessageSizeExceededError) once it grows past the limit; the rest of it is dropped unbuffered."""
     peer = Peer(max_message_size=100)
     peer.open()
     peer.begin()
     link = peer.attach(handle=0, client_sends=True)
     peer.conn.accept_attach(link)
-    peer.conn.grant_credit(link, 1)
+    peer.conn.grant_credit(link, 2)
     peer.output()
     peer.frame(Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x" * 80)
-    peer.frame(Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x" * 80)
-    assert error_condition(peer.frames(), Detach) == "amqp:link:message-size-exceeded"
-    # The rest of the delivery was already in flight: it must not break the connection.
+    peer.frame(Transfer(UInt(0), more=True), payload=b"x" * 80)
+    [disposition] = peer.frames()
+    assert disposition.body.settled and disposition.body.first == 0
+    assert str(disposition.body.state.error.condition) == "amqp:link:message-size-exceeded"
+    assert link.incoming is not None and link.incoming.chunks == []
+    # The rest of the delivery was already in flight: dropped, and the link takes the next one.
     assert peer.frame(Transfer(UInt(0), more=False), payload=b"x" * 80) == []
-    assert not peer.conn.wants_close
-    assert peer.frames() == []
+    assert not peer.conn.wants_close and peer.frames() == []
+    events = peer.frame(Transfer(UInt(0), UInt(1), b"u", UInt(0)), payload=b"y")
+    assert [e.payload for e in events] == [b"y"]
+
+
+def test_the_link_max_message_size_announced_in_the_attach_is_the_one_enforced() -> None:
+    peer = Peer()  # the connection's own bound is 64 MiB
+    peer.open()
+    peer.begin()
+    link = peer.attach(handle=0, client_sends=True)
+    peer.conn.accept_attach(link, max_message_size=50)
+    peer.conn.grant_credit(link, 1)
+    assert int(only(peer.frames(), Attach).body.max_message_size) == 50
+    peer.frame(Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x" * 51)
+    assert str(only(peer.frames(), Disposition).body.state.error.condition) == "amqp:link:message-size-exceeded"
 
 
 def _receiving_link(peer: Peer, credit: int):

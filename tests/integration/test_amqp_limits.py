@@ -1,0 +1,216 @@
+"""The AMQP-level limits of the Service Bus quotas page, enforced where Service Bus enforces them.
+
+https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas: "Message size for a queue,
+topic, or subscription entity: 256 KB for Standard tier ... Incoming messages that exceed these quotas
+are rejected"; "Number of concurrent connections on a namespace: AMQP: 5,000. Subsequent requests for
+additional connections are rejected". A message too large is refused while it streams (once what
+arrived passes the link's max-message-size), with the condition Service Bus uses,
+``amqp:link:message-size-exceeded``; before a token is put a connection can send nothing but a
+bounded put-token on ``$cbs``, and it has a deadline to do so; links per connection are bounded.
+
+Raw-socket clients (tests/integration/test_protocol_strictness.py) show what goes over the wire; SDK
+clients show the exception a user gets.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
+
+from sbemulator import Emulator
+from sbemulator.amqp.message import encode_message
+from sbemulator.amqp.performatives import (
+    ROLE_RECEIVER,
+    ROLE_SENDER,
+    Accepted,
+    Attach,
+    Begin,
+    Close,
+    Detach,
+    Disposition,
+    Flow,
+    Properties,
+    Rejected,
+    Source,
+    Target,
+    Transfer,
+)
+from sbemulator.amqp.types import UInt
+from sbemulator.gateway.limits import Limits
+from tests.fixtures.emulator import STANDARD_TOPOLOGY
+
+from .test_malformed_input import RawClient, close_condition
+from .test_protocol_strictness import _frames_until, _plain
+
+QUEUE = "orders"
+STANDARD_MAX_MESSAGE_SIZE = 256 * 1024  # the quotas page's Standard-tier message size
+
+
+@pytest.fixture(scope="module")
+def shared_emulator() -> Iterator[Emulator]:
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None) as emu:
+        yield emu
+
+
+def _attach_sender(raw: RawClient, address: str, handle: int = 0) -> tuple[Attach, list]:
+    """Attach a link sending to ``address``; the server's attach and the frames up to its flow or detach."""
+    raw.frame(Attach(f"limits-sender-{handle}", UInt(handle), ROLE_SENDER, None, None, Source("raw"),
+                     Target(address), initial_delivery_count=UInt(0)))
+    reply = raw.read_frame().body
+    assert isinstance(reply, Attach) and reply.role is ROLE_RECEIVER
+    return reply, _frames_until(raw, (Flow, Detach))
+
+
+def _begin(raw: RawClient) -> None:
+    raw.frame(Begin(None, UInt(0), UInt(5000), UInt(5000)))
+    assert isinstance(raw.read_frame().body, Begin)
+
+
+def _queue_message_ids(emu: Emulator) -> list[str]:
+    """Receive-and-delete what the queue holds (the tests of this module leave it empty)."""
+    with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+        with client.get_queue_receiver(QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
+            return [str(m.message_id) for m in receiver.receive_messages(max_message_count=10, max_wait_time=2)]
+
+
+# ------------------------------------------------------------------ message size
+def test_a_message_above_the_entity_size_is_refused_while_it_streams(shared_emulator: Emulator) -> None:
+    """The link's max-message-size is the entity's (256 KB); the delivery is refused as soon as more than
+    that has arrived, although its last frame (more=false) was never sent."""
+    with RawClient(shared_emulator.port) as raw:
+        raw.open("PLAIN", _plain(shared_emulator))
+        _begin(raw)
+        attach, frames = _attach_sender(raw, QUEUE)
+        assert int(attach.max_message_size) == STANDARD_MAX_MESSAGE_SIZE
+        assert isinstance(frames[-1], Flow)
+        message = encode_message(properties=Properties(message_id="too-big"), data=b"x" * 400_000)
+        chunk = 100_000
+        for i in range(3):  # 300,000 bytes: past 262,144, and the delivery is not complete
+            first = i == 0
+            raw.frame(Transfer(UInt(0), UInt(0) if first else None, b"big" if first else None, UInt(0) if first
+                               else None, False if first else None, True), payload=message[i * chunk:(i + 1) * chunk])
+        refusal = _frames_until(raw, Disposition)[-1]
+        assert refusal.settled and refusal.first == 0 and isinstance(refusal.state, Rejected)
+        assert str(refusal.state.error.condition) == "amqp:link:message-size-exceeded"
+        assert f"exceeds the limit ({STANDARD_MAX_MESSAGE_SIZE} bytes)" in str(refusal.state.error.description)
+        # The rest of that delivery is dropped as it arrives; the link takes the next message.
+        raw.frame(Transfer(UInt(0), more=False), payload=message[3 * chunk:])
+        raw.frame(Transfer(UInt(0), UInt(1), b"small", UInt(0), False),
+                  payload=encode_message(properties=Properties(message_id="small"), data=b"x"))
+        accepted = _frames_until(raw, Disposition)[-1]
+        assert accepted.first == 1 and isinstance(accepted.state, Accepted)
+    assert _queue_message_ids(shared_emulator) == ["small"]
+
+
+def test_the_sdk_gets_message_size_exceeded_when_the_emulator_refuses_a_large_message(
+    shared_emulator: Emulator,
+) -> None:
+    """The SDK checks the size itself against the link's max-message-size; told a larger one, it sends,
+    and the emulator's refusal reaches the caller as MessageSizeExceededError."""
+    with ServiceBusClient.from_connection_string(shared_emulator.connection_string) as client:
+        with client.get_queue_sender(QUEUE) as sender:
+            sender._max_message_size_on_link = 4 * STANDARD_MAX_MESSAGE_SIZE  # skip the SDK's own check
+            with pytest.raises(MessageSizeExceededError):
+                sender.send_messages(ServiceBusMessage(b"z" * (STANDARD_MAX_MESSAGE_SIZE + 1024)))
+    assert _queue_message_ids(shared_emulator) == []
+
+
+# ------------------------------------------------------------------ before authentication
+def test_a_put_token_request_larger_than_the_cbs_bound_is_refused_while_it_streams(
+    shared_emulator: Emulator,
+) -> None:
+    """Unauthenticated, a client may only send put-token requests, each at most 64 KiB."""
+    bound = Limits().max_cbs_message_bytes
+    with RawClient(shared_emulator.port) as raw:
+        raw.open("ANONYMOUS")
+        _begin(raw)
+        attach, frames = _attach_sender(raw, "$cbs")
+        assert int(attach.max_message_size) == bound
+        assert isinstance(frames[-1], Flow)
+        raw.frame(Transfer(UInt(0), UInt(0), b"tok", UInt(0), False, True), payload=b"t" * (bound // 2))
+        raw.frame(Transfer(UInt(0), more=True), payload=b"t" * (bound // 2 + 1))
+        refusal = _frames_until(raw, Disposition)[-1]
+        assert str(refusal.state.error.condition) == "amqp:link:message-size-exceeded"
+
+
+def test_an_entity_link_gets_no_credit_before_a_token(shared_emulator: Emulator) -> None:
+    """Without a token the attach is refused (a null target, then a detach): no flow grants credit."""
+    with RawClient(shared_emulator.port) as raw:
+        raw.open("ANONYMOUS")
+        _begin(raw)
+        attach, frames = _attach_sender(raw, QUEUE)
+        assert attach.target is None
+        assert not any(isinstance(frame, Flow) for frame in frames)
+        assert str(frames[-1].error.condition) == "amqp:unauthorized-access"
+
+
+def test_a_connection_that_never_authenticates_is_closed_at_the_deadline() -> None:
+    limits = Limits(auth_timeout_s=0.5)
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None, limits=limits) as emu:
+        with RawClient(emu.port, timeout=10.0) as raw:
+            raw.open("ANONYMOUS")
+            _begin(raw)
+            frames = raw.frames_until_eof()
+            assert close_condition(frames) == "amqp:unauthorized-access"
+        # A client that puts its token in time keeps its connection past the deadline.
+        with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+            with client.get_queue_sender(QUEUE) as sender:
+                sender.send_messages(ServiceBusMessage("before"))
+                time.sleep(1.0)  # past the deadline: the connection must still be there
+                sender.send_messages(ServiceBusMessage("after"))
+            with client.get_queue_receiver(QUEUE, max_wait_time=5) as receiver:
+                bodies = []
+                deadline = time.monotonic() + 20
+                while len(bodies) < 2 and time.monotonic() < deadline:
+                    for message in receiver.receive_messages(max_message_count=2, max_wait_time=2):
+                        bodies.append(str(message))
+                        receiver.complete_message(message)
+        assert sorted(bodies) == ["after", "before"]
+
+
+# ------------------------------------------------------------------ links and connections
+def test_links_beyond_the_per_connection_bound_are_refused_with_resource_limit_exceeded() -> None:
+    limits = Limits(max_links_per_connection=3)
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None, limits=limits) as emu:
+        with RawClient(emu.port) as raw:
+            raw.open("PLAIN", _plain(emu))
+            _begin(raw)
+            for handle in range(3):
+                _, frames = _attach_sender(raw, QUEUE, handle)
+                assert isinstance(frames[-1], Flow)
+            attach, frames = _attach_sender(raw, QUEUE, 3)
+            assert attach.target is None
+            assert str(frames[-1].error.condition) == "amqp:resource-limit-exceeded"
+            # Detaching one makes room again.
+            raw.frame(Detach(UInt(0), True))
+            _frames_until(raw, Detach)
+            raw.frame(Detach(UInt(3), True))
+            _, frames = _attach_sender(raw, QUEUE, 4)
+            assert isinstance(frames[-1], Flow)
+
+
+def test_connections_beyond_the_namespace_bound_are_refused_with_resource_limit_exceeded() -> None:
+    limits = Limits(max_connections=2)
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None, limits=limits) as emu:
+        with RawClient(emu.port) as first, RawClient(emu.port) as second:
+            first.open("PLAIN", _plain(emu))
+            second.open("PLAIN", _plain(emu))
+            with RawClient(emu.port) as third:
+                third.open("PLAIN", _plain(emu))
+                assert close_condition(third.frames_until_eof()) == "amqp:resource-limit-exceeded"
+            # The SDK sees the refusal as an error (not a hang), and the others keep working.
+            with ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as client:
+                with pytest.raises(ServiceBusError):
+                    with client.get_queue_sender(QUEUE) as sender:
+                        sender.send_messages(ServiceBusMessage("refused"))
+            first.frame(Close())
+            assert close_condition(first.frames_until_eof()) is None
+        # Both gone: a new connection is accepted.
+        with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+            with client.get_queue_sender(QUEUE) as sender:
+                sender.send_messages(ServiceBusMessage("accepted"))
