@@ -227,3 +227,25 @@ def test_filter_counts_follow_rule_changes(admin: ServiceBusAdministrationClient
     assert admin.get_topic_runtime_properties("recount").sql_filter_count == 0
     admin.create_subscription("recount", "one")
     assert admin.get_topic_runtime_properties("recount").sql_filter_count == 1
+
+
+# --- the async client sees the same ----------------------------------------------------------------
+
+def test_async_admin_client_sees_defaults_rules_and_filter_counts(emulator: Emulator) -> None:
+    import asyncio
+
+    from azure.servicebus.aio.management import ServiceBusAdministrationClient as AsyncAdmin
+
+    async def run() -> tuple:
+        async with AsyncAdmin.from_connection_string(emulator.admin_connection_string,
+                                                     connection_verify=emulator.ca_path) as client:
+            q = await client.create_queue("async-q", authorization_rules=[_rule("r", AccessRights.SEND)])
+            await client.create_topic("async-t")
+            await client.create_subscription("async-t", "s")
+            counts = await client.get_topic_runtime_properties("async-t")
+            return q, counts
+
+    q, counts = asyncio.run(run())
+    assert (q.max_delivery_count, q.lock_duration) == (10, datetime.timedelta(minutes=1))
+    assert [r.key_name for r in q.authorization_rules] == ["r"]
+    assert (counts.sql_filter_count, counts.correlation_filter_count) == (1, 0)
