@@ -171,13 +171,14 @@ class Link:
 
 
 class _IncomingDelivery:
-    __slots__ = ("chunks", "delivery_id", "delivery_tag", "message_format", "refused", "settled", "size")
+    __slots__ = ("chunks", "delivery_id", "delivery_tag", "message_format", "refused", "settled", "size", "state")
 
     def __init__(self, transfer: Any) -> None:
         self.delivery_id = transfer.delivery_id
         self.delivery_tag = transfer.delivery_tag
         self.message_format = transfer.message_format or 0
         self.settled = bool(transfer.settled)
+        self.state = transfer.state  # e.g. a transactional-state (spec 4.4.1)
         self.chunks: list[bytes] = []
         self.size = 0
         self.refused = False  # settled as rejected while it streamed: the rest of its frames is dropped
@@ -977,6 +978,8 @@ class Connection:
                 return
         if transfer.settled:
             delivery.settled = True
+        if transfer.state is not None:
+            delivery.state = transfer.state
         if transfer.more:
             return
         link.incoming = None
@@ -984,7 +987,7 @@ class Connection:
         self._events.append(
             MessageReceived(
                 link, delivery.delivery_id, bytes(delivery.delivery_tag or b""), delivery.message_format,
-                delivery.settled, body,
+                delivery.settled, body, delivery.state,
             )
         )
 

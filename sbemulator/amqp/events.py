@@ -43,6 +43,7 @@ class MessageReceived:
     message_format: int
     settled: bool
     payload: bytes
+    state: Any = None  # the transfer's delivery state: a transactional-state for transactional work
 
 
 @dataclass(slots=True)

@@ -376,6 +376,12 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                     continue
                 self._accept(ent, BrokerMessage.from_incoming(incoming), now)
 
+    def check_send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
+        """Raise what :meth:`send` would refuse these messages with, without sending them (a
+        transaction checks its staged sends before applying any)."""
+        with self._op():
+            self._check_send(path, messages)
+
     def schedule(self, path: str, messages: Iterable[IncomingMessage]) -> list[int]:
         """$management schedule-message: returns the sequence numbers (usable for cancel). "Duplicate
         detection": scheduled messages are included; a duplicate is dropped, its send still succeeds and
@@ -843,6 +849,11 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
             else:
                 raise ArgumentError(f"Unknown disposition status {status!r}.")
 
+    def _check_lock(self, ent: Entity, token: uuid.UUID | LockKey, receiver: Receiver) -> None:
+        """Raise the lock error a settlement of ``token`` would raise now, without settling."""
+        with self._op():
+            self._locked_message(ent, lock_key_of(token), receiver, None, self._now())
+
     def _complete(self, ent: Entity, token: uuid.UUID | LockKey, receiver: Receiver) -> None:
         """:meth:`_settle` with "completed" for a message whose lock is plainly valid (no session, not
         expired): the settlement of nearly every peek-locked message, without the general checks."""
@@ -882,6 +893,15 @@ class Broker(TopologyMixin, SessionsMixin, InspectionMixin):
                     properties_to_modify=properties_to_modify,
                     session_id=session_id,
                 )
+
+    def check_locks(self, path: str, lock_tokens: Iterable[uuid.UUID], session_id: str | None = None) -> None:
+        """Raise the lock error :meth:`update_disposition` would raise for these tokens now, without
+        settling (a transaction checks its staged settlements before applying any)."""
+        with self._op():
+            ent = self._entity(path)
+            now = self._now()
+            for token in lock_tokens:
+                self._locked_message(ent, lock_key_of(token), None, session_id, now)
 
     def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]:
         with self._op():

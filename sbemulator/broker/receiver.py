@@ -23,6 +23,8 @@ class ReceiverHost(Protocol):
 
     def _complete(self, ent: Entity, token: uuid.UUID | bytes, receiver: Receiver) -> None: ...
 
+    def _check_lock(self, ent: Entity, token: uuid.UUID | bytes, receiver: Receiver) -> None: ...
+
     def _close_receiver(self, r: Receiver) -> None: ...
 
     def _try_acquire_session(self, r: Receiver) -> str | None: ...
@@ -90,6 +92,11 @@ class Receiver:
         return self._broker._take(self, max_count)
 
     # --- settlement -----------------------------------------------------------------------------
+    def check_lock(self, lock_token: uuid.UUID | bytes) -> None:
+        """Raise MessageLockLostError (or SessionLockLostError) if settling ``lock_token`` now would,
+        without settling: a transaction checks its staged settlements before applying any."""
+        self._broker._check_lock(self.entity, lock_token, self)
+
     def complete(self, lock_token: uuid.UUID | bytes) -> None:
         self._broker._complete(self.entity, lock_token, self)
 

@@ -28,11 +28,14 @@ from ..amqp.performatives import (
     Released,
     Source,
     error,
+    from_described,
 )
-from ..amqp.types import Int, Long, Symbol
+from ..amqp.transactions import LOCAL_TRANSACTIONS, Coordinator, Declare, Declared, Discharge, TransactionalState
+from ..amqp.types import Array, Int, Long, Symbol
 from ..auth import Grant, SasValidator
 from ..broker.errors import BrokerError
 from ..broker.model import ReceiveMode
+from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
 from .cbs import handle_put_token
 from .deliveries import encode_delivery, incoming_messages
 from .limits import DEFAULT_LIMITS, RESOURCE_LIMIT_EXCEEDED, UNAUTHORIZED_ACCESS, Limits
@@ -44,6 +47,9 @@ SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
 TIMEOUT_PROPERTY = Symbol("com.microsoft:timeout")
 MAX_BATCH_SIZE = Symbol("com.microsoft:max-message-batch-size")
+# A send-via link (Service Bus "Transfers and send via"): the target is the transfer entity, the
+# final destination is this link property.
+TRANSFER_DESTINATION = Symbol("com.microsoft:transfer-destination-address")
 DOTNET_EPOCH_TICKS = 621355968000000000
 SENDER_CREDIT = 1000  # per link, topped up once half is used; Service Bus grants about as much
 DEFAULT_SESSION_WAIT_MS = 60_000
@@ -86,6 +92,7 @@ class Gateway:
         wall_clock: Callable[[], float] = time.time,
         max_frame_size: int = 1024 * 1024,
         idle_timeout_ms: int | None = 240_000,
+        transaction_timeout_s: float = DEFAULT_TIMEOUT_S,
         peer: str = "",
         limits: Limits = DEFAULT_LIMITS,
         over_capacity: bool = False,
@@ -119,6 +126,34 @@ class Gateway:
         self.write_paused = False
         self._blocked: set[EntityReceiverLink] = set()
         self._auth_timer: Any = call_later(limits.auth_timeout_s, self._auth_deadline_passed)
+        self.transaction_timeout_s = transaction_timeout_s
+        self._transactions: TransactionCoordinator | None = None
+        self._transaction_timer: Any = None
+
+    # ------------------------------------------------------------------ transactions
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        """This connection's transactions (made when the first coordinator link attaches)."""
+        if self._transactions is None:
+            self._transactions = TransactionCoordinator(self.broker, timeout_s=self.transaction_timeout_s)
+        return self._transactions
+
+    def arm_transaction_timeout(self) -> None:
+        """Wake when the oldest open transaction times out, so its staged work is dropped then
+        rather than at its discharge."""
+        coordinator = self._transactions
+        if coordinator is None or self._transaction_timer is not None:
+            return
+        due = coordinator.next_timeout()
+        if due is not None:
+            delay = max(0.0, due - time.monotonic()) + 0.01
+            self._transaction_timer = self.call_later(delay, self._transaction_timeout)
+
+    def _transaction_timeout(self) -> None:
+        self._transaction_timer = None
+        if self._transactions is not None and not self.closed:
+            self._transactions.expire()
+            self.arm_transaction_timeout()
 
     # ------------------------------------------------------------------ driving
     def receive_data(self, data: bytes) -> None:
@@ -219,6 +254,11 @@ class Gateway:
         self.closed = True
         self._cancel_auth_timer()
         self._blocked.clear()
+        if self._transactions is not None:
+            self._transactions.rollback_all()  # the connection is gone: nothing it did not commit applies
+        if self._transaction_timer is not None:
+            self._transaction_timer.cancel()
+            self._transaction_timer = None
         for handler in list(self.receivers):
             handler.on_detach()
         self.receivers.clear()
@@ -289,6 +329,15 @@ class Gateway:
             if not link.is_sender:
                 self.connection.grant_credit(link, SENDER_CREDIT)
             return
+        if not link.is_sender and isinstance(link.target, Coordinator):
+            # AMQP 1.0 4.2: the transaction controller attaches a sender to a coordinator target. It
+            # needs no token of its own: every transactional transfer or settlement goes over an
+            # entity link that needed one.
+            link.context = CoordinatorLink(self, link)
+            self.transactions  # noqa: B018 - made now, so a declare finds it
+            self.connection.accept_attach(link, target=Coordinator(Array((Symbol(LOCAL_TRANSACTIONS),), "symbol")))
+            self.connection.grant_credit(link, SENDER_CREDIT)
+            return
         if not self.is_authorized(path):
             self.connection.reject_attach(
                 link, "amqp:unauthorized-access",
@@ -327,7 +376,30 @@ class Gateway:
                     link, "amqp:not-allowed", f"Cannot send to '{ref.path}': it is not a queue or a topic."
                 )
                 return
-            link.context = EntitySenderLink(self, link, path, ref)
+            via = None
+            destination = (link.properties or {}).get(TRANSFER_DESTINATION)
+            if destination is not None:
+                # Send-via: the link targets the transfer entity; messages go on to the destination.
+                via, path = path, entity_path(_str(destination))
+                if not self.is_authorized(path):
+                    self.connection.reject_attach(
+                        link, "amqp:unauthorized-access",
+                        f"Unauthorized access. A valid token for '{_auth_scope(path)}' is required "
+                        "(put-token on $cbs).",
+                    )
+                    return
+                try:
+                    dest_ref = self.broker.resolve(path)
+                except BrokerError as exc:
+                    self.connection.reject_attach(link, exc.condition, exc.description or str(exc))
+                    return
+                if not dest_ref.can_send:
+                    self.connection.reject_attach(
+                        link, "amqp:not-allowed", f"Cannot send to '{dest_ref.path}': it is not a queue or a topic."
+                    )
+                    return
+                ref = dest_ref
+            link.context = EntitySenderLink(self, link, path, ref, via=via)
             self.connection.accept_attach(
                 link,
                 max_message_size=ref.max_message_size,
@@ -443,9 +515,30 @@ class ManagementRequestLink(_RequestLink):
     def __init__(self, gateway: Gateway, link: Link, entity: str) -> None:
         super().__init__(gateway, link)
         self.entity = entity
+        self._txn_id: bytes | None = None  # of the request being answered, when it is transactional
+
+    def on_message(self, event: Any) -> None:
+        # The Java SDK sends a request that belongs to a transaction with a transactional-state on
+        # its transfer (ManagementChannel: update-disposition and schedule-message).
+        state = event.state
+        self._txn_id = bytes(state.txn_id or b"") if type(state) is TransactionalState else None
+        try:
+            super().on_message(event)
+        finally:
+            self._txn_id = None
 
     def answer(self, request: Any) -> None:
-        reply = self.gateway.management.handle(self.entity, request)
+        txn_id = self._txn_id
+        if txn_id is None:
+            reply = self.gateway.management.handle(self.entity, request)
+        else:
+            transactions = self.gateway.transactions
+            reply = self.gateway.management.handle_in_transaction(
+                self.entity, request,
+                lambda staged: transactions.stage_settlement(txn_id, self.entity, staged, self.link.session),
+                lambda exc: transactions.refuse(txn_id, exc),
+            )
+            self.gateway.arm_transaction_timeout()
         props = {"statusCode": Int(reply.status_code), "statusDescription": reply.description}
         if reply.error_condition:
             props["errorCondition"] = Symbol(reply.error_condition)
@@ -458,23 +551,33 @@ class ManagementRequestLink(_RequestLink):
 class EntitySenderLink:
     """A client sending into a queue or topic: every accepted message is stored before the accept."""
 
-    def __init__(self, gateway: Gateway, link: Link, path: str, ref: Any) -> None:
+    def __init__(self, gateway: Gateway, link: Link, path: str, ref: Any, via: str | None = None) -> None:
         self.gateway = gateway
         self.link = link
         self.path = path
         self.ref = ref
+        self.via = via  # the transfer entity of a send-via link
 
     def on_message(self, event: Any) -> None:
         conn = self.gateway.connection
         state: Any
+        txn = event.state if type(event.state) is TransactionalState else None
         try:
             messages = incoming_messages(event.payload, event.message_format)
-            self.gateway.broker.send(self.path, messages)
+            if txn is None:
+                self.gateway.broker.send(self.path, messages)
+            else:
+                self.gateway.transactions.stage_send(bytes(txn.txn_id or b""), self.path, list(messages), self.via,
+                                                     self.link.session)
+                self.gateway.arm_transaction_timeout()
             state = Accepted()
         except MessageDecodeError as exc:
             state = Rejected(error("amqp:decode-error", f"The message could not be decoded: {exc}"))
         except BrokerError as exc:
             state = Rejected(error(exc.condition, exc.description or str(exc)))
+        if txn is not None:
+            # AMQP 1.0 4.4.1: the outcome of transactional work goes back inside a transactional-state.
+            state = TransactionalState(txn.txn_id, state)
         if not event.settled:
             conn.settle_incoming(self.link, event.delivery_id, state)
         if self.link.link_credit < SENDER_CREDIT // 2:
@@ -631,6 +734,9 @@ class EntityReceiverLink:
     def on_disposition(self, event: Any) -> None:
         token = event.context
         state = event.state
+        if type(state) is TransactionalState:
+            self._transactional_disposition(event, state)
+            return
         echo: Any = state
         receiver = self.receiver
         try:
@@ -666,6 +772,25 @@ class EntityReceiverLink:
             self.gateway.connection.settle_outgoing(self.link, event.delivery_id, echo)
         self.gateway.request_flush(self.gateway)
 
+    def _transactional_disposition(self, event: Any, state: Any) -> None:
+        """A settlement inside a transaction (AMQP 1.0 4.4.2): checked now, applied on commit; the
+        echo carries the same outcome inside a transactional-state, or the refusal."""
+        token = event.context
+        outcome = state.outcome
+        echo: Any = TransactionalState(state.txn_id, Rejected() if isinstance(outcome, Rejected) else outcome)
+        if token is None:
+            return
+        try:
+            staged = _StagedSettlement(self.receiver, token, outcome)
+            self.gateway.transactions.stage_settlement(bytes(state.txn_id or b""), self.path, staged,
+                                                       self.link.session)
+            self.gateway.arm_transaction_timeout()
+        except BrokerError as exc:
+            echo = TransactionalState(state.txn_id, Rejected(error(exc.condition, exc.description or str(exc))))
+        if not event.settled:
+            self.gateway.connection.settle_outgoing(self.link, event.delivery_id, echo)
+        self.gateway.request_flush(self.gateway)
+
     def on_detach(self) -> None:
         if self._timeout_handle is not None:
             self._timeout_handle.cancel()
@@ -678,6 +803,94 @@ class EntityReceiverLink:
         self.gateway.receivers.discard(self)
         if self.receiver is not None:
             self.receiver.close()
+
+
+class _StagedSettlement:
+    """One settlement waiting for its transaction's commit: the outcome the client chose for the
+    message ``token`` locked by ``receiver``."""
+
+    __slots__ = ("outcome", "receiver", "token")
+
+    def __init__(self, receiver: Any, token: Any, outcome: Any) -> None:
+        if not isinstance(outcome, (Accepted, Modified, Rejected, Released)):
+            raise BrokerError(f"Outcome {type(outcome).__name__} cannot settle a message.", "amqp:not-implemented")
+        self.receiver = receiver
+        self.token = token
+        self.outcome = outcome
+
+    def check(self) -> None:
+        self.receiver.check_lock(self.token)
+
+    def apply(self) -> None:
+        outcome, receiver, token = self.outcome, self.receiver, self.token
+        if isinstance(outcome, Accepted):
+            receiver.complete(token)
+        elif isinstance(outcome, Released):
+            receiver.release(token)
+        elif isinstance(outcome, Modified):
+            props = outcome.message_annotations
+            props = {str(k): v for k, v in props.items()} if isinstance(props, dict) else None
+            if outcome.undeliverable_here:
+                receiver.defer(token, props)
+            else:
+                receiver.abandon(token, props)
+        else:
+            reason = description = None
+            props = None
+            err = outcome.error
+            if err is not None and isinstance(err.info, dict):
+                info = {str(k): v for k, v in err.info.items()}
+                reason = info.pop("DeadLetterReason", None)
+                description = info.pop("DeadLetterErrorDescription", None)
+                props = info or None
+            receiver.dead_letter(token, _str(reason), _str(description), props)
+
+
+class CoordinatorLink:
+    """The transaction controller's link (AMQP 1.0 4.2): each message is a declare or a discharge,
+    answered in its disposition (``declared`` with the new id, ``accepted``, or ``rejected`` with a
+    transaction error)."""
+
+    def __init__(self, gateway: Gateway, link: Link) -> None:
+        self.gateway = gateway
+        self.link = link
+
+    def on_message(self, event: Any) -> None:
+        conn = self.gateway.connection
+        state: Any
+        try:
+            body = from_described(parse_message(event.payload).body_value())
+            if isinstance(body, Declare):
+                if body.global_id is not None:
+                    raise BrokerError("Distributed transactions (a declare with a global-id) are not supported.",
+                                      "amqp:not-implemented")
+                state = Declared(self.gateway.transactions.declare())
+                self.gateway.arm_transaction_timeout()
+            elif isinstance(body, Discharge):
+                self.gateway.transactions.discharge(bytes(body.txn_id or b""), bool(body.fail))
+                state = Accepted()
+            else:
+                raise BrokerError("A coordinator takes declare and discharge messages only.", "amqp:decode-error")
+        except MessageDecodeError as exc:
+            state = Rejected(error("amqp:decode-error", f"The message could not be decoded: {exc}"))
+        except BrokerError as exc:
+            state = Rejected(error(exc.condition, exc.description or str(exc)))
+        if not event.settled:
+            conn.settle_incoming(self.link, event.delivery_id, state)
+        if self.link.link_credit < SENDER_CREDIT // 2:
+            conn.grant_credit(self.link, SENDER_CREDIT)
+        self.gateway.request_flush(self.gateway)
+
+    def on_disposition(self, event: Any) -> None:
+        return None
+
+    def on_credit(self, event: Any) -> None:
+        return None
+
+    def on_detach(self) -> None:
+        # AMQP 1.0 4.4.1: closing the coordinator link rolls back the transactions it declared.
+        if self.gateway._transactions is not None:
+            self.gateway._transactions.rollback_all()
 
 
 _PRESETTLED_TAGS: list[bytes] = []

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..amqp.message import ParsedMessage, parse_message
 from ..amqp.types import Array, Int, Long, Timestamp
-from ..broker.errors import BrokerError
+from ..broker.errors import BrokerError, InvalidOperationError
 from ..broker.model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
@@ -100,6 +100,40 @@ class ManagementHandler:
         except Exception:  # a bug must fail this request, not the client's whole connection
             log.exception("$management %s on %s failed", operation, entity_path)
             return MgmtReply(500, "The emulator failed to process the request.", None, "com.microsoft:internal-error")
+
+    def handle_in_transaction(self, entity_path: str, request: ParsedMessage,
+                              stage: Callable[[_StagedDisposition], None],
+                              refuse: Callable[[BrokerError], None]) -> MgmtReply:
+        """A request that carries a transactional-state. Of the operations "Operations within a
+        transaction scope" lists, two reach ``$management``: renew-lock runs at once (a lock renewal
+        has nothing to undo) and update-disposition (settling a deferred message) is staged through
+        ``stage`` until the commit. Anything else is refused with ``amqp:not-allowed`` and dooms the
+        transaction (``refuse``), so that its commit cannot apply the rest as if this had happened."""
+        props = request.application_properties or {}
+        operation = _text(props.get("operation")) or ""
+        if operation == "com.microsoft:renew-lock":
+            return self.handle(entity_path, request)
+        try:
+            if operation != "com.microsoft:update-disposition":
+                error = InvalidOperationError(f"The operation '{operation}' cannot be part of a transaction.")
+                refuse(error)
+                raise error
+            body = request.body_value()
+            props_to_modify = _field(body, "properties-to-modify", required=False)
+            stage(_StagedDisposition(
+                self.broker, entity_path, _uuids(_field(body, "lock-tokens")),
+                _text(_field(body, "disposition-status")),
+                _text(_field(body, "deadletter-reason", required=False)),
+                _text(_field(body, "deadletter-description", required=False)),
+                {str(k): v for k, v in props_to_modify.items()} if isinstance(props_to_modify, dict) else None,
+                _text(_field(body, "session-id", required=False)),
+            ))
+            return MgmtReply(200, "OK", None)
+        except BadRequest as exc:
+            refuse(BrokerError(str(exc)))
+            return MgmtReply(400, str(exc), None, "com.microsoft:argument-error")
+        except BrokerError as exc:
+            return MgmtReply(exc.status_code, exc.description or str(exc), None, exc.condition)
 
     # -- locks and settlement ----------------------------------------------------------
     def _renew_lock(self, path: str, body: Any) -> MgmtReply:
@@ -221,3 +255,31 @@ class ManagementHandler:
         if not rules:
             return MgmtReply(204, "No rules", None)
         return MgmtReply(200, "OK", {"rules": [{"rule-description": rule_to_description(r)} for r in rules]})
+
+
+class _StagedDisposition:
+    """An update-disposition waiting for its transaction's commit (a broker.transactions.StagedSettlement)."""
+
+    def __init__(self, broker: Any, path: str, tokens: list[uuid.UUID], status: str | None,
+                 reason: str | None, description: str | None, properties: dict | None,
+                 session_id: str | None) -> None:
+        if status not in ("completed", "abandoned", "defered", "suspended"):
+            raise BadRequest(f"Unknown disposition status {status!r}.")
+        self.broker = broker
+        self.path = path
+        self.tokens = tokens
+        self.status = status
+        self.reason = reason
+        self.description = description
+        self.properties = properties
+        self.session_id = session_id
+
+    def check(self) -> None:
+        self.broker.check_locks(self.path, self.tokens, self.session_id)
+
+    def apply(self) -> None:
+        self.broker.update_disposition(
+            self.path, self.tokens, self.status, dead_letter_reason=self.reason,
+            dead_letter_description=self.description, properties_to_modify=self.properties,
+            session_id=self.session_id,
+        )

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from ..auth import SasValidator
+from ..broker.transactions import DEFAULT_TIMEOUT_S as DEFAULT_TRANSACTION_TIMEOUT_S
 from ..gateway.core import Gateway
 from ..gateway.limits import DEFAULT_LIMITS, Limits
 
@@ -53,6 +54,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             call_later=loop.call_later,
             max_frame_size=self.server.max_frame_size,
             idle_timeout_ms=self.server.idle_timeout_ms,
+            transaction_timeout_s=self.server.transaction_timeout_s,
             peer=str(peer),
             limits=limits,
             over_capacity=len(self.server.connections) >= limits.max_connections,
@@ -163,6 +165,7 @@ class AmqpServer:
         max_frame_size: int = 1024 * 1024,
         idle_timeout_ms: int | None = 240_000,
         limits: Limits = DEFAULT_LIMITS,
+        transaction_timeout_s: float = DEFAULT_TRANSACTION_TIMEOUT_S,
     ) -> None:
         self.broker = broker
         self.limits = limits
@@ -172,6 +175,7 @@ class AmqpServer:
         self.port = port
         self.max_frame_size = max_frame_size
         self.idle_timeout_ms = idle_timeout_ms
+        self.transaction_timeout_s = transaction_timeout_s
         self.connections: set[_AmqpProtocol] = set()
         self.read_buffer = memoryview(bytearray(READ_BUFFER_SIZE))
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]

@@ -1,0 +1,29 @@
+"""AMQP 1.0 part 4 (Transactions): the coordinator terminus and the transaction types on the wire.
+
+Importing this module registers the types with the decoder (``performatives.from_described``), so a
+coordinator link's target, a declare or discharge body and a ``transactional-state`` on a transfer or
+disposition decode into these classes instead of bare described values.
+"""
+
+from __future__ import annotations
+
+from .performatives import _composite
+
+# 4.5.1 coordinator: the target of a link that declares and discharges transactions.
+Coordinator = _composite("Coordinator", 0x30, "amqp:coordinator:list", "capabilities")
+# 4.5.2 declare (the body of a message to the coordinator); global-id is for distributed transactions.
+Declare = _composite("Declare", 0x31, "amqp:declare:list", "global_id")
+# 4.5.3 discharge: fail=true rolls back, false (the default) commits.
+Discharge = _composite("Discharge", 0x32, "amqp:discharge:list", "txn_id fail", {"fail": False})
+# 4.5.4 declared: the coordinator's outcome for a declare, carrying the new transaction's id.
+Declared = _composite("Declared", 0x33, "amqp:declared:list", "txn_id")
+# 4.5.5 transactional-state: a transfer or disposition that is part of a transaction, with the
+# outcome that applies when it commits.
+TransactionalState = _composite(
+    "TransactionalState", 0x34, "amqp:transactional-state:list", "txn_id outcome"
+)
+
+# 4.5.7 txn-capability, offered by a coordinator that supports local transactions.
+LOCAL_TRANSACTIONS = "amqp:local-transactions"
+
+__all__ = ["LOCAL_TRANSACTIONS", "Coordinator", "Declare", "Declared", "Discharge", "TransactionalState"]
