@@ -43,8 +43,9 @@ integration: $(PY_STAMP) $(NODE_STAMP)
 demo: $(PY_STAMP) $(NODE_STAMP)
 	$(BIN)/python -m devhost.demo $(DEMO_ARGS)
 
+# `make emulator ARGS="--port 5673 --in-memory"`: any option of python -m sbemulator (README lists them).
 emulator: $(PY_STAMP)
-	$(BIN)/python -m sbemulator --config infra/servicebus.json
+	$(BIN)/python -m sbemulator --config infra/servicebus.json $(ARGS)
 
 bench: $(PY_STAMP)
 	$(BIN)/python -m bench.run_all

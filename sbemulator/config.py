@@ -19,10 +19,10 @@ Durations are seconds (``float``) in the dataclasses.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sbemulator.descriptions import (
     QUEUE,
@@ -66,8 +66,16 @@ DEFAULT_MAX_MESSAGE_SIZE_KB: int = by_atom(QUEUE)["MaxMessageSizeInKilobytes"].c
 MAX_LOCK_DURATION: float = by_atom(QUEUE)["LockDuration"].maximum
 
 
+_T = TypeVar("_T")
+
+
 class ConfigError(ValueError):
-    """The configuration file is invalid; the message says where and why."""
+    """The configuration file is invalid; the message says where and why (every problem found, one a
+    line, in ``problems``)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems if problems is not None else [message]
 
 
 @dataclass(frozen=True)
@@ -159,8 +167,27 @@ class NamespaceConfig:
 
 
 class _Parser:
+    """Validates a whole file: a problem in one property, rule, subscription or entity is recorded and the
+    parser goes on with the next, so a file with several mistakes reports all of them at once."""
+
     def __init__(self, source: str) -> None:
         self.source = source
+        self.problems: list[ConfigError] = []
+
+    def collect(self, parse: Callable[[], _T]) -> _T | None:
+        """``parse()``, or None after recording its problem."""
+        try:
+            return parse()
+        except ConfigError as exc:
+            self.problems.append(exc)
+            return None
+
+    def raise_problems(self) -> None:
+        if len(self.problems) == 1:
+            raise self.problems[0]
+        if self.problems:
+            lines = [str(p) for p in self.problems]
+            raise ConfigError(f"{len(lines)} problems:\n" + "\n".join(f"  {line}" for line in lines), lines)
 
     def fail(self, path: str, what: str) -> ConfigError:
         return ConfigError(f"{self.source}: {path}: {what}")
@@ -275,7 +302,9 @@ class _Parser:
         seen: dict[str, int] = {}
         for i, raw in enumerate(subs_raw):
             sp = f"{path}.Subscriptions[{i}]"
-            sub = self.subscription(raw, sp)
+            sub = self.collect(lambda raw=raw, sp=sp: self.subscription(raw, sp))
+            if sub is None:
+                continue
             key = sub.name.lower()
             if key in seen:
                 raise self.fail(
@@ -300,7 +329,9 @@ class _Parser:
         seen: dict[str, int] = {}
         for i, raw in enumerate(rules_raw):
             rp = f"{path}.Rules[{i}]"
-            rule = self.rule(raw, rp)
+            rule = self.collect(lambda raw=raw, rp=rp: self.rule(raw, rp))
+            if rule is None:
+                continue
             key = rule.name.lower()
             if key in seen:
                 raise self.fail(
@@ -406,11 +437,14 @@ class _Parser:
         out: dict[str, Any] = {}
         for key, value in props.items():
             if key not in handlers:
-                raise self.fail(
+                self.problems.append(self.fail(
                     f"{path}.{key}", f"unknown property {key!r} (allowed: {', '.join(sorted(handlers))})"
-                )
+                ))
+                continue
             attr, conv = handlers[key]
-            out[attr] = conv(value, f"{path}.{key}")
+            converted = self.collect(lambda conv=conv, key=key, value=value: conv(value, f"{path}.{key}"))
+            if converted is not None:
+                out[attr] = converted
         return out
 
     # namespace -----------------------------------------------------------------------------
@@ -433,7 +467,7 @@ class _Parser:
         name = self.name(ns, np_, child=False)
         names: dict[str, str] = {}
 
-        def claim(entity_name: str, where: str) -> None:
+        def claim(entity_name: str, where: str) -> bool:
             key = entity_name.lower()
             if key in names:
                 raise self.fail(
@@ -442,53 +476,55 @@ class _Parser:
                     "queue and topic names share one case-insensitive namespace)",
                 )
             names[key] = where
+            return True
 
         queues = []
-        for i, raw in enumerate(self.arr(ns.get("Queues", []), f"{np_}.Queues")):
+        for i, raw in enumerate(self.collect(lambda: self.arr(ns.get("Queues", []), f"{np_}.Queues")) or []):
             qp = f"{np_}.Queues[{i}]"
-            q = self.queue(raw, qp)
-            claim(q.name, qp)
-            queues.append(q)
+            q = self.collect(lambda raw=raw, qp=qp: self.queue(raw, qp))
+            if q is not None and self.collect(lambda q=q, qp=qp: claim(q.name, qp)):
+                queues.append(q)
         topics = []
-        for i, raw in enumerate(self.arr(ns.get("Topics", []), f"{np_}.Topics")):
+        for i, raw in enumerate(self.collect(lambda: self.arr(ns.get("Topics", []), f"{np_}.Topics")) or []):
             tp = f"{np_}.Topics[{i}]"
-            t = self.topic(raw, tp)
-            claim(t.name, tp)
-            topics.append(t)
+            t = self.collect(lambda raw=raw, tp=tp: self.topic(raw, tp))
+            if t is not None and self.collect(lambda t=t, tp=tp: claim(t.name, tp)):
+                topics.append(t)
         keys = []
-        for i, raw in enumerate(self.arr(ns.get("SasKeys", []), f"{np_}.SasKeys")):
-            kp = f"{np_}.SasKeys[{i}]"
-            k = self.obj(raw, kp)
-            self.check_keys(k, {"KeyName", "Key"}, kp)
-            for req in ("KeyName", "Key"):
-                if req not in k:
-                    raise self.fail(kp, f"missing required property {req!r}")
-            key_name = self.string(k["KeyName"], f"{kp}.KeyName")
-            key = self.string(k["Key"], f"{kp}.Key")
-            if not key_name or not key:
-                raise self.fail(kp, "KeyName and Key must not be empty")
-            keys.append(SasKeyConfig(key_name=key_name, key=key))
+        for i, raw in enumerate(self.collect(lambda: self.arr(ns.get("SasKeys", []), f"{np_}.SasKeys")) or []):
+            key_config = self.collect(lambda raw=raw, kp=f"{np_}.SasKeys[{i}]": self.sas_key(raw, kp))
+            if key_config is not None:
+                keys.append(key_config)
         # Forwarding targets must exist and must not point at the entity itself.
         for i, q in enumerate(queues):
-            self._check_forward(q.forward_to, q.name, names, f"{np_}.Queues[{i}].Properties.ForwardTo")
-            self._check_forward_source(q, f"{np_}.Queues[{i}].Properties.ForwardTo")
-            self._check_forward(
-                q.forward_dead_lettered_messages_to,
-                None,
-                names,
-                f"{np_}.Queues[{i}].Properties.ForwardDeadLetteredMessagesTo",
-            )
+            qp = f"{np_}.Queues[{i}].Properties"
+            self.collect(lambda q=q, qp=qp: self._check_forward(q.forward_to, q.name, names, f"{qp}.ForwardTo"))
+            self.collect(lambda q=q, qp=qp: self._check_forward_source(q, f"{qp}.ForwardTo"))
+            self.collect(lambda q=q, qp=qp: self._check_forward(
+                q.forward_dead_lettered_messages_to, None, names, f"{qp}.ForwardDeadLetteredMessagesTo"))
         for i, t in enumerate(topics):
             for j, s in enumerate(t.subscriptions):
                 sp = f"{np_}.Topics[{i}].Subscriptions[{j}].Properties"
-                self._check_forward(s.forward_to, None, names, f"{sp}.ForwardTo")
-                self._check_forward_source(s, f"{sp}.ForwardTo")
-                self._check_forward(
-                    s.forward_dead_lettered_messages_to, None, names, f"{sp}.ForwardDeadLetteredMessagesTo"
-                )
+                self.collect(lambda s=s, sp=sp: self._check_forward(s.forward_to, None, names, f"{sp}.ForwardTo"))
+                self.collect(lambda s=s, sp=sp: self._check_forward_source(s, f"{sp}.ForwardTo"))
+                self.collect(lambda s=s, sp=sp: self._check_forward(
+                    s.forward_dead_lettered_messages_to, None, names, f"{sp}.ForwardDeadLetteredMessagesTo"))
+        self.raise_problems()
         return NamespaceConfig(
             name=name, queues=tuple(queues), topics=tuple(topics), sas_keys=tuple(keys), logging=logging
         )
+
+    def sas_key(self, raw: Any, kp: str) -> SasKeyConfig:
+        k = self.obj(raw, kp)
+        self.check_keys(k, {"KeyName", "Key"}, kp)
+        for req in ("KeyName", "Key"):
+            if req not in k:
+                raise self.fail(kp, f"missing required property {req!r}")
+        key_name = self.string(k["KeyName"], f"{kp}.KeyName")
+        key = self.string(k["Key"], f"{kp}.Key")
+        if not key_name or not key:
+            raise self.fail(kp, "KeyName and Key must not be empty")
+        return SasKeyConfig(key_name=key_name, key=key)
 
     def _check_forward_source(self, entity: QueueConfig | SubscriptionConfig, path: str) -> None:
         problem = forward_source_problem(entity)

@@ -26,10 +26,12 @@ from typing import Any
 
 import pytest
 
+from .config import ConfigError, NamespaceConfig, load_config
 from .runtime.emulator import Emulator
 
 CONFIG_OPTION = "--sbemulator-config"
 CONFIG_INI = "sbemulator_config"
+_TOPOLOGY = pytest.StashKey[NamespaceConfig | None]()
 
 
 class ServiceBusEmulator:
@@ -116,13 +118,27 @@ def config_path(config: pytest.Config) -> Path | None:
     return (base / value).resolve()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Read the topology once, before any test runs: a missing or invalid file is one usage error for the
+    run (every mistake in the file listed), not a failed fixture and a traceback in every test."""
+    path = config_path(config)
+    if path is None:
+        config.stash[_TOPOLOGY] = None
+        return
+    source = "--sbemulator-config" if config.getoption("sbemulator_config") else f"{CONFIG_INI} (ini)"
+    if not path.is_file():
+        raise pytest.UsageError(f"sbemulator: the topology file {path} ({source}) does not exist")
+    try:
+        config.stash[_TOPOLOGY] = load_config(path)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"sbemulator: invalid topology ({source}): {exc}") from None
+
+
 @pytest.fixture(scope="session")
 def servicebus_emulator(pytestconfig: pytest.Config) -> Iterator[ServiceBusEmulator]:
     """An in-memory emulator for the whole test session (one per xdist worker)."""
-    path = config_path(pytestconfig)
-    if path is not None and not path.is_file():
-        raise pytest.UsageError(f"sbemulator: the topology file {path} does not exist")
-    with Emulator(config=path, in_memory=True) as emulator:
+    topology = pytestconfig.stash.get(_TOPOLOGY, None)
+    with Emulator(config=topology, in_memory=True) as emulator:
         yield ServiceBusEmulator(emulator)
 
 

@@ -8,10 +8,13 @@ token would hide authentication bugs until production.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from ..amqp.message import ParsedMessage
 from ..auth import AuthError, Grant, SasValidator
+
+log = logging.getLogger("sbemulator")
 
 
 @dataclass(slots=True)
@@ -35,5 +38,16 @@ def handle_put_token(request: ParsedMessage, validator: SasValidator, now: float
     try:
         grant = validator.validate(token, audience=audience, now=now)
     except AuthError as exc:
+        # One line at the default level: the SDK's exception does not always show the reason.
+        log.warning("put-token refused for key name %r, entity %r: %s", _key_name(token), audience, exc)
         return CbsOutcome(401, str(exc), None)
     return CbsOutcome(202, "Accepted", grant)
+
+
+def _key_name(token: str) -> str:
+    """The ``skn`` of a SAS token, for the log (the token itself never goes there)."""
+    for part in token.split("&"):
+        name, _, value = part.strip().partition("=")
+        if name.lower() == "skn":
+            return value[:64]
+    return "?"

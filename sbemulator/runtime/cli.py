@@ -38,7 +38,8 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """Every option of ``python -m sbemulator`` (the README's table lists them all; a test checks)."""
     parser = argparse.ArgumentParser(prog="sbemulator", description="A pure-Python Azure Service Bus emulator.")
     parser.add_argument("--config", required=True, help="topology file (official emulator Config.json schema)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -68,7 +69,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 "0 picks a free port); the management port serves it too (wss://)")
     websocket.add_argument("--no-websocket", action="store_true",
                            help="no WebSocket port of its own (the management port still serves wss://)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
     # A second emulator started with --port N must not collide with the first one on the other ports:
     # their fixed defaults go with the default AMQP port only, any other --port picks free ones (printed).
     args.admin_port_given = args.admin_port is not None
