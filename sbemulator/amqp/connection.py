@@ -971,7 +971,7 @@ class Connection:
             delivery.chunks.append(payload)
             delivery.size += len(payload)
             limit = link.max_message_size or self.max_message_size
-            if delivery.size > limit:
+            if delivery.size > limit + (limit >> 4):
                 self._refuse_oversized(link, delivery, limit)
                 if not transfer.more:
                     link.incoming = None
@@ -994,7 +994,12 @@ class Connection:
     def _refuse_oversized(self, link: Link, delivery: _IncomingDelivery, limit: int) -> None:
         """The delivery grew past the link's max-message-size: settle it as rejected now, in Service
         Bus's words (the SDKs raise MessageSizeExceededError), and drop the rest of it as it arrives
-        instead of buffering it (spec 2.6.12: a receiver may settle before the last frame)."""
+        instead of buffering it (spec 2.6.12: a receiver may settle before the last frame).
+
+        It is refused once it is a sixteenth above the limit, not at the limit: azure-servicebus fills a
+        ServiceBusMessageBatch up to the max-message-size by its own count, and the transfer it sends
+        is a few bytes larger (262,149 bytes for a full 262,144-byte batch), which Service Bus accepts.
+        Each message of a delivery below that is checked exactly by the broker."""
         delivery.refused = True
         delivery.chunks = []
         if delivery.settled:

@@ -80,8 +80,9 @@ def _queue_message_ids(emu: Emulator) -> list[str]:
 
 # ------------------------------------------------------------------ message size
 def test_a_message_above_the_entity_size_is_refused_while_it_streams(shared_emulator: Emulator) -> None:
-    """The link's max-message-size is the entity's (256 KB); the delivery is refused as soon as more than
-    that has arrived, although its last frame (more=false) was never sent."""
+    """The link's max-message-size is the entity's (256 KB); the delivery is refused as soon as clearly
+    more than that (a sixteenth more, see the next test) has arrived, although its last frame
+    (more=false) was never sent."""
     with RawClient(shared_emulator.port) as raw:
         raw.open("PLAIN", _plain(shared_emulator))
         _begin(raw)
@@ -105,6 +106,30 @@ def test_a_message_above_the_entity_size_is_refused_while_it_streams(shared_emul
         accepted = _frames_until(raw, Disposition)[-1]
         assert accepted.first == 1 and isinstance(accepted.state, Accepted)
     assert _queue_message_ids(shared_emulator) == ["small"]
+
+
+def test_a_batch_the_sdk_filled_to_its_limit_is_accepted(shared_emulator: Emulator) -> None:
+    """azure-servicebus fills a ServiceBusMessageBatch up to the link's max-message-size by its own count;
+    the transfer it then sends is a few bytes larger, and Service Bus takes it: so does the emulator."""
+    with ServiceBusClient.from_connection_string(shared_emulator.connection_string) as client:
+        with client.get_queue_sender(QUEUE) as sender:
+            batch = sender.create_message_batch()
+            count = 0
+            while True:
+                try:
+                    batch.add_message(ServiceBusMessage(b"f" * 200, message_id=f"full-{count}"))
+                except MessageSizeExceededError:
+                    break
+                count += 1
+            assert batch.size_in_bytes > STANDARD_MAX_MESSAGE_SIZE - 1024
+            sender.send_messages(batch)
+        with client.get_queue_receiver(QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                                       prefetch_count=500) as receiver:
+            received = 0
+            deadline = time.monotonic() + 30
+            while received < count and time.monotonic() < deadline:
+                received += len(receiver.receive_messages(max_message_count=500, max_wait_time=2))
+    assert received == count
 
 
 def test_the_sdk_gets_message_size_exceeded_when_the_emulator_refuses_a_large_message(
@@ -133,7 +158,7 @@ def test_a_put_token_request_larger_than_the_cbs_bound_is_refused_while_it_strea
         assert int(attach.max_message_size) == bound
         assert isinstance(frames[-1], Flow)
         raw.frame(Transfer(UInt(0), UInt(0), b"tok", UInt(0), False, True), payload=b"t" * (bound // 2))
-        raw.frame(Transfer(UInt(0), more=True), payload=b"t" * (bound // 2 + 1))
+        raw.frame(Transfer(UInt(0), more=True), payload=b"t" * (bound // 2 + bound // 8))
         refusal = _frames_until(raw, Disposition)[-1]
         assert str(refusal.state.error.condition) == "amqp:link:message-size-exceeded"
 

@@ -383,7 +383,9 @@ def test_the_link_max_message_size_announced_in_the_attach_is_the_one_enforced()
     peer.conn.accept_attach(link, max_message_size=50)
     peer.conn.grant_credit(link, 1)
     assert int(only(peer.frames(), Attach).body.max_message_size) == 50
-    peer.frame(Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x" * 51)
+    peer.frame(Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), payload=b"x" * 53)  # 50 + 50 // 16: not yet
+    assert peer.frames() == []
+    peer.frame(Transfer(UInt(0), more=True), payload=b"x")
     assert str(only(peer.frames(), Disposition).body.state.error.condition) == "amqp:link:message-size-exceeded"
 
 
