@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,20 +77,28 @@ def read_reports(reports: Path) -> SurefireResult:
     return result
 
 
+def _mvn(command: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, cwd=PROJECT, env={**os.environ, **env}, capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )
+
+
 def run_maven(env: dict[str, str], *, timeout: float, tests: str | None = None) -> tuple[SurefireResult, str]:
     """``mvn -B test`` in tests/interop/java with ``env`` added; Surefire's counts and Maven's output tail."""
     reports = PROJECT / "target" / "surefire-reports"
     if reports.exists():
         shutil.rmtree(reports)
     command = [MVN or "mvn", "-B", "-q", "test", "-Dsurefire.printSummary=true", "-DtrimStackTrace=true"]
-    if RESOLVED_MARKER.exists():
-        command.append("--offline")
     if tests:
         command.append(f"-Dtest={tests}")
-    proc = subprocess.run(
-        command, cwd=PROJECT, env={**os.environ, **env}, capture_output=True, text=True,
-        timeout=timeout, check=False,
-    )
+    started = time.monotonic()
+    offline = RESOLVED_MARKER.exists()
+    proc = _mvn([*command, "--offline"] if offline else command, env, timeout)
+    if offline and not reports.exists():
+        # Nothing ran offline: the local repository lost what an earlier run resolved. Resolve again.
+        RESOLVED_MARKER.unlink(missing_ok=True)
+        proc = _mvn(command, env, max(60.0, timeout - (time.monotonic() - started)))
     output = (proc.stdout + proc.stderr)[-6000:]
     result = read_reports(reports)
     if result.tests and not RESOLVED_MARKER.exists():
