@@ -15,7 +15,7 @@ from typing import Any
 
 from ..amqp.message import ParsedMessage, parse_message
 from ..amqp.types import Array, Int, Long, Timestamp
-from ..broker.errors import BrokerError, InvalidOperationError
+from ..broker.errors import BrokerError, InvalidOperationError, MessageSizeExceededError
 from ..broker.model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
@@ -105,15 +105,23 @@ class ManagementHandler:
                               stage: Callable[[_StagedDisposition], None],
                               refuse: Callable[[BrokerError], None]) -> MgmtReply:
         """A request that carries a transactional-state. Of the operations "Operations within a
-        transaction scope" lists, two reach ``$management``: renew-lock runs at once (a lock renewal
-        has nothing to undo) and update-disposition (settling a deferred message) is staged through
+        transaction scope" lists (with the session state the .NET SDK's transaction samples set), these
+        reach ``$management``: renew-lock and get-session-state run at once (nothing to undo), while
+        update-disposition (settling a deferred message) and set-session-state are staged through
         ``stage`` until the commit. Anything else is refused with ``amqp:not-allowed`` and dooms the
         transaction (``refuse``), so that its commit cannot apply the rest as if this had happened."""
         props = request.application_properties or {}
         operation = _text(props.get("operation")) or ""
-        if operation == "com.microsoft:renew-lock":
+        if operation in ("com.microsoft:renew-lock", "com.microsoft:get-session-state"):
             return self.handle(entity_path, request)
         try:
+            if operation == "com.microsoft:set-session-state":
+                body = request.body_value()
+                state = _field(body, "session-state", required=False)
+                if state is not None and not isinstance(state, bytes):
+                    state = str(state).encode()
+                stage(_StagedSessionState(self.broker, entity_path, _text(_field(body, "session-id")), state))
+                return MgmtReply(200, "OK", None)
             if operation != "com.microsoft:update-disposition":
                 error = InvalidOperationError(f"The operation '{operation}' cannot be part of a transaction.")
                 refuse(error)
@@ -283,3 +291,27 @@ class _StagedDisposition:
             dead_letter_description=self.description, properties_to_modify=self.properties,
             session_id=self.session_id,
         )
+
+
+class _StagedSessionState:
+    """A set-session-state waiting for its transaction's commit: the session must still be held then."""
+
+    def __init__(self, broker: Any, path: str, session_id: str | None, state: bytes | None) -> None:
+        if session_id is None:
+            raise BadRequest("set-session-state needs a 'session-id'")
+        self.broker = broker
+        self.path = path
+        self.session_id = session_id
+        self.state = state
+
+    def check(self) -> None:
+        self.broker.get_session_state(self.path, self.session_id)  # raises if the session lock is gone
+        limit = self.broker.resolve(self.path).max_message_size
+        if self.state is not None and len(self.state) > limit:
+            # "Message sessions", Message session state: it can hold data of the size of one message.
+            raise MessageSizeExceededError(
+                f"The session state ({len(self.state)} bytes) exceeds the limit ({limit} bytes) of one message."
+            )
+
+    def apply(self) -> None:
+        self.broker.set_session_state(self.path, self.session_id, self.state)

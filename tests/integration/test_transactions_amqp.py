@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbemulator import Emulator
-from sbemulator.amqp.message import encode_message
+from sbemulator.amqp.message import encode_message, parse_message
 from sbemulator.amqp.performatives import (
     ROLE_RECEIVER,
     ROLE_SENDER,
@@ -305,3 +306,61 @@ def test_the_coordinator_offers_local_transactions_and_grants_credit(emu: Emulat
     finally:
         client.close()
 
+
+
+def _management_request(client: TxClient, txn_id: bytes, operation: str, body: dict) -> dict:
+    """One $management request on the ``sessions`` queue whose transfer carries a transactional-state
+    (as the Java SDK's ManagementChannel sends them); returns the reply's application properties."""
+    raw = client.raw
+    raw.frame(Attach("mgmt-reply", UInt(11), ROLE_RECEIVER, None, None, Source("sessions/$management"),
+                     Target("client-mgmt")))
+    client.read_until(lambda b: isinstance(b, Attach) and b.name == "mgmt-reply")
+    raw.frame(Attach("mgmt-request", UInt(10), ROLE_SENDER, None, None, Source("client-mgmt"),
+                     Target("sessions/$management"), initial_delivery_count=UInt(0)))
+    client.read_until(lambda b: isinstance(b, Attach) and b.name == "mgmt-request")
+    raw.frame(Flow(UInt(0), UInt(1000), UInt(client.next_delivery[0]), UInt(1000), UInt(11), UInt(0), UInt(10)))
+    request = encode_message(properties=Properties(message_id="req-1", reply_to="client-mgmt"),
+                             application_properties={"operation": operation}, value=body)
+    delivery_id = client.next_delivery[0]
+    client.next_delivery[0] += 1
+    raw.frame(Transfer(UInt(10), UInt(delivery_id), b"req-1", UInt(0), True, state=TransactionalState(txn_id)),
+              payload=request)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        frame = raw.read_frame()
+        if isinstance(frame.body, Transfer) and frame.body.handle is not None:
+            return dict(parse_message(frame.payload).application_properties or {})
+    raise TimeoutError("no reply")
+
+
+def test_session_state_set_inside_a_transaction_applies_on_commit(emu: Emulator) -> None:
+    """Service Bus transactions take session state (the .NET SDK's "Setting session state within a
+    transaction" sample): a set-session-state carrying a transactional-state shows only on commit."""
+    with ServiceBusClient.from_connection_string(emu.connection_string) as sb:
+        with sb.get_queue_sender("sessions") as sender:
+            sender.send_messages(ServiceBusMessage("m", session_id="s-1"))
+        with sb.get_queue_receiver("sessions", session_id="s-1") as receiver:
+            receiver.session.set_state(b"before")
+            client = TxClient(emu)
+            try:
+                txn = client.declare()
+                props = _management_request(client, txn, "com.microsoft:set-session-state",
+                                            {"session-id": "s-1", "session-state": b"inside"})
+                assert props.get("statusCode") == 200, props
+                assert receiver.session.get_state() == b"before"
+                assert isinstance(client.discharge(txn), Accepted)
+                assert receiver.session.get_state() == b"inside"
+            finally:
+                client.close()
+
+
+def test_scheduling_inside_a_transaction_is_refused_and_dooms_it(emu: Emulator) -> None:
+    client = TxClient(emu)
+    try:
+        txn = client.declare()
+        props = _management_request(client, txn, "com.microsoft:cancel-scheduled-message",
+                                    {"sequence-numbers": [1]})
+        assert props.get("statusCode") == 400 and str(props.get("errorCondition")) == "amqp:not-allowed", props
+        assert _condition(client.discharge(txn)) == "amqp:transaction:rollback"
+    finally:
+        client.close()
