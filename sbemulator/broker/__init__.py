@@ -17,7 +17,7 @@ from .errors import (
     SessionLockLostError,
     SessionRequiredError,
 )
-from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, ReceiveMode
+from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, Outcome, ReceiveMode
 from .receiver import Receiver
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "MessageNotFoundError",
     "MessageSizeExceededError",
     "MessageState",
+    "Outcome",
     "ReceiveMode",
     "Receiver",
     "RuleError",

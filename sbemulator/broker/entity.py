@@ -29,10 +29,6 @@ DLQ_SUFFIX = DEAD_LETTER_QUEUE
 TRANSFER_DLQ_SUFFIX = TRANSFER_DEAD_LETTER_QUEUE
 NO_LIMIT = 1 << 62
 
-# Kinds of broker timers (lock expiry, TTL expiry, scheduled activation, session-lock expiry, and the
-# expiry of the locks one take made together).
-TIMER_LOCK, TIMER_TTL, TIMER_SCHEDULED, TIMER_SESSION, TIMER_LOCKS = range(5)
-
 
 @dataclass(frozen=True)
 class EntityRef:
@@ -76,6 +72,7 @@ class Entity:
     duplicate_window_ms: int = 20_000
     status: str = "Active"  # "Suspend and reactivate messaging entities" (config.STATUS_*)
     config: Any = None  # the QueueConfig / TopicConfig / SubscriptionConfig it was built from
+    live: bool = True  # False once the topology has dropped it (its timers no longer matter)
     # message state
     messages: dict[int, BrokerMessage] = field(default_factory=dict)
     available: list[int] = field(default_factory=list)

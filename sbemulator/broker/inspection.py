@@ -1,9 +1,11 @@
 """What the management plane needs from the broker beyond messaging: entity views with counts,
 purge, reset to the config file, and resubmitting dead-lettered messages.
 
-A mixin of :class:`~sbemulator.broker.core.Broker` (it uses the broker's container primitives,
-declared below, and imports nothing from ``core``). The admin package (Atom and ARM APIs, the web
-console) goes through these methods and the broker's messaging API, never through broker internals:
+A component of the broker (:class:`~sbemulator.broker.core.Broker` builds it and offers its methods):
+it reads the topology's entities and moves messages through the message flow (the ``Flow`` Protocol
+below). Imports ``entity``, ``errors``, ``model``, ``views``, ``wakeups`` and ``topology``; nothing
+from ``core`` or ``flow``. The admin package (Atom and ARM APIs, the web console) goes through the
+broker's API (``sbemulator.broker.api.BrokerAPI``), never through broker internals:
 
 =============================================  =====================================================
 ``entity_views(kind=None, topic=None)``         queues, topics, subscriptions (``topic``: its
@@ -41,29 +43,40 @@ admin plane after each request) to be durable.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
-from typing import Any
+from typing import Protocol
 
 from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
 from .model import BrokerMessage, MessageState
+from .topology import Topology
 from .views import EntityView, MessageCounts, Resubmission, SessionView
+from .wakeups import Wakeups
 
 _MAIN_KINDS = (QUEUE, TOPIC, SUBSCRIPTION)
 _DEAD_LETTER_PROPERTIES = ("DeadLetterReason", "DeadLetterErrorDescription")
 
 
-class InspectionMixin:
-    _entities: dict[str, Entity]
-    # provided by the broker
-    _op: Callable[[], AbstractContextManager[None]]
-    _now: Callable[[], int]
-    _entity: Callable[[str], Entity]
-    _remove: Callable[[Entity, BrokerMessage], None]
-    _accept: Callable[[Entity, BrokerMessage, int], int]
-    _deliver_to_subscription: Callable[[Entity, BrokerMessage, int], None]
-    _restore_file_topology: Callable[[], int]
-    _file_entities: dict[str, Any]
+class Flow(Protocol):
+    """What inspection needs from the message flow."""
+
+    def remove(self, ent: Entity, msg: BrokerMessage) -> None: ...
+
+    def accept(self, target: Entity, msg: BrokerMessage, now: int) -> int: ...
+
+    def deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None: ...
+
+
+class Inspection:
+    def __init__(self, topology: Topology, flow: Flow, clock: Callable[[], float], wakeups: Wakeups) -> None:
+        self._topology = topology
+        self._entities = topology.entities
+        self._entity = topology.entity
+        self._flow = flow
+        self.clock = clock
+        self._op = wakeups.operation
+
+    def _now(self) -> int:
+        return int(self.clock() * 1000)
 
     # --- views -------------------------------------------------------------------------------------
     def entity_views(self, kind: str | None = None, topic: str | None = None) -> list[EntityView]:
@@ -112,7 +125,7 @@ class InspectionMixin:
             subscription_count=len(ent.subscriptions),
             rules=tuple(rc for rc, _ in ent.rules),
             requires_session=ent.requires_session,
-            created_at_runtime=ent.key not in self._file_entities,
+            created_at_runtime=ent.key not in self._topology.file_entities,
         )
 
     def counts(self, path: str) -> dict[str, int]:
@@ -146,7 +159,7 @@ class InspectionMixin:
         ``sub_queues=False`` only the entity's own messages (active, deferred, scheduled: not its
         dead-letter queues, nor a topic's subscriptions). Locks held on them are lost. Returns how
         many messages were removed."""
-        with self._op():
+        with self._op:
             ent = self._entity(path)
             if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER) or not sub_queues:
                 containers = [ent]
@@ -157,7 +170,7 @@ class InspectionMixin:
             removed = 0
             for c in containers:
                 for msg in list(c.messages.values()):
-                    self._remove(c, msg)
+                    self._flow.remove(c, msg)
                     removed += 1
                 c.available.clear()
                 for s in c.sessions.values():
@@ -167,8 +180,8 @@ class InspectionMixin:
     def reset(self) -> dict[str, int]:
         """Back to exactly the config file: runtime entities deleted, file entities recreated or
         reconfigured as declared, every message gone. Returns ``{"deleted": n, "purged": m}``."""
-        with self._op():
-            deleted = self._restore_file_topology()
+        with self._op:
+            deleted = self._topology.restore_file_topology()
             purged = sum(self.purge(e.path) for e in list(self._entities.values()) if e.kind in (QUEUE, TOPIC))
             return {"deleted": deleted, "purged": purged}
 
@@ -184,7 +197,7 @@ class InspectionMixin:
         locked are left where they are (``skipped_locked``): moving them would break its settlement.
         ``sequence_numbers`` of the result are the new ones (in the target; for a forwarding entity, in
         the entity itself)."""
-        with self._op():
+        with self._op:
             ent = self._entity(path)
             if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER):
                 source, owner = ent, ent.parent
@@ -208,13 +221,13 @@ class InspectionMixin:
             now = self._now()
             out = []
             for msg in (m for m in chosen if not m.locked):
-                self._remove(source, msg)
+                self._flow.remove(source, msg)
                 fresh = _as_new(msg)
                 if owner.kind == SUBSCRIPTION:
-                    self._deliver_to_subscription(owner, fresh, now)
+                    self._flow.deliver_to_subscription(owner, fresh, now)
                     out.append(fresh.sequence_number)
                 else:
-                    out.append(self._accept(owner, fresh, now))
+                    out.append(self._flow.accept(owner, fresh, now))
             return Resubmission(tuple(out), skipped)
 
 

@@ -33,6 +33,19 @@ class ReceiveMode(enum.Enum):
     RECEIVE_AND_DELETE = "receive_and_delete"
 
 
+class Outcome(enum.StrEnum):
+    """How a peek-locked message is settled. The values are the disposition statuses of the
+    ``$management`` update-disposition operation (``defered`` and ``suspended`` as Service Bus spells
+    them), so a status read off the wire converts with ``Outcome(status)``; ``released`` is the AMQP
+    outcome of a message the client did not process (its delivery is not counted)."""
+
+    COMPLETED = "completed"
+    ABANDONED = "abandoned"
+    RELEASED = "released"
+    DEFERRED = "defered"
+    DEAD_LETTERED = "suspended"
+
+
 class MessageState(enum.IntEnum):
     """Values are the ``x-opt-message-state`` annotation values."""
 

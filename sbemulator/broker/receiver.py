@@ -4,30 +4,37 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .errors import BrokerError, SessionLockLostError
-from .model import Delivery, ReceiveMode
+from .model import Delivery, Outcome, ReceiveMode
 
 if TYPE_CHECKING:
     from .entity import Entity, Session
 
 
-class ReceiverHost(Protocol):
-    """What a receiver needs from the broker that created it. The broker implements it; this module
-    does not depend on the broker's module (dependencies inside the package point one way)."""
+class ReceiverOps:
+    """What a receiver calls in the broker, wired once by the broker from its components: ``take``,
+    ``close`` and the session acquisition (the message flow and its sessions), ``settle``,
+    ``complete`` and ``check_lock`` (the settlement). This module depends on no component's module."""
 
-    def _take(self, r: Receiver, max_count: int) -> list[Delivery]: ...
+    __slots__ = ("acquire_session", "check_lock", "close", "complete", "settle", "take")
 
-    def _settle(self, ent: Entity, token: uuid.UUID | bytes, status: str, **options: Any) -> None: ...
-
-    def _complete(self, ent: Entity, token: uuid.UUID | bytes, receiver: Receiver) -> None: ...
-
-    def _check_lock(self, ent: Entity, token: uuid.UUID | bytes, receiver: Receiver) -> None: ...
-
-    def _close_receiver(self, r: Receiver) -> None: ...
-
-    def _try_acquire_session(self, r: Receiver) -> str | None: ...
+    def __init__(
+        self,
+        take: Callable[[Receiver, int], list[Delivery]],
+        settle: Callable[..., None],
+        complete: Callable[[Entity, uuid.UUID | bytes, Receiver], None],
+        check_lock: Callable[[Entity, uuid.UUID | bytes, Receiver], None],
+        close: Callable[[Receiver], None],
+        acquire_session: Callable[[Receiver], str | None],
+    ) -> None:
+        self.take = take
+        self.settle = settle
+        self.complete = complete
+        self.check_lock = check_lock
+        self.close = close
+        self.acquire_session = acquire_session
 
 
 class Receiver:
@@ -41,14 +48,14 @@ class Receiver:
 
     def __init__(
         self,
-        broker: ReceiverHost,
+        ops: ReceiverOps,
         entity: Entity,
         mode: ReceiveMode,
         on_available: Callable[[], None],
         session_id: str | None,
         next_available_session: bool,
     ) -> None:
-        self._broker = broker
+        self._ops = ops
         self.entity = entity
         self.mode = mode
         self.on_available = on_available
@@ -79,7 +86,7 @@ class Receiver:
     # --- receiving ---------------------------------------------------------------------------
     def try_acquire_session(self) -> str | None:
         """Next-available receivers: lock the session with the oldest available message, if any."""
-        return self._broker._try_acquire_session(self)
+        return self._ops.acquire_session(self)
 
     def take(self, max_count: int) -> list[Delivery]:
         """Up to ``max_count`` messages in FIFO order; peek-lock locks them and counts the delivery."""
@@ -89,25 +96,25 @@ class Receiver:
             raise self.ended_by
         if self.closed or max_count <= 0:
             return []
-        return self._broker._take(self, max_count)
+        return self._ops.take(self, max_count)
 
     # --- settlement -----------------------------------------------------------------------------
     def check_lock(self, lock_token: uuid.UUID | bytes) -> None:
         """Raise MessageLockLostError (or SessionLockLostError) if settling ``lock_token`` now would,
         without settling: a transaction checks its staged settlements before applying any."""
-        self._broker._check_lock(self.entity, lock_token, self)
+        self._ops.check_lock(self.entity, lock_token, self)
 
     def complete(self, lock_token: uuid.UUID | bytes) -> None:
-        self._broker._complete(self.entity, lock_token, self)
+        self._ops.complete(self.entity, lock_token, self)
 
     def abandon(self, lock_token: uuid.UUID | bytes, properties_to_modify: dict[str, Any] | None = None) -> None:
-        self._broker._settle(
-            self.entity, lock_token, "abandoned", receiver=self, properties_to_modify=properties_to_modify
+        self._ops.settle(
+            self.entity, lock_token, Outcome.ABANDONED, receiver=self, properties_to_modify=properties_to_modify
         )
 
     def defer(self, lock_token: uuid.UUID | bytes, properties_to_modify: dict[str, Any] | None = None) -> None:
-        self._broker._settle(
-            self.entity, lock_token, "defered", receiver=self, properties_to_modify=properties_to_modify
+        self._ops.settle(
+            self.entity, lock_token, Outcome.DEFERRED, receiver=self, properties_to_modify=properties_to_modify
         )
 
     def dead_letter(
@@ -117,10 +124,10 @@ class Receiver:
         description: str | None = None,
         properties_to_modify: dict[str, Any] | None = None,
     ) -> None:
-        self._broker._settle(
+        self._ops.settle(
             self.entity,
             lock_token,
-            "suspended",
+            Outcome.DEAD_LETTERED,
             receiver=self,
             reason=reason,
             description=description,
@@ -129,12 +136,12 @@ class Receiver:
 
     def release(self, lock_token: uuid.UUID | bytes) -> None:
         """The client gave the message back unprocessed: available again, delivery not counted."""
-        self._broker._settle(self.entity, lock_token, "released", receiver=self)
+        self._ops.settle(self.entity, lock_token, Outcome.RELEASED, receiver=self)
 
     def close(self) -> None:
         """Detach: unsettled messages return to the entity (counted, like an abandon), session unlocked."""
         if not self.closed:
-            self._broker._close_receiver(self)
+            self._ops.close(self)
 
     def __repr__(self) -> str:
         return f"<Receiver {self.path} session={self.session_id!r} mode={self.mode.name}>"

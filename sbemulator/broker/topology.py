@@ -1,9 +1,11 @@
 """Entities of the namespace: built from the config file, created, changed and deleted at run time,
 and what survives a restart.
 
-A mixin of :class:`~sbemulator.broker.core.Broker`: it shares the broker's state (``_entities``,
-``store``) and needs two of its operations (``_op`` and ``_end_receivers``, declared below); it
-imports nothing from ``core``.
+A component of the broker (:class:`~sbemulator.broker.core.Broker` builds it): it owns the entities
+(``entities``, by lower-case path; the other components read them through it) and the file's
+declarations, stores descriptions through ``store``, and ends the receivers of an entity it deletes or
+suspends through ``end_receivers`` (the message flow's). Imports ``entity``, ``errors``, ``rules``,
+``wakeups``, ``sbemulator.config`` and ``store.base`` (the type); nothing from ``core`` or ``flow``.
 
 What survives a restart (durable mode), and who wins when the config file and the store disagree:
 
@@ -35,8 +37,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sbemulator.config import (
     STATUS_DISABLED,
@@ -62,6 +63,7 @@ from .entity import (
     EntityRef,
 )
 from .errors import (
+    BrokerError,
     EntityAlreadyExistsError,
     EntityDisabledError,
     EntityNotFoundError,
@@ -69,6 +71,10 @@ from .errors import (
     RuleError,
 )
 from .rules import FilterError, compile_rule
+from .wakeups import Wakeups
+
+if TYPE_CHECKING:
+    from sbemulator.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -78,31 +84,46 @@ _FILE_KEY = "__file__"  # in a stored description: fingerprint of the file's des
 _WITH_TOPIC = "__with_topic__"  # a deletion marker of a file subscription deleted with its topic
 
 
-class TopologyMixin:
-    config: NamespaceConfig
-    store: Any
-    _entities: dict[str, Entity]
-    # provided by the broker
-    _op: Callable[[], AbstractContextManager[None]]
-    _entity: Callable[[str], Entity]
-    _end_receivers: Callable[[Entity, Any], None]
-
-    def _init_topology(self) -> None:
+class Topology:
+    def __init__(
+        self,
+        config: NamespaceConfig,
+        store: Store,
+        wakeups: Wakeups,
+        end_receivers: Callable[[Entity, BrokerError], None],
+    ) -> None:
         """Build the config file's entities, then apply what the store remembers (see module doc)."""
-        self._file_entities: dict[str, Any] = {}
+        self.config = config
+        self.store = store
+        self._op = wakeups.operation
+        self._end_receivers = end_receivers
+        self.entities: dict[str, Entity] = {}  # every addressable container, by lower-case path
+        self.file_entities: dict[str, Any] = {}
         for q in self.config.queues:
-            self._file_entities[q.name.lower()] = q
+            self.file_entities[q.name.lower()] = q
             self._add_queue(q)
         for t in self.config.topics:
             ent = self._add_topic(t)
-            self._file_entities[ent.key] = ent.config
+            self.file_entities[ent.key] = ent.config
             for s in t.subscriptions:
-                self._file_entities[f"{ent.key}/subscriptions/{s.name.lower()}"] = s
+                self.file_entities[f"{ent.key}/subscriptions/{s.name.lower()}"] = s
         self._apply_stored_entities()
+
+    # --- lookup -------------------------------------------------------------------------------------
+    def entity(self, path: str) -> Entity:
+        """Case-insensitive; accepts "q", "t", "t/Subscriptions/s", "<x>/$DeadLetterQueue",
+        "<x>/$Transfer/$DeadLetterQueue" (a leading "/" or "amqps://host/" prefix is stripped)."""
+        ent = self.entities.get(normalize(path))
+        if ent is None:
+            raise EntityNotFoundError(f"The messaging entity '{path}' could not be found.")
+        return ent
 
     # --- building ---------------------------------------------------------------------------------
     def _register(self, ent: Entity) -> Entity:
-        self._entities[ent.key] = ent
+        old = self.entities.get(ent.key)
+        if old is not None and old is not ent:
+            old.live = False
+        self.entities[ent.key] = ent
         return ent
 
     def _add_sub_queues(self, ent: Entity) -> None:
@@ -167,14 +188,14 @@ class TopologyMixin:
 
     # --- runtime entity management (persisted) ---------------------------------------------------
     def create_queue(self, q: QueueConfig) -> EntityRef:
-        with self._op():
+        with self._op:
             self._check_new_name(q.name)
             ent = self._add_queue(q)
             self._persist(ent)
             return ent.ref()
 
     def create_topic(self, t: TopicConfig) -> EntityRef:
-        with self._op():
+        with self._op:
             self._check_new_name(t.name)
             ent = self._add_topic(dataclasses.replace(t, subscriptions=()))
             self._persist(ent)
@@ -183,8 +204,8 @@ class TopologyMixin:
             return ent.ref()
 
     def create_subscription(self, topic_name: str, s: SubscriptionConfig) -> EntityRef:
-        with self._op():
-            topic = self._entities.get(topic_name.lower())
+        with self._op:
+            topic = self.entities.get(topic_name.lower())
             if topic is None or topic.kind != TOPIC:
                 raise EntityNotFoundError(f"The messaging entity '{topic_name}' could not be found.")
             problem = entity_name_problem(s.name, child=True)
@@ -204,7 +225,7 @@ class TopologyMixin:
         ``config`` are ignored (change those with the subscription and rule operations). Persisted.
         ``RequiresSession`` and ``RequiresDuplicateDetection`` cannot change (InvalidOperationError), as on
         Service Bus."""
-        with self._op():
+        with self._op:
             ent = self._entity_of_kind(path, (QUEUE, TOPIC, SUBSCRIPTION))
             expected = {QUEUE: QueueConfig, TOPIC: TopicConfig, SUBSCRIPTION: SubscriptionConfig}[ent.kind]
             if not isinstance(config, expected):
@@ -239,14 +260,14 @@ class TopologyMixin:
             _configure(sub, sub.config)
 
     def delete_entity(self, path: str) -> None:
-        with self._op():
+        with self._op:
             ent = self._entity_of_kind(path, (QUEUE, TOPIC, SUBSCRIPTION))
             self._drop(ent)
             self.store.delete_entity(ent.key)
             # A deleted file entity (and a deleted file topic's file subscriptions) is remembered as deleted,
             # so that a topic re-created through the API does not get the file's subscriptions back.
             prefix = ent.key + "/"
-            for key in self._file_entities:
+            for key in self.file_entities:
                 if key == ent.key or key.startswith(prefix):
                     marker = {_FILE_KEY: self._file_fingerprint(key), _WITH_TOPIC: key != ent.key}
                     self.store.save_entity(key, DELETED, json.dumps(marker))
@@ -260,8 +281,8 @@ class TopologyMixin:
                 if c is not None and c.receivers:
                     self._end_receivers(c, EntityNotFoundError(f"The messaging entity '{c.path}' was deleted."))
         prefix = ent.key + "/"
-        for key in [k for k in self._entities if k == ent.key or k.startswith(prefix)]:
-            del self._entities[key]
+        for key in [k for k in self.entities if k == ent.key or k.startswith(prefix)]:
+            self.entities.pop(key).live = False  # its timers no longer matter
         if ent.kind == SUBSCRIPTION and ent.parent is not None:
             ent.parent.subscriptions.pop(ent.key.rsplit("/", 1)[1], None)
 
@@ -269,11 +290,11 @@ class TopologyMixin:
         problem = entity_name_problem(name, child=child)
         if problem is not None:
             raise InvalidOperationError(f"The entity name '{name}' is invalid. {problem}")
-        if name.lower() in self._entities:
+        if name.lower() in self.entities:
             raise EntityAlreadyExistsError(f"The messaging entity '{name}' already exists.")
 
     def _entity_of_kind(self, path: str, kinds: tuple[str, ...]) -> Entity:
-        ent = self._entity(path)
+        ent = self.entity(path)
         if ent.kind not in kinds:
             raise InvalidOperationError(f"'{ent.path}' cannot be changed or deleted.")
         return ent
@@ -283,7 +304,7 @@ class TopologyMixin:
         subscription, a dead-letter queue): what a token signed with an entity rule's key is checked
         against. Empty for an unknown path or an entity without rules."""
         try:
-            ent = self._entity(entity_path)
+            ent = self.entity(entity_path)
         except EntityNotFoundError:
             return []
         while ent.parent is not None:
@@ -292,11 +313,11 @@ class TopologyMixin:
 
     def is_runtime_entity(self, path: str) -> bool:
         """True for an entity the config file does not declare (created at run time)."""
-        return self._entity(path).key not in self._file_entities
+        return self.entity(path).key not in self.file_entities
 
     # --- persistence --------------------------------------------------------------------------------
     def _file_fingerprint(self, key: str) -> str | None:
-        file_config = self._file_entities.get(key)
+        file_config = self.file_entities.get(key)
         if file_config is None:
             return None
         data = dataclasses.asdict(file_config)
@@ -324,7 +345,7 @@ class TopologyMixin:
         for key, kind, data in records:
             desc = json.loads(data, object_hook=_typed_from_json)
             stored_against = desc.pop(_FILE_KEY, None)
-            in_file = key in self._file_entities
+            in_file = key in self.file_entities
             if desc.pop(_WITH_TOPIC, False) and key.split("/subscriptions/", 1)[0] in dropped:
                 # deleted only because its topic was; the file brought the topic back, so it comes back too
                 self.store.forget_entity(key)
@@ -336,14 +357,14 @@ class TopologyMixin:
             if not in_file and stored_against is not None:
                 self._forget_stored(key, "the config file no longer declares it")
                 continue
-            existing = self._entities.get(key)
+            existing = self.entities.get(key)
             if kind == DELETED:
                 if existing is not None:
                     self._drop(existing)
                 continue
             config = _config_from(kind, desc)
             if kind == SUBSCRIPTION:
-                topic = self._entities.get(str(desc.get("topic", "")).lower())
+                topic = self.entities.get(str(desc.get("topic", "")).lower())
                 if topic is None or topic.kind != TOPIC:
                     self._forget_stored(key, "its topic no longer exists")
                     continue
@@ -359,27 +380,27 @@ class TopologyMixin:
             else:
                 self._add_topic(config)
 
-    def _restore_file_topology(self) -> int:
+    def restore_file_topology(self) -> int:
         """Back to exactly what the config file declares (test support ``reset``): runtime entities
         deleted, file entities recreated or reconfigured, stored changes dropped. Returns how many
         runtime entities (queues, topics, subscriptions) were deleted."""
         deleted = 0
-        for key in sorted(self._entities, key=lambda k: -k.count("/")):
-            ent = self._entities.get(key)
-            if ent is not None and ent.kind in (QUEUE, TOPIC, SUBSCRIPTION) and key not in self._file_entities:
+        for key in sorted(self.entities, key=lambda k: -k.count("/")):
+            ent = self.entities.get(key)
+            if ent is not None and ent.kind in (QUEUE, TOPIC, SUBSCRIPTION) and key not in self.file_entities:
                 self._drop(ent)
                 self.store.delete_entity(key)
                 deleted += 1
-        for key in list(self._file_entities):
+        for key in list(self.file_entities):
             self.store.forget_entity(key)
         for q in self.config.queues:
-            ent = self._entities.get(q.name.lower())
+            ent = self.entities.get(q.name.lower())
             if ent is None:
                 self._add_queue(q)
             else:
                 self._reconfigure(ent, q)
         for t in self.config.topics:
-            topic = self._entities.get(t.name.lower())
+            topic = self.entities.get(t.name.lower())
             if topic is None:
                 self._add_topic(t)
                 continue
@@ -415,7 +436,7 @@ class TopologyMixin:
                 correlation=correlation,
                 action_expression=action_expression,
             )
-        with self._op():
+        with self._op:
             sub = self._subscription(path)
             if any(rc.name.lower() == rule.name.lower() for rc, _ in sub.rules):
                 raise EntityAlreadyExistsError(f"The rule '{rule.name}' already exists.")
@@ -425,7 +446,7 @@ class TopologyMixin:
     def set_rule(self, path: str, rule: RuleConfig) -> bool:
         """Add a rule, or replace the rule of that name (case-insensitive) in place; True if it was added.
         RuleError when it does not compile (nothing changes then)."""
-        with self._op():
+        with self._op:
             sub = self._subscription(path)
             compiled = self._compile(sub, rule)
             for i, (rc, _) in enumerate(sub.rules):
@@ -438,7 +459,7 @@ class TopologyMixin:
             return True
 
     def remove_rule(self, path: str, name: str) -> None:
-        with self._op():
+        with self._op:
             sub = self._subscription(path)
             keep = [(rc, r) for rc, r in sub.rules if rc.name.lower() != name.lower()]
             if len(keep) == len(sub.rules):
@@ -452,7 +473,7 @@ class TopologyMixin:
         return [rc for rc, _ in self._subscription(path).rules]
 
     def _subscription(self, path: str) -> Entity:
-        sub = self._entity(path)
+        sub = self.entity(path)
         if sub.kind != SUBSCRIPTION:
             raise InvalidOperationError("Rules exist only on subscriptions.")
         return sub
@@ -460,6 +481,15 @@ class TopologyMixin:
     def _save_rules(self, sub: Entity) -> None:
         sub.config = dataclasses.replace(sub.config, rules=tuple(rc for rc, _ in sub.rules))
         self._persist(sub)
+
+
+def normalize(path: str) -> str:
+    """An entity's key: lower-case, without a scheme and host, empty segments dropped."""
+    p = path.strip()
+    if "://" in p:
+        p = p.split("://", 1)[1]
+        p = p.split("/", 1)[1] if "/" in p else ""
+    return "/".join(part for part in p.split("/") if part).lower()
 
 
 def _configure(ent: Entity, config: Any) -> None:

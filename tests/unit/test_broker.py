@@ -17,7 +17,7 @@ from sbemulator.broker import (
     ReceiveMode,
     SessionRequiredError,
 )
-from sbemulator.broker.testing import bodies, make_broker, msg, receiver
+from tests.fixtures.broker import bodies, make_broker, msg, receiver
 
 Q = {"Name": "q", "Properties": {"LockDuration": "PT30S", "MaxDeliveryCount": 3}}
 

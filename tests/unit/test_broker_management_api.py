@@ -7,10 +7,10 @@ import pytest
 
 from sbemulator.broker import ReceiveMode
 from sbemulator.broker.errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
-from sbemulator.broker.testing import FakeClock, make_broker, msg, receiver
 from sbemulator.broker.views import SessionView
 from sbemulator.config import QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 from sbemulator.store import SqliteStore
+from tests.fixtures.broker import FakeClock, make_broker, msg, receiver
 
 QUEUES = [{"Name": "orders", "Properties": {"LockDuration": "PT30S", "MaxDeliveryCount": 1}}]
 SESSIONS = {"Name": "sq", "Properties": {"RequiresSession": True, "LockDuration": "PT30S"}}

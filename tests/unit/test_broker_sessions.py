@@ -11,7 +11,7 @@ from sbemulator.broker import (
     SessionCannotBeLockedError,
     SessionLockLostError,
 )
-from sbemulator.broker.testing import bodies, make_broker, msg, receiver
+from tests.fixtures.broker import bodies, make_broker, msg, receiver
 
 SQ = {"Name": "sq", "Properties": {"RequiresSession": True, "LockDuration": "PT30S", "MaxDeliveryCount": 5}}
 

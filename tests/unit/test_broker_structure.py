@@ -38,7 +38,7 @@ def _broker_imports(path: Path) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
-    modules = {p.stem: p for p in BROKER.glob("*.py") if p.stem not in ("__init__", "testing")}
+    modules = {p.stem: p for p in BROKER.glob("*.py") if p.stem != "__init__"}
     return {name: _broker_imports(path) & set(modules) - {name} for name, path in modules.items()}
 
 
@@ -71,7 +71,8 @@ def test_the_graph_reader_sees_a_cycle_when_there_is_one() -> None:
 
 def test_broker_modules_depend_in_one_direction() -> None:
     graph = _graph()
-    assert {"core", "entity", "receiver", "sessions", "topology", "inspection"} <= set(graph)
+    components = {"topology", "flow", "sessions", "settlement", "inspection", "timers", "wakeups"}
+    assert {"core", "entity", "receiver", *components} <= set(graph)
     assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph) or [])}"
     # the layering the core docstring describes
     for leaf in ("model", "errors", "views"):
@@ -80,6 +81,32 @@ def test_broker_modules_depend_in_one_direction() -> None:
         if module != "core":
             assert "core" not in deps, f"{module} imports core"
     assert "receiver" not in graph["entity"]
+    # components know each other by Protocol or by constructor argument; only the facade knows them all
+    for module in components:
+        assert "flow" not in graph[module] or module == "flow", f"{module} imports flow"
+    assert graph["timers"] <= {"entity", "model"}
+    assert graph["wakeups"] <= {"entity", "receiver"}
+
+
+def test_the_broker_is_components_without_mixins_or_borrowed_privates() -> None:
+    """No class inherits from a mixin (the broker facade has no base class), and no broker module reads
+    or writes a private attribute of another object (``x._y`` with ``x`` other than ``self``)."""
+    offenders = []
+    for path in sorted(BROKER.glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b) for b in node.bases]
+                if any(b.endswith("Mixin") for b in bases) or (node.name == "Broker" and bases):
+                    offenders.append(f"{path.name}:{node.lineno} class {node.name}({', '.join(bases)})")
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                offenders.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert offenders == []
 
 
 def test_admin_plane_reads_no_broker_internals() -> None:

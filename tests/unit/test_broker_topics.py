@@ -4,7 +4,7 @@ subscription TTL/DLQ/forwarding."""
 from __future__ import annotations
 
 from sbemulator.broker import ReceiveMode
-from sbemulator.broker.testing import bodies, make_broker, msg, receiver
+from tests.fixtures.broker import bodies, make_broker, msg, receiver
 
 
 def sql(name: str, expr: str, action: str | None = None) -> dict:

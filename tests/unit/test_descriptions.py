@@ -7,12 +7,12 @@ import copy
 import json
 
 import pytest
+from sbemulator.broker.testing import make_broker
 
 from sbemulator.admin import arm, atom
 from sbemulator.admin.backend import Namespace
 from sbemulator.admin.errors import BadRequest
 from sbemulator.broker.errors import InvalidOperationError
-from sbemulator.broker.testing import make_broker
 from sbemulator.config import ConfigError, QueueConfig, parse_config
 from sbemulator.descriptions import (
     KINDS,

@@ -11,9 +11,9 @@ import textwrap
 from pathlib import Path
 
 from sbemulator.broker import ReceiveMode
-from sbemulator.broker.testing import FakeClock, bodies, make_broker, msg, receiver
 from sbemulator.store import SqliteStore
 from sbemulator.store.journal import DeliveryJournal
+from tests.fixtures.broker import FakeClock, bodies, make_broker, msg, receiver
 
 REPO = Path(__file__).resolve().parents[2]
 QUEUES = [{"Name": "q", "Properties": {}}]
@@ -37,7 +37,7 @@ def test_completions_confirmed_before_a_kill_stay_completed(tmp_path):
     # the emulator confirms), and dies without closing anything.
     script = textwrap.dedent(f"""
         import os
-        from sbemulator.broker.testing import make_broker, msg, receiver
+        from tests.fixtures.broker import make_broker, msg, receiver
         from sbemulator.store import SqliteStore
         b, _ = make_broker({QUEUES!r}, [], store=SqliteStore({str(db)!r}))
         b.send("q", [msg(body=str(i).encode()) for i in range(5)])

@@ -1,0 +1,757 @@
+"""Where messages go: sending and scheduling, topic fan-out, auto-forwarding, dead-lettering, expiry,
+receivers taking messages under lock and giving them back.
+
+A component of the broker (:class:`~sbemulator.broker.core.Broker` builds and wires it). It reads the
+entities the topology owns (``entities``, ``lookup``), writes through the ``store``, sets its timers on
+``timers`` (it is their :class:`~sbemulator.broker.timers.LockHost`), tells receivers through
+``wakeups`` and owns the session locks (``sessions``, whose
+:class:`~sbemulator.broker.sessions.LockReturner` it is). Settling is ``settlement``'s; it calls
+:meth:`remove`, :meth:`unlock`, :meth:`lock_ended`, :meth:`dead_letter` and :meth:`renew` here.
+
+Delivery counts follow Service Bus: ``BrokerMessage.delivery_count`` counts deliveries made and is
+incremented when a receiver takes the message (peek-lock or receive-and-delete, also
+receive-by-sequence-number). The AMQP header carries the PREVIOUS deliveries
+(``Delivery.header_delivery_count`` = ``delivery_count - 1``), which is what Service Bus sends: the
+Python SDK shows 0 on a first receive, .NET adds one. A message whose lock ends by abandon, lock
+expiry, session-lock loss or (plain) receiver close while ``delivery_count >= MaxDeliveryCount`` moves
+to the dead-letter queue with reason ``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message
+can be received three times. ``release`` (the client's ``released`` outcome) and closing a session
+receiver ("Message sessions", impact of delivery count) un-count the delivery.
+
+Sequence numbers are per queue and per subscription (each subscription numbers the copies it
+receives from 1, as Service Bus documents); a topic numbers only the scheduled messages it holds
+until they fan out (the numbers ``schedule`` returns for cancelling). A scheduled message gets a new
+number when it becomes active ("Message sequencing and timestamps"). Dead-lettered messages keep
+their number, auto-forwarded ones get a new one in the target with ``enqueue_sequence_number`` =
+the original.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from sbemulator.config import STATUS_DISABLED, STATUS_RECEIVE_DISABLED, STATUS_SEND_DISABLED
+
+from .entity import DEAD_LETTER, QUEUE, TOPIC, TRANSFER_DEAD_LETTER, Entity
+from .errors import (
+    ArgumentError,
+    ArgumentOutOfRangeError,
+    BrokerError,
+    EntityDisabledError,
+    InvalidOperationError,
+    MessageNotFoundError,
+    MessageSizeExceededError,
+    SessionCannotBeLockedError,
+    SessionLockLostError,
+    SessionRequiredError,
+)
+from .model import (
+    MAX_HEADER_SIZE,
+    MAX_ID_LENGTH,
+    MAX_PROPERTY_SIZE,
+    BrokerMessage,
+    Delivery,
+    IncomingMessage,
+    LockKey,
+    MessageState,
+    ReceiveMode,
+)
+from .receiver import Receiver, ReceiverOps
+from .rules import FilterEvaluationError
+from .sessions import Sessions
+from .timers import LockExpiry, MessageExpiry, ScheduledActivation, TakeExpiry, Timers
+from .wakeups import Wakeups
+
+if TYPE_CHECKING:
+    from sbemulator.store.base import Store
+
+MAX_FORWARD_HOPS = 4
+REASON_MAX_DELIVERY = "MaxDeliveryCountExceeded"
+REASON_TTL = "TTLExpiredException"
+# The system's dead-letter reasons and descriptions, as "Dead-letter queues" lists them.
+REASON_SESSION_ID_NULL = "Session ID is null."
+DESC_SESSION_ID_NULL = "Session enabled entity doesn't allow a message whose session identifier is null."
+REASON_MAX_HOPS = "MaxTransferHopCountExceeded"
+DESC_MAX_HOPS = (
+    "The maximum number of allowed hops when forwarding between queues has been exceeded. "
+    f"This value is set to {MAX_FORWARD_HOPS}."
+)
+REASON_FILTER_EXCEPTION = "FilterEvaluationException"
+REASON_TRANSFER = "MessageTransferFailed"  # a forwarding destination that does not exist
+# Set on the copy a rule with an action produced ("Topic filters and actions").
+RULE_NAME = "RuleName"
+
+_DUP_PRUNE_INTERVAL_MS = 60_000
+# Byte maps that set a random UUID's version (4) and variant (RFC 4122) bits.
+_VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
+_VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
+_SEND_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_SEND_DISABLED})
+_RECEIVE_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_RECEIVE_DISABLED})
+
+
+class MessageFlow:
+    receiver_ops: ReceiverOps  # what the receivers it opens call; set by the broker once settlement exists
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Callable[[], float],
+        entities: dict[str, Entity],
+        lookup: Callable[[str], Entity],
+        timers: Timers,
+        wakeups: Wakeups,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self._entities = entities
+        self._entity = lookup
+        self._timers = timers
+        self._wakeups = wakeups
+        self._op = wakeups.operation
+        self._lock_keys: list[LockKey] = []
+        self._next_dup_prune = 0
+        self.sessions = self._sessions = Sessions(store, clock, lookup, timers, wakeups, self)
+
+    def load(self) -> None:
+        """Restart: the stored messages, sequence numbers, session states and duplicate-detection
+        entries of the entities that exist (the topology was built first)."""
+        now = self._now()
+        for key, last in self.store.load_sequences().items():
+            ent = self._entities.get(key)
+            if ent is not None:
+                ent.last_sequence = max(ent.last_sequence, last)
+        for key, msg in self.store.load_messages():
+            ent = self._entities.get(key)
+            if ent is None:
+                continue
+            owner = _sequence_owner(ent)
+            owner.last_sequence = max(owner.last_sequence, msg.sequence_number)
+            self.insert(ent, msg)
+            if msg.state == MessageState.SCHEDULED:
+                self._timers.add(ScheduledActivation(msg.scheduled_enqueue_time_ms or 0, ent, self, msg))
+            else:
+                if msg.state == MessageState.ACTIVE:
+                    self.queue(ent, msg)
+                if msg.expires_at_ms is not None:
+                    self._timers.add(MessageExpiry(msg.expires_at_ms, ent, self, msg))
+        for key, sid, state in self.store.load_session_states():
+            ent = self._entities.get(key)
+            if ent is not None:
+                ent.session(sid).state = bytes(state)
+        for key, mid, expires in self.store.load_duplicates(now):
+            ent = self._entities.get(key)
+            if ent is not None:
+                ent.duplicates[mid] = expires
+
+    def _now(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _new_lock_key(self) -> LockKey:
+        """The key of a random (version 4) lock token. ``uuid4()`` makes a getrandom system call per
+        token, one per delivered message; the pool makes one per 256, and sets the version and variant
+        bits where ``bytes_le`` has them without building a UUID."""
+        keys = self._lock_keys
+        if not keys:
+            raw = bytearray(os.urandom(16 * 256))
+            raw[7::16] = raw[7::16].translate(_VERSION_4)  # byte 6 of the UUID, 7 of bytes_le
+            raw[8::16] = raw[8::16].translate(_VARIANT_RFC_4122)
+            keys.extend([bytes(raw[i:i + 16]) for i in range(0, len(raw), 16)])
+        return keys.pop()
+
+    # --- container primitives ----------------------------------------------------------------
+    def insert(self, ent: Entity, msg: BrokerMessage) -> None:
+        ent.messages[msg.sequence_number] = msg
+        if ent.requires_session and msg.session_id is not None:
+            ent.session(msg.session_id).count += 1
+
+    def queue(self, ent: Entity, msg: BrokerMessage) -> None:
+        """Make an active, unlocked message available to receivers."""
+        msg.queued = True
+        if ent.requires_session and msg.session_id is not None:
+            s = ent.session(msg.session_id)
+            heapq.heappush(s.heap, msg.sequence_number)
+            self._wakeups.notify(ent, s)
+        else:
+            heapq.heappush(ent.available, msg.sequence_number)
+            self._wakeups.notify(ent)
+
+    def remove(self, ent: Entity, msg: BrokerMessage) -> None:
+        if ent.messages.pop(msg.sequence_number, None) is None:
+            return
+        msg.queued = False
+        self.unlock(ent, msg)
+        if ent.requires_session and msg.session_id is not None:
+            s = ent.sessions.get(msg.session_id)
+            if s is not None:
+                s.count -= 1
+                ent.forget_session_if_idle(s)
+        self.store.delete_message(ent.key, msg.sequence_number)
+
+    def unlock(self, ent: Entity, msg: BrokerMessage) -> None:
+        key = msg.lock_key
+        if key is not None:
+            ent.locks.pop(key, None)
+            if msg.lock_owner is not None:
+                msg.lock_owner.locks.discard(key)
+        msg.lock_key = None
+        msg.lock_owner = None
+        msg.locked_until_ms = None
+
+    @staticmethod
+    def _pop(ent: Entity, heap: list[int]) -> BrokerMessage | None:
+        messages = ent.messages
+        while heap:
+            seq = heapq.heappop(heap)
+            msg = messages.get(seq)
+            if msg is not None and msg.queued:
+                msg.queued = False
+                return msg
+        return None
+
+    @staticmethod
+    def _cap_ttl(ent: Entity, msg: BrokerMessage) -> int | None:
+        """The entity's DefaultMessageTimeToLive is a ceiling, applied silently ("Message expiration"):
+        the message carries the effective TTL from here on, so receivers see it (and ExpiresAtUtc)."""
+        ttl = msg.time_to_live_ms if msg.time_to_live_ms and msg.time_to_live_ms > 0 else None
+        if ent.ttl_ms is not None and (ttl is None or ttl > ent.ttl_ms):
+            ttl = msg.time_to_live_ms = ent.ttl_ms
+        return ttl
+
+    def _set_expiry(self, ent: Entity, msg: BrokerMessage) -> None:
+        ttl = self._cap_ttl(ent, msg)
+        msg.expires_at_ms = None if ttl is None else msg.enqueued_time_ms + ttl
+        if msg.expires_at_ms is not None:
+            self._timers.add(MessageExpiry(msg.expires_at_ms, ent, self, msg))
+
+    # ================================================================= sending
+    def send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
+        """Accept a batch (all or nothing). Duplicates (by MessageId, within the window) and topic
+        messages no subscription wants are dropped silently, as Service Bus does."""
+        with self._op:
+            ent, batch = self._check_send(path, messages)
+            now = self._now()
+            for incoming in batch:
+                if self._is_duplicate(ent, incoming, now):
+                    continue
+                self.accept(ent, BrokerMessage.from_incoming(incoming), now)
+
+    def check_send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
+        """Raise what :meth:`send` would refuse these messages with, without sending them (a
+        transaction checks its staged sends before applying any)."""
+        with self._op:
+            self._check_send(path, messages)
+
+    def schedule(self, path: str, messages: Iterable[IncomingMessage]) -> list[int]:
+        """$management schedule-message: returns the sequence numbers (usable for cancel). "Duplicate
+        detection": scheduled messages are included; a duplicate is dropped, its send still succeeds and
+        gets a number (that no message holds, so cancelling it finds nothing)."""
+        with self._op:
+            ent, batch = self._check_send(path, messages)
+            now = self._now()
+            return [
+                self.next_sequence(ent) if self._is_duplicate(ent, m, now)
+                else self.accept(ent, BrokerMessage.from_incoming(m), now)
+                for m in batch
+            ]
+
+    def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None:
+        with self._op:
+            ent = self._entity(path)
+            found = []
+            for seq in sequence_numbers:
+                msg = ent.messages.get(seq)
+                if msg is None or msg.state != MessageState.SCHEDULED:
+                    raise MessageNotFoundError(
+                        f"The scheduled message with sequence number {seq} was not found."
+                    )
+                found.append(msg)
+            for msg in found:
+                self.remove(ent, msg)
+
+    def _check_send(
+        self, path: str, messages: Iterable[IncomingMessage]
+    ) -> tuple[Entity, list[IncomingMessage]]:
+        ent = self._entity(path)
+        if ent.kind not in (QUEUE, TOPIC):
+            raise InvalidOperationError(
+                f"Cannot send to '{ent.path}': sending is only allowed to queues and topics."
+            )
+        if ent.status in _SEND_SUSPENDED:
+            raise EntityDisabledError(
+                f"Messaging entity '{ent.path}' is currently disabled for sending (status {ent.status})."
+            )
+        batch = list(messages)
+        for m in batch:
+            if m.size > ent.max_message_size:
+                raise MessageSizeExceededError(
+                    f"The received message (size {m.size} bytes) exceeds the limit "
+                    f"({ent.max_message_size} bytes) currently allowed on '{ent.path}'."
+                )
+            if m.header_size > MAX_PROPERTY_SIZE:  # below that, neither property quota can be exceeded
+                self._check_property_sizes(m)
+            if len(m.message_id or "") > MAX_ID_LENGTH or len(m.session_id or "") > MAX_ID_LENGTH:
+                self._refuse_id_lengths(m)
+            if ent.requires_session and not m.session_id:
+                raise SessionRequiredError(
+                    "The SessionId was not set on a message, and it cannot be sent to the entity. "
+                    "Entities that have session support enabled can only receive messages that have the "
+                    "SessionId set to a valid value."
+                )
+        return ent, batch
+
+    @staticmethod
+    def _check_property_sizes(m: IncomingMessage) -> None:
+        """"Service Bus quotas", Message property size: refused before anything of the batch is stored."""
+        if m.largest_property is not None and m.largest_property[1] > MAX_PROPERTY_SIZE:
+            name, size = m.largest_property
+            raise ArgumentError(
+                f"SerializationException: the property '{name}' ({size} bytes) exceeds the maximum message "
+                f"property size of {MAX_PROPERTY_SIZE // 1024} KB."
+            )
+        if m.header_size > MAX_HEADER_SIZE:
+            raise ArgumentError(
+                f"SerializationException: the message header ({m.header_size} bytes: system and user "
+                f"properties) exceeds the maximum of {MAX_HEADER_SIZE // 1024} KB."
+            )
+
+    @staticmethod
+    def _refuse_id_lengths(m: IncomingMessage) -> None:
+        """"Service Bus quotas": a message ID and a session ID are at most 128 characters."""
+        for what, value in (("MessageId", m.message_id), ("SessionId", m.session_id)):
+            if value is not None and len(value) > MAX_ID_LENGTH:
+                raise ArgumentOutOfRangeError(
+                    f"The {what} is {len(value)} characters long; the maximum is {MAX_ID_LENGTH}."
+                )
+
+    def _is_duplicate(self, ent: Entity, m: IncomingMessage, now: int) -> bool:
+        if not ent.requires_duplicate_detection or m.message_id is None:
+            return False
+        dups = ent.duplicates
+        while dups:
+            mid, expires = next(iter(dups.items()))
+            if expires > now:
+                break
+            del dups[mid]
+        if now >= self._next_dup_prune:
+            self._next_dup_prune = now + _DUP_PRUNE_INTERVAL_MS
+            self.store.prune_duplicates(now)
+        mid = str(m.message_id)
+        if mid in dups:
+            return True
+        expires = now + ent.duplicate_window_ms
+        dups[mid] = expires
+        self.store.add_duplicate(ent.key, mid, expires)
+        return False
+
+    def next_sequence(self, ent: Entity) -> int:
+        ent.last_sequence += 1
+        self.store.set_sequence(ent.key, ent.last_sequence)
+        return ent.last_sequence
+
+    def accept(self, target: Entity, msg: BrokerMessage, now: int) -> int:
+        """A new message arrives at a queue or topic (from a sender or by forwarding)."""
+        msg.sequence_number = self.next_sequence(target)
+        scheduled = msg.scheduled_enqueue_time_ms
+        if scheduled is not None and scheduled > now:
+            msg.state = MessageState.SCHEDULED
+            msg.enqueued_time_ms = scheduled
+            self.insert(target, msg)
+            self.store.put_message(target.key, msg)
+            self._timers.add(ScheduledActivation(scheduled, target, self, msg))
+        else:
+            self.activate(target, msg, now, stored=False)
+        return msg.sequence_number
+
+    def activate(self, target: Entity, msg: BrokerMessage, now: int, stored: bool) -> None:
+        """``stored``: a scheduled message already held by ``target`` whose time has come."""
+        msg.state = MessageState.ACTIVE
+        msg.enqueued_time_ms = now
+        if target.kind == TOPIC:
+            if stored:
+                self.remove(target, msg)
+            # the topic's TTL applies before the rules run, so sys.TimeToLive/ExpiresAtUtc are known to them
+            self._cap_ttl(target, msg)
+            self._fan_out(target, msg, now)
+        elif target.forward_to:
+            if stored:
+                self.remove(target, msg)
+            self._cap_ttl(target, msg)
+            self._forward(target, msg, target.forward_to, now)
+        else:
+            if stored:
+                # A scheduled message is appended as if enqueued now, with a new sequence number
+                # ("Message sequencing and timestamps"): the scheduled one is valid only while scheduled.
+                self.remove(target, msg)
+                msg.sequence_number = self.next_sequence(target)
+            self.insert(target, msg)
+            self._set_expiry(target, msg)
+            self.store.put_message(target.key, msg)
+            self.queue(target, msg)
+
+    def _fan_out(self, topic: Entity, msg: BrokerMessage, now: int) -> None:
+        """Copies for every subscription ("Topic filters and actions"): the matching rules without an
+        action yield one copy between them; every matching rule with an action yields its own copy,
+        with that action applied and the application property ``RuleName`` set to the rule's name."""
+        for sub in topic.subscriptions.values():
+            copies: list[BrokerMessage] = []
+            plain = False
+            try:
+                for _, rule in sub.rules:
+                    if not rule.matches(msg):
+                        continue
+                    if not rule.has_action:
+                        if not plain:
+                            plain = True
+                            copies.append(msg.copy())
+                        continue
+                    copy = msg.copy()
+                    rule.apply_action(copy)
+                    copy.application_properties[RULE_NAME] = rule.name
+                    copies.append(copy)
+            except FilterEvaluationError as exc:
+                if sub.dead_lettering_on_filter_exceptions:
+                    copy = msg.copy()
+                    copy.sequence_number = self.next_sequence(sub)
+                    self.insert(sub, copy)
+                    self.dead_letter(sub, copy, REASON_FILTER_EXCEPTION, str(exc), now)
+                continue
+            for copy in copies:
+                self.deliver_to_subscription(sub, copy, now)
+
+    def deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None:
+        # Every subscription numbers its own messages (a new subscription starts at 1).
+        msg.sequence_number = self.next_sequence(sub)
+        if sub.requires_session and not msg.session_id:
+            self.insert(sub, msg)
+            self.dead_letter(sub, msg, REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL, now)
+        elif sub.forward_to:
+            self._cap_ttl(sub, msg)
+            self._forward(sub, msg, sub.forward_to, now)
+        else:
+            self.insert(sub, msg)
+            self._set_expiry(sub, msg)
+            self.store.put_message(sub.key, msg)
+            self.queue(sub, msg)
+
+    def _forward(self, source: Entity, msg: BrokerMessage, target_name: str, now: int) -> None:
+        """Auto-forward (``msg`` is no longer in ``source``); failures land in the transfer DLQ."""
+        target = self._entities.get(target_name.lower())
+        reason = problem = None
+        if target is None or target.kind not in (QUEUE, TOPIC):
+            reason, problem = REASON_TRANSFER, f"The forwarding destination '{target_name}' could not be found."
+        elif target.status in _SEND_SUSPENDED:
+            reason, problem = REASON_TRANSFER, f"The forwarding destination '{target.path}' is disabled."
+        elif msg.hops >= MAX_FORWARD_HOPS:
+            reason, problem = REASON_MAX_HOPS, DESC_MAX_HOPS
+        elif target.requires_session and not msg.session_id:
+            reason, problem = REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL
+        if problem is not None:
+            tdlq = source.transfer_dlq
+            assert tdlq is not None
+            msg.state = MessageState.ACTIVE
+            self._mark_dead_lettered(msg, reason, problem)
+            msg.expires_at_ms = None
+            self.insert(tdlq, msg)
+            self.store.put_message(tdlq.key, msg)
+            self.queue(tdlq, msg)
+            return
+        fwd = msg.copy()
+        fwd.hops = msg.hops + 1
+        # "Messages, payloads, and serialization": the number of the original submission, however many hops
+        fwd.enqueue_sequence_number = (
+            msg.enqueue_sequence_number if msg.enqueue_sequence_number is not None else msg.sequence_number
+        )
+        fwd.delivery_count = 0
+        fwd.scheduled_enqueue_time_ms = None
+        fwd.expires_at_ms = None
+        assert target is not None
+        self.accept(target, fwd, now)
+
+    # ================================================================= dead-lettering, expiry
+    @staticmethod
+    def _mark_dead_lettered(msg: BrokerMessage, reason: str | None, description: str | None) -> None:
+        msg.dead_letter_reason = reason
+        msg.dead_letter_description = description
+        if reason is not None:
+            msg.application_properties["DeadLetterReason"] = reason
+        if description is not None:
+            msg.application_properties["DeadLetterErrorDescription"] = description
+
+    def dead_letter(
+        self, ent: Entity, msg: BrokerMessage, reason: str | None, description: str | None, now: int
+    ) -> None:
+        """Move a message of ``ent`` to its dead-letter queue (or to ForwardDeadLetteredMessagesTo)."""
+        if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER):
+            # A dead-letter queue has no dead-letter queue: the message simply stays.
+            self.unlock(ent, msg)
+            msg.state = MessageState.ACTIVE
+            self.store.put_message(ent.key, msg)
+            self.queue(ent, msg)
+            return
+        self.remove(ent, msg)
+        msg.state = MessageState.ACTIVE
+        self._mark_dead_lettered(msg, reason, description)
+        if ent.forward_dead_lettered_to:
+            msg.dead_letter_source = ent.path
+            self._forward(ent, msg, ent.forward_dead_lettered_to, now)
+            return
+        dlq = ent.dlq
+        assert dlq is not None
+        msg.expires_at_ms = None  # dead-lettered messages do not expire
+        self.insert(dlq, msg)
+        self.store.put_message(dlq.key, msg)
+        self.queue(dlq, msg)
+
+    def expire(self, ent: Entity, msg: BrokerMessage, now: int) -> None:
+        if ent.dead_lettering_on_expiration:
+            self.dead_letter(ent, msg, REASON_TTL, "The message expired and was dead lettered.", now)
+        else:
+            self.remove(ent, msg)
+
+    def lock_ended(self, ent: Entity, msg: BrokerMessage, now: int, counted: bool = True) -> None:
+        """A lock ended without settlement (abandon, expiry, close, session loss, release)."""
+        self.unlock(ent, msg)
+        if not counted:
+            msg.delivery_count = max(0, msg.delivery_count - 1)
+        elif msg.delivery_count >= ent.max_delivery_count:
+            self.dead_letter(
+                ent,
+                msg,
+                REASON_MAX_DELIVERY,
+                f"Message could not be consumed after {ent.max_delivery_count} delivery attempts.",
+                now,
+            )
+            return
+        if msg.state == MessageState.ACTIVE and msg.expires_at_ms is not None and msg.expires_at_ms <= now:
+            self.expire(ent, msg, now)
+            return
+        self.store.update_message(ent.key, msg)
+        if msg.state == MessageState.ACTIVE:
+            self.queue(ent, msg)
+
+    # ================================================================= receiving
+    def open_receiver(
+        self,
+        path: str,
+        mode: ReceiveMode,
+        on_available: Callable[[], None],
+        session_id: str | None = None,
+        next_available_session: bool = False,
+    ) -> Receiver:
+        """Attach a receiver. Session entities need ``session_id`` or ``next_available_session``;
+        a specific session is locked here (SessionCannotBeLockedError if someone holds it)."""
+        with self._op:
+            ent = self._entity(path)
+            if ent.kind == TOPIC:
+                raise InvalidOperationError(f"Cannot receive from topic '{ent.path}'; use a subscription.")
+            self._check_receive_status(ent)
+            wants_session = session_id is not None or next_available_session
+            if ent.requires_session and not wants_session:
+                raise InvalidOperationError(
+                    "It is not possible for an entity that requires sessions to create a non-sessionful "
+                    "message receiver."
+                )
+            if wants_session and not ent.requires_session:
+                raise InvalidOperationError(
+                    f"It is not possible for a session receiver to receive from '{ent.path}': the entity "
+                    "does not require sessions."
+                )
+            r = Receiver(
+                self.receiver_ops, ent, mode, on_available, session_id, next_available_session and session_id is None
+            )
+            if session_id is not None:
+                s = ent.sessions.get(session_id)
+                now = self._now()
+                if s is not None and s.owner is not None and s.locked_until_ms > now:
+                    raise SessionCannotBeLockedError(
+                        f"The requested session '{session_id}' cannot be accepted. It may be locked by "
+                        "another receiver."
+                    )
+                if s is not None and s.owner is not None:
+                    self._sessions.lose_session(ent, s, now)
+                self._sessions.lock_session(ent, ent.session(session_id), r, now)
+            ent.receivers[id(r)] = r
+            if not ent.requires_session or r.session is not None:
+                self._wakeups.notify_one(ent, r)
+            return r
+
+    @staticmethod
+    def _check_receive_status(ent: Entity) -> None:
+        """"Suspend and reactivate messaging entities": no receiving from a Disabled or ReceiveDisabled
+        queue or subscription (their dead-letter queues stay readable)."""
+        if ent.status in _RECEIVE_SUSPENDED:
+            raise EntityDisabledError(
+                f"Messaging entity '{ent.path}' is currently disabled for receiving (status {ent.status})."
+            )
+
+    def take(self, r: Receiver, max_count: int) -> list[Delivery]:
+        with self._op:
+            ent = r.entity
+            if ent.requires_session:
+                if r.session is None:
+                    return []
+                heap = r.session.heap
+                if r.session.locked_until_ms <= self._now():
+                    self._sessions.lose_session(ent, r.session, self._now())
+                    raise SessionLockLostError(f"The session lock on {ent.path} was lost.")
+            else:
+                heap = ent.available
+            now = self._now()
+            out: list[Delivery] = []
+            peek_lock = r.mode == ReceiveMode.PEEK_LOCK
+            # The locks of one take end together: one timer for all of them, not one per message.
+            locks: list[tuple[BrokerMessage, LockKey]] | None = [] if r.session is None else None
+            while len(out) < max_count:
+                msg = self._pop(ent, heap)
+                if msg is None:
+                    break
+                if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
+                    self.expire(ent, msg, now)
+                    continue
+                msg.delivery_count += 1
+                if peek_lock:
+                    out.append(self.lock_message(ent, msg, r, now, locks))
+                else:
+                    self.remove(ent, msg)
+                    out.append(Delivery(msg, None, None, msg.delivery_count - 1))
+            if locks:
+                self._timers.add(TakeExpiry(now + ent.lock_duration_ms, ent, self, locks))
+            return out
+
+    def lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int,
+                      locks: list[tuple[BrokerMessage, LockKey]] | None = None) -> Delivery:
+        """Lock ``msg`` for ``owner``. Its expiry timer is its own, or, given ``locks``, the one the
+        caller sets for all the locks it appended there (they share ``now`` and so their deadline)."""
+        keys = self._lock_keys
+        key = keys.pop() if keys else self._new_lock_key()
+        msg.lock_key = key
+        msg.lock_owner = owner
+        ent.locks[key] = msg
+        if owner is not None:
+            owner.locks.add(key)
+        session = owner.session if owner is not None else None
+        if session is not None:
+            msg.locked_until_ms = session.locked_until_ms
+        else:
+            msg.locked_until_ms = now + ent.lock_duration_ms
+            if locks is None:
+                self._timers.add(LockExpiry(msg.locked_until_ms, ent, self, msg, key))
+            else:
+                locks.append((msg, key))
+        self.store.update_message(ent.key, msg)
+        return Delivery(msg, key, msg.locked_until_ms, msg.delivery_count - 1)
+
+    def receive_deferred(
+        self, path: str, sequence_numbers: Iterable[int], mode: ReceiveMode, session_id: str | None = None
+    ) -> list[Delivery]:
+        """$management receive-by-sequence-number for deferred messages (all or nothing)."""
+        with self._op:
+            ent = self._entity(path)
+            self._check_receive_status(ent)
+            now = self._now()
+            found = []
+            for seq in sequence_numbers:
+                msg = ent.messages.get(seq)
+                if (
+                    msg is None
+                    or msg.state != MessageState.DEFERRED
+                    or msg.locked
+                    or (session_id is not None and msg.session_id != session_id)
+                ):
+                    raise MessageNotFoundError(
+                        f"Failed to lock one or more specified messages: the deferred "
+                        f"message with sequence number {seq} was not found."
+                    )
+                found.append(msg)
+            # "Message deferral": a deferred message is not expired until a receive by sequence number
+            # asks for it; then an expired one is dead-lettered (or dropped) instead of delivered.
+            expired = [m for m in found if m.expires_at_ms is not None and m.expires_at_ms <= now]
+            if expired:
+                for msg in expired:
+                    self.expire(ent, msg, now)
+                raise MessageNotFoundError(
+                    f"Failed to lock one or more specified messages: the deferred message with sequence "
+                    f"number {expired[0].sequence_number} has expired."
+                )
+            out = []
+            for msg in found:
+                msg.delivery_count += 1
+                if mode == ReceiveMode.PEEK_LOCK:
+                    out.append(self.lock_message(ent, msg, None, now))
+                else:
+                    self.remove(ent, msg)
+                    out.append(Delivery(msg, None, None, msg.delivery_count - 1))
+            return out
+
+    def peek(
+        self, path: str, from_sequence_number: int, count: int, session_id: str | None = None
+    ) -> list[BrokerMessage]:
+        """Messages in every state from a sequence number on; no lock, no delivery-count change.
+        Page through an entity with ``from_sequence_number = last.sequence_number + 1``; ``path`` may be
+        a sub-queue (``q/$DeadLetterQueue``, ``t/Subscriptions/s/$DeadLetterQueue``). The messages are
+        the broker's own objects: read them, do not change them."""
+        ent = self._entity(path)
+        if count <= 0:
+            return []
+        if session_id is None:
+            seqs = heapq.nsmallest(count, (s for s in ent.messages if s >= from_sequence_number))
+        else:
+            seqs = heapq.nsmallest(
+                count,
+                (
+                    s
+                    for s, m in ent.messages.items()
+                    if s >= from_sequence_number and m.session_id == session_id
+                ),
+            )
+        return [ent.messages[s] for s in seqs]
+
+    def renew(self, ent: Entity, msg: BrokerMessage, key: LockKey, now: int) -> int:
+        """A plain lock lasts another lock duration from ``now``; returns its new expiry."""
+        msg.locked_until_ms = now + ent.lock_duration_ms
+        self._timers.add(LockExpiry(msg.locked_until_ms, ent, self, msg, key))
+        return msg.locked_until_ms
+
+    # ================================================================= receivers closing
+    def close_receiver(self, r: Receiver) -> None:
+        with self._op:
+            if r.closed:
+                return
+            r.closed = True
+            ent = r.entity
+            ent.receivers.pop(id(r), None)
+            self._wakeups.forget(r)
+            now = self._now()
+            s = r.session
+            # "Message sessions", impact of delivery count: closing a session with messages locked but
+            # not settled does not count a delivery (a lapsed session lock does, even if its timer has
+            # not run yet). A plain receiver's locks end as if they had expired: counted, like an abandon.
+            self.return_locks(ent, r, now, counted=s is None or s.locked_until_ms <= now)
+            self._sessions.release_session(ent, r)
+
+    def end_receivers(self, ent: Entity, error: BrokerError) -> None:
+        """The entity stops serving its receivers: their locks end uncounted (the clients did nothing wrong)
+        and each one's next take raises ``error``, so that its link is detached with it."""
+        now = self._now()
+        for r in list(ent.receivers.values()):
+            if r.closed or r.ended_by is not None:
+                continue
+            r.ended_by = error
+            self.return_locks(ent, r, now, counted=False)
+            self._wakeups.wake(r)
+
+    def return_locks(self, ent: Entity, r: Receiver, now: int, counted: bool = True) -> None:
+        msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=lambda m: m.sequence_number)
+        for msg in msgs:
+            self.lock_ended(ent, msg, now, counted=counted)
+        r.locks.clear()
+
+
+def _sequence_owner(ent: Entity) -> Entity:
+    """The queue/topic/subscription whose counter assigned this container's sequence numbers."""
+    while ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER) and ent.parent is not None:
+        ent = ent.parent
+    return ent

@@ -1,0 +1,216 @@
+"""The broker's timers: one small class per kind, each knowing when it is due, whether it still
+matters and what it does, and one heap that runs them.
+
+Kinds: a lock's expiry (``LockExpiry``; a renewed lock gets a new one), the expiry of the locks one
+take made together (``TakeExpiry``, one heap entry per take instead of one per message), a message's
+time to live (``MessageExpiry``), a scheduled message's enqueue time (``ScheduledActivation``) and a
+session lock's expiry (``SessionLockExpiry``).
+
+Timers are never cancelled: a settled message, a renewed lock or a deleted entity leaves its timer in
+the heap, where :meth:`Timer.valid` says it no longer matters (lazy deletion; ``Timers`` drops such
+entries when the heap has doubled, so they do not pin message bodies in memory until their deadline).
+
+What a timer does when it fires is the broker's: the hosts below are Protocols that the message flow
+(``flow.MessageFlow``) and the session locks (``sessions.Sessions``) implement. This module imports
+only ``entity`` and ``model``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import Protocol
+
+from .entity import Entity, Session
+from .model import BrokerMessage, LockKey, MessageState
+
+_MIN_COMPACT = 8192
+
+
+class LockHost(Protocol):
+    """What message timers do: the flow's lock, expiry and activation operations."""
+
+    def lock_ended(self, ent: Entity, msg: BrokerMessage, now: int, counted: bool = True) -> None: ...
+
+    def expire(self, ent: Entity, msg: BrokerMessage, now: int) -> None: ...
+
+    def activate(self, target: Entity, msg: BrokerMessage, now: int, stored: bool) -> None: ...
+
+
+class SessionHost(Protocol):
+    def lose_session(self, ent: Entity, s: Session, now: int) -> None: ...
+
+
+class Timer:
+    """Due at ``deadline`` (epoch ms on the broker's clock) for something of ``entity``."""
+
+    __slots__ = ("deadline", "entity")
+
+    def __init__(self, deadline: int, entity: Entity) -> None:
+        self.deadline = deadline
+        self.entity = entity
+
+    def valid(self) -> bool:
+        """Whether firing would still do something (the entity exists, the subject is unchanged)."""
+        raise NotImplementedError
+
+    def fire(self, now: int) -> None:
+        """Do what is due; called only when :meth:`valid` is true."""
+        raise NotImplementedError
+
+
+class LockExpiry(Timer):
+    """A message's own lock (a receive by sequence number, a renewed lock) runs out."""
+
+    __slots__ = ("host", "key", "msg")
+
+    def __init__(self, deadline: int, entity: Entity, host: LockHost, msg: BrokerMessage, key: LockKey) -> None:
+        super().__init__(deadline, entity)
+        self.host = host
+        self.msg = msg
+        self.key = key
+
+    def valid(self) -> bool:
+        ent, msg = self.entity, self.msg
+        return ent.live and ent.locks.get(self.key) is msg and msg.locked_until_ms == self.deadline
+
+    def fire(self, now: int) -> None:
+        self.host.lock_ended(self.entity, self.msg, now)
+
+
+class TakeExpiry(Timer):
+    """The locks one take made run out together (they share the take's time, so their deadline)."""
+
+    __slots__ = ("host", "locks")
+
+    def __init__(
+        self, deadline: int, entity: Entity, host: LockHost, locks: list[tuple[BrokerMessage, LockKey]]
+    ) -> None:
+        super().__init__(deadline, entity)
+        self.host = host
+        self.locks = locks
+
+    def valid(self) -> bool:
+        ent, deadline = self.entity, self.deadline
+        if not ent.live:
+            return False
+        locks = ent.locks
+        return any(locks.get(key) is msg and msg.locked_until_ms == deadline for msg, key in self.locks)
+
+    def fire(self, now: int) -> None:
+        ent, deadline, locks = self.entity, self.deadline, self.entity.locks
+        for msg, key in self.locks:  # in the order they were taken (sequence order)
+            if locks.get(key) is msg and msg.locked_until_ms == deadline:
+                self.host.lock_ended(ent, msg, now)
+
+
+class MessageExpiry(Timer):
+    """A message's time to live runs out."""
+
+    __slots__ = ("host", "msg")
+
+    def __init__(self, deadline: int, entity: Entity, host: LockHost, msg: BrokerMessage) -> None:
+        super().__init__(deadline, entity)
+        self.host = host
+        self.msg = msg
+
+    def valid(self) -> bool:
+        ent, msg = self.entity, self.msg
+        return ent.live and ent.messages.get(msg.sequence_number) is msg and msg.expires_at_ms == self.deadline
+
+    def fire(self, now: int) -> None:
+        msg = self.msg
+        # a locked message is checked again when its lock ends; a deferred one when a receive by
+        # sequence number asks for it ("Message deferral")
+        if not msg.locked and msg.state == MessageState.ACTIVE:
+            self.host.expire(self.entity, msg, now)
+
+
+class ScheduledActivation(Timer):
+    """A scheduled message's enqueue time comes."""
+
+    __slots__ = ("host", "msg")
+
+    def __init__(self, deadline: int, entity: Entity, host: LockHost, msg: BrokerMessage) -> None:
+        super().__init__(deadline, entity)
+        self.host = host
+        self.msg = msg
+
+    def valid(self) -> bool:
+        ent, msg = self.entity, self.msg
+        return ent.live and ent.messages.get(msg.sequence_number) is msg and msg.state == MessageState.SCHEDULED
+
+    def fire(self, now: int) -> None:
+        self.host.activate(self.entity, self.msg, now, stored=True)
+
+
+class SessionLockExpiry(Timer):
+    """A session lock runs out (valid only for the lock it was set for: same generation and deadline)."""
+
+    __slots__ = ("generation", "host", "session")
+
+    def __init__(self, deadline: int, entity: Entity, host: SessionHost, session: Session) -> None:
+        super().__init__(deadline, entity)
+        self.host = host
+        self.session = session
+        self.generation = session.generation
+
+    def valid(self) -> bool:
+        s = self.session
+        return (
+            self.entity.live
+            and s.owner is not None
+            and s.generation == self.generation
+            and s.locked_until_ms == self.deadline
+        )
+
+    def fire(self, now: int) -> None:
+        self.host.lose_session(self.entity, self.session, now)
+
+
+class Timers:
+    """A heap of timers by deadline (ties in the order they were added)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, Timer]] = []
+        self._seq = itertools.count()
+        self._compact_at = _MIN_COMPACT
+        # Set by the server to wake its timer task when a new timer becomes the earliest one
+        # (called synchronously; it must not call back into the broker).
+        self.on_deadline_changed: Callable[[], None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def add(self, timer: Timer) -> None:
+        entry = (timer.deadline, next(self._seq), timer)
+        heap = self._heap
+        heapq.heappush(heap, entry)
+        if len(heap) > self._compact_at:
+            self._compact()
+        if self.on_deadline_changed is not None and heap[0] is entry:
+            self.on_deadline_changed()
+
+    def _compact(self) -> None:
+        """Drop timers that no longer matter. Amortised O(1) per timer: the threshold doubles with the
+        live size."""
+        live = [e for e in self._heap if e[2].valid()]
+        heapq.heapify(live)
+        self._heap[:] = live  # in place: run_due holds a reference to the list
+        self._compact_at = max(_MIN_COMPACT, 2 * len(live))
+
+    def next_deadline(self) -> int | None:
+        """The earliest deadline of a timer that still matters (ms), or None."""
+        heap = self._heap
+        while heap and not heap[0][2].valid():
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def run_due(self, now: int) -> None:
+        """Fire every valid timer due at ``now``, earliest first (timers they add are run too if due)."""
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            timer = heapq.heappop(heap)[2]
+            if timer.valid():
+                timer.fire(now)

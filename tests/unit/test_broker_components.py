@@ -1,0 +1,213 @@
+"""The broker's components, each alone with fakes for what it depends on: the timers (one class per
+kind, a heap that runs them), the wake-ups, the session locks and the topology. The broker as a whole
+is tested through its facade in test_broker*.py."""
+
+from __future__ import annotations
+
+import logging
+
+from sbemulator.broker.entity import QUEUE, Entity, Session
+from sbemulator.broker.errors import BrokerError, EntityNotFoundError
+from sbemulator.broker.model import BrokerMessage, MessageState
+from sbemulator.broker.sessions import Sessions
+from sbemulator.broker.timers import (
+    LockExpiry,
+    MessageExpiry,
+    ScheduledActivation,
+    SessionLockExpiry,
+    TakeExpiry,
+    Timers,
+)
+from sbemulator.broker.topology import Topology
+from sbemulator.broker.wakeups import Wakeups
+from sbemulator.config import QueueConfig
+from sbemulator.store import MemoryStore
+from tests.fixtures.broker import config, msg
+
+
+class FakeHost:
+    """Records what the timers ask the message flow (or the sessions) to do."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def lock_ended(self, ent: Entity, msg: BrokerMessage, now: int, counted: bool = True) -> None:
+        self.calls.append(("lock_ended", msg.sequence_number, now))
+
+    def expire(self, ent: Entity, msg: BrokerMessage, now: int) -> None:
+        self.calls.append(("expire", msg.sequence_number, now))
+
+    def activate(self, target: Entity, msg: BrokerMessage, now: int, stored: bool) -> None:
+        self.calls.append(("activate", msg.sequence_number, now, stored))
+
+    def lose_session(self, ent: Entity, s: Session, now: int) -> None:
+        self.calls.append(("lose_session", s.id, now))
+
+    def return_locks(self, ent: Entity, r: object, now: int, counted: bool = True) -> None:
+        self.calls.append(("return_locks", r, now, counted))
+
+
+def _message(seq: int, expires_at_ms: int | None = None) -> BrokerMessage:
+    m = BrokerMessage.from_incoming(msg(b"x", time_to_live_ms=None))
+    m.sequence_number, m.expires_at_ms = seq, expires_at_ms
+    return m
+
+
+def _locked(ent: Entity, seq: int, key: bytes, until: int) -> BrokerMessage:
+    m = _message(seq)
+    m.lock_key, m.locked_until_ms = key, until
+    ent.messages[seq] = m
+    ent.locks[key] = m
+    return m
+
+
+# --- timers -------------------------------------------------------------------------------------------
+def test_a_lock_timer_matters_only_while_its_lock_is_unchanged() -> None:
+    ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
+    m = _locked(ent, 1, b"k" * 16, 1000)
+    timer = LockExpiry(1000, ent, host, m, b"k" * 16)
+    assert timer.valid()
+    m.locked_until_ms = 2000  # renewed: a new timer exists for the new deadline
+    assert not timer.valid()
+    m.locked_until_ms = 1000
+    ent.live = False  # the topology dropped the entity
+    assert not timer.valid()
+    ent.live = True
+    timer.fire(1000)
+    assert host.calls == [("lock_ended", 1, 1000)]
+
+
+def test_a_take_timer_ends_only_the_locks_still_held_from_that_take() -> None:
+    ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
+    keys = [bytes([i]) * 16 for i in range(3)]
+    msgs = [_locked(ent, i + 1, k, 500) for i, k in enumerate(keys)]
+    timer = TakeExpiry(500, ent, host, list(zip(msgs, keys, strict=True)))
+    del ent.locks[keys[0]]  # settled
+    msgs[1].locked_until_ms = 900  # renewed
+    assert timer.valid()
+    timer.fire(500)
+    assert host.calls == [("lock_ended", 3, 500)]
+    del ent.locks[keys[2]]
+    del ent.locks[keys[1]]
+    assert not timer.valid()
+
+
+def test_ttl_and_schedule_timers() -> None:
+    ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
+    m = _message(7, expires_at_ms=100)
+    ent.messages[7] = m
+    ttl = MessageExpiry(100, ent, host, m)
+    assert ttl.valid()
+    m.lock_key, m.locked_until_ms = b"l" * 16, 200
+    ttl.fire(100)  # a locked message is looked at again when its lock ends
+    assert host.calls == []
+    m.lock_key = m.locked_until_ms = None
+    ttl.fire(100)
+    assert host.calls == [("expire", 7, 100)]
+    scheduled = ScheduledActivation(50, ent, host, m)
+    assert not scheduled.valid()  # the message is not scheduled
+    m.state = MessageState.SCHEDULED
+    assert scheduled.valid()
+    del ent.messages[7]
+    assert not scheduled.valid() and not ttl.valid()
+
+
+def test_a_session_timer_is_for_one_lock_generation() -> None:
+    ent, host = Entity(key="sq", path="sq", kind=QUEUE), FakeHost()
+    s = Session("a", owner=object(), locked_until_ms=300, generation=4)
+    timer = SessionLockExpiry(300, ent, host, s)
+    assert timer.valid()
+    s.generation += 1  # lost and locked again since
+    assert not timer.valid()
+    s.generation -= 1
+    timer.fire(300)
+    assert host.calls == [("lose_session", "a", 300)]
+
+
+def test_the_heap_runs_due_timers_in_deadline_order_and_skips_stale_ones() -> None:
+    ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
+    timers = Timers()
+    woken: list[int | None] = []
+    timers.on_deadline_changed = lambda: woken.append(timers.next_deadline())
+    late = _locked(ent, 2, b"b" * 16, 300)
+    early = _locked(ent, 1, b"a" * 16, 100)
+    stale = _locked(ent, 3, b"c" * 16, 200)
+    timers.add(LockExpiry(300, ent, host, late, b"b" * 16))
+    timers.add(LockExpiry(100, ent, host, early, b"a" * 16))
+    timers.add(LockExpiry(200, ent, host, stale, b"c" * 16))
+    assert woken == [300, 100]  # told only when the earliest deadline moved
+    del ent.locks[b"a" * 16]
+    assert timers.next_deadline() == 200
+    del ent.locks[b"c" * 16]
+    timers.run_due(250)
+    assert host.calls == []
+    timers.run_due(300)
+    assert host.calls == [("lock_ended", 2, 300)]
+    assert timers.next_deadline() is None and len(timers) == 0
+
+
+# --- wake-ups -----------------------------------------------------------------------------------------
+class FakeReceiver:
+    def __init__(self, name: str, calls: list[str], fail: bool = False) -> None:
+        self.name, self.calls, self.fail = name, calls, fail
+        self.closed = False
+        self.session = None
+        self.next_available_session = False
+
+    def on_available(self) -> None:
+        self.calls.append(self.name)
+        if self.fail:
+            raise RuntimeError("broken link")
+
+
+def test_wakeups_tell_each_receiver_once_when_the_outermost_operation_ends(caplog) -> None:
+    w, calls = Wakeups(), []
+    ent = Entity(key="q", path="q", kind=QUEUE)
+    a, b = FakeReceiver("a", calls, fail=True), FakeReceiver("b", calls)
+    ent.receivers = {id(a): a, id(b): b}
+    with caplog.at_level(logging.ERROR), w.operation:
+        with w.operation:
+            w.notify(ent)
+            w.notify(ent)
+        assert calls == []  # not while the outer call still runs
+    assert calls == ["a", "b"]  # a's failure did not starve b
+    assert "on_available callback" in caplog.text
+    b.closed = True
+    with w.operation:
+        w.wake(b)
+    assert calls == ["a", "b"]
+
+
+# --- sessions -----------------------------------------------------------------------------------------
+def test_losing_a_session_returns_its_locks_through_the_flow_and_wakes_the_owner() -> None:
+    ent = Entity(key="sq", path="sq", kind=QUEUE, requires_session=True, lock_duration_ms=1000)
+    host, timers, wakeups = FakeHost(), Timers(), Wakeups()
+    sessions = Sessions(MemoryStore(), lambda: 10.0, {"sq": ent}.__getitem__, timers, wakeups, host)
+    calls: list[str] = []
+    r = FakeReceiver("r", calls)
+    r.session_lost = False  # type: ignore[attr-defined]
+    s = ent.session("a")
+    sessions.lock_session(ent, s, r, 10_000)  # type: ignore[arg-type]
+    assert (s.owner, s.locked_until_ms, len(timers)) == (r, 11_000, 1)
+    with wakeups.operation:
+        timers.run_due(11_000)  # the session timer asks the sessions component itself
+    assert host.calls == [("return_locks", r, 11_000, True)]
+    assert s.owner is None and r.session_lost
+    assert calls == ["r"]
+
+
+# --- topology -----------------------------------------------------------------------------------------
+def test_the_topology_owns_the_entities_and_ends_the_receivers_of_one_it_deletes() -> None:
+    ended: list[tuple[str, BrokerError]] = []
+    topology = Topology(
+        config([{"Name": "q"}]), MemoryStore(), Wakeups(), lambda ent, error: ended.append((ent.path, error))
+    )
+    q = topology.entity("Q")
+    assert set(topology.entities) == {"q", "q/$deadletterqueue", "q/$transfer/$deadletterqueue"}
+    topology.create_queue(QueueConfig(name="runtime"))
+    assert topology.is_runtime_entity("runtime") and not topology.is_runtime_entity("q")
+    q.receivers[1] = object()
+    topology.delete_entity("q")
+    assert not q.live and q.dlq is not None and not q.dlq.live
+    assert [(path, type(e)) for path, e in ended] == [("q", EntityNotFoundError)]
+    assert set(topology.entities) == {"runtime", "runtime/$deadletterqueue", "runtime/$transfer/$deadletterqueue"}
