@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sbemulator.auth import SasValidator
+from sbemulator.broker.api import BrokerAPI
 
 from .app import AdminApp
 from .backend import Namespace
@@ -30,7 +31,7 @@ class AdminServer:
 
     def __init__(
         self,
-        broker: Any,
+        broker: BrokerAPI,
         validator: SasValidator,
         *,
         host: str = "127.0.0.1",
@@ -52,7 +53,7 @@ class AdminServer:
                 cert_dir = self._temp_dir
             extra = () if host in ("127.0.0.1", "0.0.0.0", "::", "localhost", "::1") else (host,)
             self.certificates = ensure_certificates(cert_dir, extra)
-        self.namespace = Namespace(broker, getattr(broker.config, "name", "sbemulatorns"), commit=commit)
+        self.namespace = Namespace(broker, broker.config.name, commit=commit)
         self.app = AdminApp(self.namespace, validator)
         self.http = HttpServer(self.app, host, port, server_context(self.certificates.cert, self.certificates.key),
                                websocket=websocket, admit=self.app.admit)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sbemulator.broker.api import BrokerAPI
 from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import (
     BrokerError,
@@ -134,7 +135,7 @@ def entity_name_from_forward(value: str | None) -> str | None:
 class Namespace:
     """Management operations over one broker (one namespace)."""
 
-    def __init__(self, broker: Any, name: str = "sbemulatorns", clock: Callable[[], float] = time.time,
+    def __init__(self, broker: BrokerAPI, name: str = "sbemulatorns", clock: Callable[[], float] = time.time,
                  commit: Callable[[], None] | None = None) -> None:
         self.broker = broker
         self.name = name

@@ -33,6 +33,7 @@ from ..amqp.performatives import (
 from ..amqp.transactions import LOCAL_TRANSACTIONS, Coordinator, Declare, Declared, Discharge, TransactionalState
 from ..amqp.types import Array, Int, Long, Symbol
 from ..auth import Grant, SasValidator
+from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError
 from ..broker.model import ReceiveMode
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
@@ -84,7 +85,7 @@ class Gateway:
 
     def __init__(
         self,
-        broker: Any,
+        broker: BrokerAPI,
         validator: SasValidator,
         *,
         request_flush: Callable[[Gateway], None],
@@ -208,6 +209,26 @@ class Gateway:
 
     def data_to_send(self) -> bytes | bytearray:
         return self.connection.data_to_send()
+
+    # ------------------------------------------------------------------ what the server asks
+    # (the server knows the gateway, not the AMQP connection inside it)
+    @property
+    def connection_closed(self) -> bool:
+        """The AMQP connection is closed: once its last frames are written, the socket can close."""
+        return self.connection.closed
+
+    def wants_heartbeats(self) -> bool:
+        """The peer's open announced an idle timeout, so frames are due before our own idle check."""
+        return bool(self.connection.remote_idle_timeout_ms)
+
+    def next_timer(self) -> float | None:
+        """When :meth:`on_timer` next has work (``time.monotonic`` seconds), or None."""
+        return self.connection.next_timer()
+
+    def shut_down(self, description: str) -> None:
+        """Close the connection with ``amqp:connection:forced`` (the emulator is stopping)."""
+        if not self.connection.closed:
+            self.connection.close("amqp:connection:forced", description)
 
     def _dispatch(self, events: list) -> None:
         for event in events:
@@ -420,7 +441,25 @@ class Gateway:
         link.context.send(payload)
 
 
-class ReplyLink:
+class LinkHandler:
+    """The handler of one attached link (``Link.context``): what the gateway tells it about its link.
+    Every method does nothing here; a kind of link overrides what it needs (a sending link of ours
+    receives no messages, a request link needs no credit callbacks, and so on)."""
+
+    def on_message(self, event: ev.MessageReceived) -> None:
+        """A transfer arrived on the link (the client is the sender)."""
+
+    def on_disposition(self, event: ev.DeliveryStateChanged) -> None:
+        """The client settled or changed the state of one of our deliveries."""
+
+    def on_credit(self, event: ev.LinkCreditChanged) -> None:
+        """The client's flow changed the link's credit (or asked to drain it)."""
+
+    def on_detach(self) -> None:
+        """The link is gone (detached by either side, or the connection ended)."""
+
+
+class ReplyLink(LinkHandler):
     """Our sending side of a request/response pair: replies wait for credit."""
 
     def __init__(self, gateway: Gateway, link: Link) -> None:
@@ -448,14 +487,11 @@ class ReplyLink:
         if not event.settled:
             self.gateway.connection.settle_outgoing(self.link, event.delivery_id, event.state)
 
-    def on_message(self, event: Any) -> None:  # pragma: no cover - a sending link receives nothing
-        return None
-
     def on_detach(self) -> None:
         self.queue.clear()
 
 
-class _RequestLink:
+class _RequestLink(LinkHandler):
     """Common part of the request side of $cbs and $management: accept, answer, top up credit."""
 
     def __init__(self, gateway: Gateway, link: Link) -> None:
@@ -477,15 +513,6 @@ class _RequestLink:
 
     def answer(self, request: Any) -> None:
         raise NotImplementedError
-
-    def on_disposition(self, event: Any) -> None:
-        return None
-
-    def on_credit(self, event: Any) -> None:
-        return None
-
-    def on_detach(self) -> None:
-        return None
 
     @staticmethod
     def response(request: Any, app_props: dict, body: Any) -> bytes:
@@ -548,7 +575,7 @@ class ManagementRequestLink(_RequestLink):
         self.gateway.request_flush(self.gateway)
 
 
-class EntitySenderLink:
+class EntitySenderLink(LinkHandler):
     """A client sending into a queue or topic: every accepted message is stored before the accept."""
 
     def __init__(self, gateway: Gateway, link: Link, path: str, ref: Any, via: str | None = None) -> None:
@@ -583,17 +610,8 @@ class EntitySenderLink:
         if self.link.link_credit < SENDER_CREDIT // 2:
             conn.grant_credit(self.link, SENDER_CREDIT)
 
-    def on_disposition(self, event: Any) -> None:
-        return None
 
-    def on_credit(self, event: Any) -> None:
-        return None
-
-    def on_detach(self) -> None:
-        return None
-
-
-class EntityReceiverLink:
+class EntityReceiverLink(LinkHandler):
     """A client receiving from a queue, subscription or dead-letter queue (optionally a session)."""
 
     def __init__(self, gateway: Gateway, link: Link, path: str, ref: Any, mode: ReceiveMode) -> None:
@@ -727,9 +745,6 @@ class EntityReceiverLink:
         self.pump()
         if event.drain and self.link.drain and self.link.link_credit > 0:
             self.gateway.connection.drain_complete(self.link)
-
-    def on_message(self, event: Any) -> None:  # pragma: no cover - a sending link receives nothing
-        return None
 
     def on_disposition(self, event: Any) -> None:
         token = event.context

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..amqp.message import ParsedMessage, parse_message
 from ..amqp.types import Array, Int, Long, Timestamp
+from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError, InvalidOperationError, MessageSizeExceededError
 from ..broker.model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
@@ -66,7 +67,7 @@ def _text(value: Any) -> str | None:
 class ManagementHandler:
     """Executes ``$management`` requests for one broker."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: BrokerAPI) -> None:
         self.broker = broker
         self._ops: dict[str, Callable[[str, Any], MgmtReply]] = {
             "com.microsoft:renew-lock": self._renew_lock,
@@ -268,7 +269,7 @@ class ManagementHandler:
 class _StagedDisposition:
     """An update-disposition waiting for its transaction's commit (a broker.transactions.StagedSettlement)."""
 
-    def __init__(self, broker: Any, path: str, tokens: list[uuid.UUID], status: str | None,
+    def __init__(self, broker: BrokerAPI, path: str, tokens: list[uuid.UUID], status: str | None,
                  reason: str | None, description: str | None, properties: dict | None,
                  session_id: str | None) -> None:
         if status not in ("completed", "abandoned", "defered", "suspended"):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 from ..auth import SasValidator
+from ..broker.api import BrokerAPI
 from ..broker.transactions import DEFAULT_TIMEOUT_S as DEFAULT_TRANSACTION_TIMEOUT_S
 from ..gateway.core import Gateway
 from ..gateway.limits import DEFAULT_LIMITS, Limits
+from ..store.base import Store
 
 log = logging.getLogger("sbemulator")
 
@@ -78,7 +79,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         finally:
             self._receiving = False
         self.flush()  # commit, then answer: no extra loop iteration on the request/response path
-        if not self._heartbeat_armed and gateway.connection.remote_idle_timeout_ms:
+        if not self._heartbeat_armed and gateway.wants_heartbeats():
             # The peer's open announced an idle timeout: heartbeats are due before our own check.
             self._heartbeat_armed = True
             self._arm_timer()
@@ -101,7 +102,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         out = gateway.data_to_send()
         if out and not transport.is_closing():
             transport.write(out)  # may call pause_writing, before it returns
-        if gateway.connection.closed:
+        if gateway.connection_closed:
             transport.close()
         elif gateway.has_blocked:
             gateway.unblock()  # receivers stopped at the output's high-water mark; written and not paused
@@ -125,9 +126,9 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             self._timer.cancel()
             self._timer = None
         gateway = self.gateway
-        if gateway is None or gateway.connection.closed:
+        if gateway is None or gateway.connection_closed:
             return
-        deadline = gateway.connection.next_timer()
+        deadline = gateway.next_timer()
         if deadline is not None:
             delay = max(0.05, deadline - time.monotonic())
             self._timer = self.server.loop.call_later(delay, self._on_timer)
@@ -156,8 +157,8 @@ class AmqpServer:
 
     def __init__(
         self,
-        broker: Any,
-        store: Any,
+        broker: BrokerAPI,
+        store: Store,
         validator: SasValidator,
         *,
         host: str = "127.0.0.1",
@@ -230,8 +231,8 @@ class AmqpServer:
             self._server.close()
         for protocol in list(self.connections):
             gateway = protocol.gateway
-            if gateway is not None and not gateway.connection.closed:
-                gateway.connection.close("amqp:connection:forced", "The emulator is shutting down.")
+            if gateway is not None and not gateway.connection_closed:
+                gateway.shut_down("The emulator is shutting down.")
                 protocol.flush()
             if protocol.transport is not None:
                 protocol.transport.close()

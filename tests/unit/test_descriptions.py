@@ -7,7 +7,6 @@ import copy
 import json
 
 import pytest
-from sbemulator.broker.testing import make_broker
 
 from sbemulator.admin import arm, atom
 from sbemulator.admin.backend import Namespace
@@ -25,6 +24,7 @@ from sbemulator.descriptions import (
     entity_name_problem,
     for_kind,
 )
+from tests.fixtures.broker import make_broker
 
 NS = {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "q"}], "Topics": []}]}}
 LOCK_CAP = by_atom(QUEUE)["LockDuration"].maximum  # the one place the cap is written
@@ -197,7 +197,7 @@ def test_broker_authorization_rules_are_the_top_level_entitys() -> None:
 def test_forwarding_edges_the_api_accepts_behave() -> None:
     """A session-enabled queue forwards (its session id travels with the message); a queue naming itself
     keeps its messages instead of looping."""
-    from sbemulator.broker.testing import msg
+    from tests.fixtures.broker import msg
 
     broker = make_broker([{"Name": "dst"}])[0]
     ns = Namespace(broker)

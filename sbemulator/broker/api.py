@@ -1,0 +1,177 @@
+"""The broker as the rest of the emulator sees it: the gateway (AMQP links and ``$management``), the
+admin plane (Atom and ARM APIs), the web console and the server use this Protocol and nothing else of
+the broker (the way Azurite's ``IQueueMetadataStore`` is all its handlers know of its metadata store).
+:class:`~sbemulator.broker.core.Broker` implements it (mypy checks that, see ``core``); a test double
+only needs the methods its test calls.
+
+Imports only leaf modules of the broker (``entity``, ``model``, ``receiver``, ``views``) and
+``sbemulator.config``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from sbemulator.config import (
+    AuthorizationRuleConfig,
+    NamespaceConfig,
+    QueueConfig,
+    RuleConfig,
+    SubscriptionConfig,
+    TopicConfig,
+)
+
+from .entity import EntityRef
+from .model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMode
+from .receiver import Receiver
+from .views import EntityView, Resubmission, SessionView
+
+
+class BrokerAPI(Protocol):
+    config: NamespaceConfig  # the namespace it was built from (its name, the file's entities)
+
+    # --- entities and rules (AMQP attach, $management, the Atom/ARM APIs, the console) ---
+    def resolve(self, path: str) -> EntityRef:
+        """Case-insensitive; accepts "q", "t", "t/Subscriptions/s", "<x>/$DeadLetterQueue",
+        "<x>/$Transfer/$DeadLetterQueue" (a leading "/" or "amqps://host/" prefix is stripped)."""
+        ...
+
+    def entity_paths(self) -> list[str]: ...
+
+    def message_count(self, path: str) -> int: ...
+
+    def describe(self, path: str) -> Any:
+        """The QueueConfig / TopicConfig / SubscriptionConfig an entity was built from (rules current)."""
+        ...
+
+    def create_queue(self, q: QueueConfig) -> EntityRef: ...
+
+    def create_topic(self, t: TopicConfig) -> EntityRef: ...
+
+    def create_subscription(self, topic_name: str, s: SubscriptionConfig) -> EntityRef: ...
+
+    def update_entity(self, path: str, config: QueueConfig | TopicConfig | SubscriptionConfig) -> EntityRef: ...
+
+    def delete_entity(self, path: str) -> None: ...
+
+    def is_runtime_entity(self, path: str) -> bool:
+        """True for an entity the config file does not declare (created at run time)."""
+        ...
+
+    def authorization_rules(self, entity_path: str) -> list[AuthorizationRuleConfig]: ...
+
+    def add_rule(
+        self,
+        path: str,
+        rule: RuleConfig | str,
+        *,
+        filter_type: str = "Sql",
+        sql_expression: str | None = None,
+        correlation: dict[str, Any] | None = None,
+        action_expression: str | None = None,
+    ) -> None: ...
+
+    def set_rule(self, path: str, rule: RuleConfig) -> bool: ...
+
+    def remove_rule(self, path: str, name: str) -> None: ...
+
+    def list_rules(self, path: str) -> list[RuleConfig]: ...
+
+    # --- messaging (the gateway's links and $management) ---
+    def send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
+        """Accept a batch (all or nothing); see :meth:`MessageFlow.send`."""
+        ...
+
+    def schedule(self, path: str, messages: Iterable[IncomingMessage]) -> list[int]: ...
+
+    def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None: ...
+
+    def open_receiver(
+        self,
+        path: str,
+        mode: ReceiveMode,
+        on_available: Callable[[], None],
+        session_id: str | None = None,
+        next_available_session: bool = False,
+    ) -> Receiver: ...
+
+    def receive_deferred(
+        self, path: str, sequence_numbers: Iterable[int], mode: ReceiveMode, session_id: str | None = None
+    ) -> list[Delivery]: ...
+
+    def peek(
+        self, path: str, from_sequence_number: int, count: int, session_id: str | None = None
+    ) -> list[BrokerMessage]: ...
+
+    def update_disposition(
+        self,
+        path: str,
+        lock_tokens: Iterable[uuid.UUID],
+        status: str | Outcome,
+        dead_letter_reason: str | None = None,
+        dead_letter_description: str | None = None,
+        properties_to_modify: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        """$management update-disposition: completed, abandoned, defered (sic) or suspended."""
+        ...
+
+    def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]: ...
+
+    # --- sessions ($management) ---
+    def renew_session_lock(self, path: str, session_id: str) -> int: ...
+
+    def get_session_state(self, path: str, session_id: str) -> bytes | None: ...
+
+    def set_session_state(self, path: str, session_id: str, state: bytes | None) -> None: ...
+
+    def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1) -> list[str]:
+        """Sessions that have messages or state (get-message-sessions)."""
+        ...
+
+    # --- inspection (the management plane and the console) ---
+    def entity_views(self, kind: str | None = None, topic: str | None = None) -> list[EntityView]: ...
+
+    def entity_view(self, path: str) -> EntityView: ...
+
+    def find_entity(self, path: str) -> EntityView | None: ...
+
+    def counts(self, path: str) -> dict[str, int]: ...
+
+    def session_views(self, path: str) -> list[SessionView]: ...
+
+    def now_ms(self) -> int:
+        """The broker's clock in epoch milliseconds: what enqueue, lock and expiry times are measured by."""
+        ...
+
+    def purge(self, path: str, *, sub_queues: bool = True) -> int: ...
+
+    def reset(self) -> dict[str, int]: ...
+
+    def resubmit_dead_lettered(self, path: str, sequence_numbers: Iterable[int] | None = None) -> Resubmission: ...
+
+    # --- durability and time (the server) ---
+    def commit(self) -> None:
+        """Make every change so far durable (one transaction)."""
+        ...
+
+    def close(self) -> None: ...
+
+    @property
+    def on_deadline_changed(self) -> Callable[[], None] | None:
+        """Set by the server to wake its timer task when a new timer becomes the earliest one
+        (called synchronously; it must not call back into the broker)."""
+        ...
+
+    @on_deadline_changed.setter
+    def on_deadline_changed(self, callback: Callable[[], None] | None) -> None: ...
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`tick` next has work (clock seconds), or None."""
+        ...
+
+    def tick(self) -> None:
+        """Process every due timer: lock expiry, TTL expiry, scheduled activation, session-lock expiry."""
+        ...
