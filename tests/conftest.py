@@ -19,3 +19,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     and the short ones fill in around them.
     """
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the counts that the other SDKs' suites reported (tests/interop/test_go_sdk.py and the
+    like record them as the ``sdk_suite`` user property), so a run's output says how many Go or Java
+    tests ran, not only that the one pytest test wrapping each suite passed."""
+    lines = [
+        str(value)
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
+        if getattr(report, "when", "call") == "call"
+        for name, value in getattr(report, "user_properties", [])
+        if name == "sdk_suite"
+    ]
+    if lines:
+        terminalreporter.section("sdk suites")
+        for line in lines:
+            terminalreporter.line(line)
+

@@ -31,7 +31,7 @@ from ..amqp.performatives import (
     from_described,
 )
 from ..amqp.transactions import LOCAL_TRANSACTIONS, Coordinator, Declare, Declared, Discharge, TransactionalState
-from ..amqp.types import Array, Int, Long, Symbol
+from ..amqp.types import Array, Described, Int, Long, Symbol
 from ..auth import Grant, SasValidator
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError
@@ -668,7 +668,7 @@ class EntityReceiverLink(LinkHandler):
             locked_until = self.receiver.locked_until_ms or 0
             props = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(locked_until))}
             filters = dict(getattr(source, "filter", None) or {})
-            filters[SESSION_FILTER] = self.receiver.session_id
+            filters[SESSION_FILTER] = _session_filter_value(filters.get(SESSION_FILTER), self.receiver.session_id)
             source = Source(
                 source.address, source.durable, source.expiry_policy, source.timeout, source.dynamic,
                 source.dynamic_node_properties, source.distribution_mode, filters, source.default_outcome,
@@ -924,3 +924,18 @@ def _str(value: Any) -> str | None:
     if value is None:
         return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _session_filter_value(requested: Any, session_id: str) -> Any:
+    """The session id for the attach reply's filter, in the form the client asked in.
+
+    A filter-set's values are described types (AMQP 1.0 part 3, 3.5.8 "filter-set": each value is null
+    or a described filter); the Service Bus AMQP guide's session filter is the described
+    ``com.microsoft:session-filter`` (0x00000137:0000000C) around the session id. go-amqp refuses a
+    plain string there ("invalid described type header"), so the reply keeps the client's descriptor;
+    clients that sent the bare id (rhea, pyamqp) get the bare id back, which they read as it is.
+    """
+    if isinstance(requested, Described):
+        return Described(requested.descriptor, session_id)
+    return session_id
+

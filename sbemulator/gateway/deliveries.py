@@ -17,6 +17,7 @@ from ..amqp import codec, hotframes
 from ..amqp.message import (
     BATCH_MESSAGE_FORMAT,
     SECTION_APPLICATION_PROPERTIES,
+    SECTION_DELIVERY_ANNOTATIONS,
     MessageDecodeError,
     ParsedMessage,
     parse_message,
@@ -35,6 +36,7 @@ VIA_PARTITION_KEY = Symbol("x-opt-via-partition-key")
 DEADLETTER_SOURCE = Symbol("x-opt-deadletter-source")
 ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
 MESSAGE_STATE = Symbol("x-opt-message-state")
+LOCK_TOKEN = Symbol("x-opt-lock-token")
 # Annotations the broker owns: rebuilt on every delivery, never taken from the sender.
 BROKER_ANNOTATIONS = frozenset({
     SEQUENCE_NUMBER, ENQUEUED_TIME, LOCKED_UNTIL, SCHEDULED_ENQUEUE_TIME, PARTITION_KEY, DEADLETTER_SOURCE,
@@ -244,15 +246,25 @@ def encode_delivery(
     *,
     header_delivery_count: int,
     locked_until_ms: int | None,
+    lock_token: uuid.UUID | None = None,
 ) -> bytes:
     """Encode a stored message as the payload of a delivery (or a peek/deferred response entry).
 
     Written section by section with the annotation keys pre-encoded: this runs for every delivery,
     and building the annotation map and a Header object to hand to the generic encoder cost more
     than the bytes it produced (the result is the same, byte for byte).
+
+    ``lock_token`` adds a delivery-annotations section ``{x-opt-lock-token: uuid}``: a message handed
+    back inside a ``$management`` reply has no delivery tag, and the Go SDK takes a deferred message's
+    lock token from that annotation only (azservicebus ``newReceivedMessage``), as Service Bus sends it.
     """
-    parts = [_header(message.time_to_live_ms, header_delivery_count), _annotations(message, locked_until_ms),
-             _properties_section(message)]
+    if lock_token is None:  # every transfer: one list, as before the management-only case existed
+        parts = [_header(message.time_to_live_ms, header_delivery_count), _annotations(message, locked_until_ms),
+                 _properties_section(message)]
+    else:
+        parts = [_header(message.time_to_live_ms, header_delivery_count),
+                 codec.encode(Described(ULong(SECTION_DELIVERY_ANNOTATIONS), {LOCK_TOKEN: lock_token})),
+                 _annotations(message, locked_until_ms), _properties_section(message)]
     if message.application_properties:
         parts.append(codec.encode(Described(ULong(SECTION_APPLICATION_PROPERTIES), message.application_properties)))
     parts.append(message.body_raw)

@@ -191,6 +191,7 @@ class ManagementHandler:
                 message,
                 header_delivery_count=max(0, message.delivery_count - 1),
                 locked_until_ms=message.locked_until_ms if token is not None else None,
+                lock_token=token,
             )
             entry: dict = {"message": payload}
             if token is not None:

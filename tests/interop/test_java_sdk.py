@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -105,7 +105,8 @@ def crash_emulator(tmp_path: Path) -> Iterator[KilledOnRequest]:
         harness.close()
 
 
-def test_java_sdk_suite(java_emulator: Emulator, crash_emulator: KilledOnRequest) -> None:
+def test_java_sdk_suite(java_emulator: Emulator, crash_emulator: KilledOnRequest,
+                        record_property: Callable[[str, object], None]) -> None:
     assert java_emulator.admin_url is not None and java_emulator.ca_path is not None
     env = {
         "SB_CONNECTION_STRING": java_emulator.connection_string,
@@ -117,6 +118,7 @@ def test_java_sdk_suite(java_emulator: Emulator, crash_emulator: KilledOnRequest
     # The first run on a machine downloads the SDK and Maven's plugins (~60 MB); later runs are offline.
     result, output = run_maven(env, timeout=780)
     print(result.summary())
+    record_property("sdk_suite", result.summary())  # shown in the run's "sdk suites" section
     assert not result.problems, result.summary() + "\n\n" + "\n\n".join(result.problems) + "\n\n" + output[-3000:]
     # TransactionCrashTest ran, and its emulator really was killed with SIGKILL and restarted.
     assert "TransactionCrashTest.killBeforeDischargeKeepsTheCommittedAndDropsTheOpen" in result.passed_names

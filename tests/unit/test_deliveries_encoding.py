@@ -105,3 +105,20 @@ def test_a_plain_locked_delivery_equals_the_generic_encoding(sequence_number, en
     for _ in range(2):  # the second time the header comes from the (ttl, count) cache
         payload = encode_delivery(message, header_delivery_count=count, locked_until_ms=locked)
         assert payload == reference_delivery(message, count, locked)
+
+
+def test_a_management_reply_message_carries_its_lock_token_as_a_delivery_annotation() -> None:
+    # receive-by-sequence-number hands a deferred message back inside a $management reply, with no
+    # delivery tag: the Go SDK reads its lock token only from the x-opt-lock-token delivery annotation
+    # (tests/interop/go TestDeferAndReceiveDeferred). The sections stay in the order AMQP 1.0 part 3,
+    # 3.2 gives them: header, delivery-annotations, message-annotations, properties, ...
+    token = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+    message = _message(sequence_number=7, enqueued_time_ms=1000, state=MessageState.DEFERRED)
+    payload = encode_delivery(message, header_delivery_count=1, locked_until_ms=5000, lock_token=token)
+    parsed = parse_message(payload)
+    assert parsed.delivery_annotations == {Symbol("x-opt-lock-token"): token}
+    assert parsed.message_annotations[SEQUENCE_NUMBER] == 7
+    assert parsed.body_raw == message.body_raw
+    without = encode_delivery(message, header_delivery_count=1, locked_until_ms=5000)
+    assert parse_message(without).delivery_annotations is None
+    assert without == reference_delivery(message, 1, 5000)
