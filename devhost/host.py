@@ -441,6 +441,13 @@ class Host:
             listener.start()
         return running
 
+    def stop_timers(self) -> None:
+        """Stop every timer (a drain: no new work is made while the backlog empties); the rest runs on."""
+        with self._instances_lock:
+            timers = [listener for listener in self.listeners if isinstance(listener, TimerListener)]
+        for timer in timers:
+            timer.stop()
+
     def wait_connected(self, timeout: float = 30.0) -> bool:
         """True once every Service Bus listener has an open receiver."""
         deadline = time.monotonic() + timeout

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devhost.config import ServiceBusOptions
@@ -211,6 +211,21 @@ class ScaleController:
             app.starting.pop(instance)
             app.live[instance] = self._start_instance(self.plans[app.role], instance)
             app.peak = max(app.peak, len(app.live))
+
+    def remove(self, role: str) -> InstanceId | None:
+        """Take the highest-numbered live instance of ``role`` away, as a crash or the platform would (the
+        demo's failover). Its invocations in flight finish, its locks are released; a fixed pool then runs
+        one short of its size, a scaled app gets a replacement on a later decision if its backlog asks."""
+        with self._lock:
+            app = self.apps[role]
+            if not app.live:
+                return None
+            instance = max(app.live, key=lambda i: i.index)
+            handle = app.live.pop(instance)
+            if app.fixed is None:  # the controller counts what runs: the next decision sees one missing
+                app.state = replace(app.state, instances=len(app.all_ids()))
+        self._stop_instance(handle)
+        return instance
 
     def wait_live(self, timeout: float) -> bool:
         """True once no instance is still starting (fixed pools and floors are then up)."""

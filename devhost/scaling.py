@@ -125,7 +125,7 @@ def decide(state: ScaleState, backlogs: Mapping[str, int], now: float, limits: S
     if current > limits.max_instances:
         return decision(limits.max_instances, "above maximumInstanceCount", None)
     if current < limits.min_instances:
-        return decision(limits.min_instances, "below the always-ready floor", None)
+        return decision(limits.min_instances, "up to the floor (a timer needs a host; always-ready)", None)
     if desired > current:
         step = min(desired, current + limits.max_added_per_decision)
         reason = "scale out" if step == desired else f"scale out, at most {limits.max_added_per_decision} per decision"

@@ -1,31 +1,38 @@
-"""``python -m devhost.demo [--duration 60] [--out DIR]``: the whole pipeline, live, then a chart.
+"""``python -m devhost.demo [--duration 60] [--strategy separate] [--out DIR]``: the whole pipeline, live,
+then a chart.
 
 sender timer -> topic ``messages`` -> consumer_high / consumer_low -> queue ``leveling`` -> leveler
--> Table Storage, all under devhost with each role's instance limit from infra/main.bicep. The timer
-gives a steady flow of both priorities; bursts of low-priority work arrive on top. Each tick also
-sends one ordered write per tenant to ``ordered-writes``, which the session-triggered ordered writer
-applies per tenant in order; the summary audits its table. With no settings file the Service Bus
-emulator and Azurite are started and stopped by the host.
+-> Table Storage, all under devhost with each role's instance limit from infra/main.bicep, under the
+priority strategy ``--strategy`` (``fifo``: one queue instead of the topic). The timer gives a steady flow
+of both priorities; bursts of low-priority work, one burst of high-priority work (consumer-high scales
+past one instance) and a poison message every few seconds (dead-lettered by the leveler with its reason)
+arrive on top. Each tick also sends one ordered write per tenant to ``ordered-writes``, which the
+session-triggered ordered writer applies per tenant in order; one of its instances is stopped mid-run
+and its tenants are taken over (the table is audited live and at the end). After
+``--duration`` a drain phase stops all new work and waits for the backlogs to empty. With no settings
+file the Service Bus emulator and Azurite are started and stopped by the host.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 import time
 from pathlib import Path
 
 from devhost.cli import add_scale_arguments, configure_logging, parse_instances, scale_options
-from devhost.demo.backlog import BacklogProbe
+from devhost.demo.backlog import BacklogProbe, pipeline_entities
 from devhost.demo.chart import write_chart
 from devhost.demo.dashboard import View, render_plain, render_rich
+from devhost.demo.leader import LeaderDemo
 from devhost.demo.load import BurstPublisher, burst_plan
-from devhost.demo.metrics import TelemetryCollector, per_second, percentile, rate_last
-from devhost.demo.ordered import ordered_audit, ordered_summary_lines
+from devhost.demo.metrics import Sample, TelemetryCollector, per_second, percentile, rate_last
+from devhost.demo.ordered import ordered_audit, ordered_panel, ordered_summary_lines
 from devhost.host import Host, HostError, HostOptions, RolePlan
 from devhost.local_services import LocalServiceError
-from shared.settings import SettingsError
+from shared.settings import STRATEGIES, SettingsError
 
 #: The demo's load and limits (app settings; they win over local.settings.json and the environment).
 DEMO_SETTINGS = {
@@ -37,6 +44,9 @@ DEMO_SETTINGS = {
     "RESULTS_TABLE": "demoresults",
     "ORDERED_TABLE": "demoordered",
     "ORDERED_WORK_MS": "20",
+    "SLO_HIGH_SECONDS": "10",  # the Priority Queue pattern's example
+    "SLO_LOW_SECONDS": "60",
+    "AGING_AFTER_SECONDS": "10",
 }
 DEMO_SCALE_IN_DELAY = 10.0  # seconds; devhost's default is 60 (docs/devhost.md)
 WINDOW = 10.0  # seconds the live latency/throughput figures look back
@@ -44,12 +54,24 @@ WINDOW = 10.0  # seconds the live latency/throughput figures look back
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="devhost.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60), then the drain")
+    parser.add_argument("--drain", type=float, default=30.0,
+                        help="longest drain after the load: no new work until the backlogs are empty (default 30)")
+    parser.add_argument("--strategy", choices=STRATEGIES, default=None,
+                        help="PRIORITY_STRATEGY (default: the setting, else separate); fifo is the one-queue baseline")
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="folder for the chart (default out/demo)")
     parser.add_argument("--settings", type=Path, default=None,
                         help="local.settings.json to run against configured resources (default: emulators)")
     parser.add_argument("--burst-size", type=int, default=200, help="low-priority messages per burst (default 200)")
     parser.add_argument("--burst-interval", type=float, default=20.0, help="seconds between bursts (default 20)")
+    parser.add_argument("--high-burst", type=int, default=300,
+                        help="high-priority messages in one burst at 45%% of the run (default 300; 0: none)")
+    parser.add_argument("--poison-every", type=float, default=10.0,
+                        help="seconds between poison messages (default 10; 0: none)")
+    parser.add_argument("--stop-ordered-at", type=float, default=None, metavar="S",
+                        help="stop one of the ordered writer's instances at S seconds (default: mid-run; <0: never)")
+    parser.add_argument("--stop-leader-at", type=float, default=None, metavar="S",
+                        help="stop the elected leader at S seconds (default: 70%% of the run; <0: never)")
     parser.add_argument("--instances", action="append", default=[], metavar="ROLE=N",
                         help="a fixed pool: run N instances of ROLE for the whole run instead of scaling it")
     add_scale_arguments(parser)
@@ -87,10 +109,12 @@ def app_rows(host: Host) -> list[tuple[str, str, int]]:
 
 
 def recent_scale_events(host: Host, start: float, count: int = 6) -> list[str]:
+    """The latest scale decisions that changed something; those made before the load started (the
+    floors: the sender's timer needs its host) are labelled as such rather than given a negative time."""
     if host.scaler is None:
         return []
-    return [f"{e.at - start:5.1f}s {e.role}: {e.previous} -> {e.instances} ({e.reason}; backlog "
-            f"{sum(e.backlogs.values())})" for e in host.scaler.events[-count:]]
+    return [f"{'before the load' if e.at < start else f'{e.at - start:5.1f}s'} {e.role}: {e.previous} -> "
+            f"{e.instances} ({e.reason}; backlog {sum(e.backlogs.values())})" for e in host.scaler.events[-count:]]
 
 
 def instance_counts(host: Host) -> dict[str, int]:
@@ -100,8 +124,32 @@ def instance_counts(host: Host) -> dict[str, int]:
     return {role: scaler.live(role) for role in scaler.apps}
 
 
+def slo_seconds() -> dict[str, float]:
+    return {"High": float(DEMO_SETTINGS["SLO_HIGH_SECONDS"]), "Low": float(DEMO_SETTINGS["SLO_LOW_SECONDS"])}
+
+
+def within(samples: list[Sample], slo_s: float) -> float:
+    return sum(1 for s in samples if s.latency_ms <= slo_s * 1000) / len(samples) if samples else math.nan
+
+
+def split_cold(samples: list[Sample]) -> tuple[list[Sample], list[Sample]]:
+    """(cold, steady): the messages sent before the first one of their priority was processed waited for
+    an instance to start from zero; they are the cold start, reported apart from the steady state."""
+    if not samples:
+        return [], []
+    first_done = min(s.at for s in samples)
+    cold = [s for s in samples if s.at - s.latency_ms / 1000 < first_done]
+    return cold, [s for s in samples if s.at - s.latency_ms / 1000 >= first_done]
+
+
+def consumer_functions(host: Host) -> tuple[str, ...]:
+    names = {spec.name for plan in host.plans.values() for spec in plan.specs}
+    return ("consumer_fifo",) if "consumer_fifo" in names else ("consumer_high", "consumer_low")
+
+
 def build_view(host: Host, collector: TelemetryCollector, probe: BacklogProbe, counts: dict, start: float,
-               duration: float, cap: float, publisher: BurstPublisher) -> View:
+               duration: float, cap: float, publisher: BurstPublisher, *, strategy: str, phase: str,
+               reasons: dict[str, int], ordered: tuple, ordered_note: str, leader: str = "") -> View:
     now = time.time()
     window_start = max(start, now - WINDOW)
     recent = collector.consumer_samples(window_start)
@@ -111,6 +159,7 @@ def build_view(host: Host, collector: TelemetryCollector, probe: BacklogProbe, c
     for plan in host.plans.values():
         for spec in plan.specs:
             instances[spec.name] = instances_text(host, plan)
+    slo = slo_seconds()
     return View(
         elapsed=now - start, duration=duration, backlog=counts, backlog_source=probe.source,
         processed_per_s={p: len(s) / max(1.0, now - window_start) for p, s in recent.items()},
@@ -120,45 +169,66 @@ def build_view(host: Host, collector: TelemetryCollector, probe: BacklogProbe, c
         writes_per_s=rate_last(stored, 1.0, now), writes_total=len(stored), cap=cap,
         instances=instances, published_bursts=len(publisher.bursts),
         apps=app_rows(host), scale_events=recent_scale_events(host, start),
+        strategy=strategy, phase=phase, slo_s=slo,
+        within_slo={p: within(everything.get(p, []), slo[p]) for p in ("High", "Low")},
+        poison_sent=publisher.poison_sent, dead_letter_reasons=reasons,
+        ordered=ordered[0], ordered_faults=ordered[1], ordered_note=ordered_note,
+        consumer_functions=consumer_functions(host), leader=leader,
     )
 
 
 def summary(host: Host, collector: TelemetryCollector, start: float, end: float, cap: float,
-            rows: int | None, final: dict, out: Path) -> str:
+            rows: int | None, final: dict, out: Path, *, strategy: str, drained: float, drain_end: float,
+            reasons: dict[str, int], poison_sent: int) -> str:
     from rich.console import Console
     from rich.table import Table
 
     consumer = collector.consumer_samples(start)
     stored = collector.stored_times(start)
-    table = Table(title="Demo summary")
+    slo = slo_seconds()
+    split = {p: split_cold(consumer.get(p, [])) for p in ("High", "Low")}
+    table = Table(title=f"Demo summary (strategy {strategy}): end-to-end latency, created to processed")
+
+    def ms(values: list[Sample], q: float) -> str:
+        return f"{percentile([s.latency_ms for s in values], q):,.0f}" if values else "-"
+
     for column in ("measure", "High", "Low"):
         table.add_column(column, justify="right" if column != "measure" else "left")
-    for label, q in (("p50 latency (ms)", 0.50), ("p95 latency (ms)", 0.95), ("p99 latency (ms)", 0.99)):
-        table.add_row(label, *(f"{percentile([s.latency_ms for s in consumer.get(p, [])], q):,.0f}"
-                               if consumer.get(p) else "-" for p in ("High", "Low")))
-    table.add_row("processed", *(str(len(consumer.get(p, []))) for p in ("High", "Low")))
+    for label, q in (("p50 ms, steady state", 0.50), ("p95 ms, steady state", 0.95), ("p99 ms, steady state", 0.99)):
+        table.add_row(label, *(ms(split[p][1], q) for p in ("High", "Low")))
+    table.add_row("cold start: messages sent before the first was processed",
+                  *(str(len(split[p][0])) for p in ("High", "Low")))
+    table.add_row("cold start: worst ms", *(ms(split[p][0], 1.0) for p in ("High", "Low")))
+    table.add_row("p99 ms, all messages (cold start included)",
+                  *(ms(consumer.get(p, []), 0.99) for p in ("High", "Low")))
+    table.add_row("SLO", *(f"{slo[p]:g} s" for p in ("High", "Low")))
+    table.add_row("within SLO, all messages", *(f"{within(consumer.get(p, []), slo[p]):.1%}"
+                                                if consumer.get(p) else "-" for p in ("High", "Low")))
+    table.add_row("messages processed (load and drain)", *(str(len(consumer.get(p, []))) for p in ("High", "Low")))
     stats = host.stats.by_function()
-    table.add_row("instances used", *(str(stats.get(f, {}).get("instances", 0))
-                                      for f in ("consumer_high", "consumer_low")))
-    if host.scaler is not None:
-        table.add_row("peak instances / limit", *(
-            f"{host.scaler.peak(role)}/{host.scaler.limit(role)}" if role in host.scaler.apps else "-"
-            for role in ("consumer-high", "consumer-low")))
-    windows = per_second(stored, start, end)
+    windows = per_second(stored, start, drain_end)
     rows_text = "-" if rows is None else str(rows)
+    during = [e for e in host.scaler.events if e.at >= start] if host.scaler else []
+    dead = final.get("leveling")
     lines = [
-        f"table writes: {len(stored)} ({rows_text} rows); peak {max(windows, default=0)}/s in 1-s windows "
-        f"against a cap of {cap:g}/s",
-        "left at the end: " + ", ".join(f"{k}={c.show(c.active)} (dead-lettered {c.dead_letter})"
-                                         for k, c in final.items()),
-        "peak instances: " + (", ".join(f"{role} {host.scaler.peak(role)}/{host.scaler.limit(role)} "
-                                        f"({len(host.scaler.events_of(role))} scale events)"
-                                        for role in host.scaler.apps) if host.scaler else "fixed pools"),
-        "invocations: " + ", ".join(f"{f} {c['succeeded']} ok/{c['failed']} failed on {c['instances']} instance(s)"
-                                    for f, c in sorted(stats.items())),
+        f"leveler table writes: {len(stored)} upserts in the run, {rows_text} rows in the table (one per message "
+        f"id: a redelivery rewrites its row); busiest 1-s window {max(windows, default=0)} writes against a cap "
+        f"of {cap:g}/s",
+        f"drain: no new work after {end - start:.0f} s; backlogs " + (
+            f"empty {drained:.1f} s later" if drained >= 0 else f"not empty after {drain_end - end:.0f} s"),
+        "left in each entity after the drain (active / dead-lettered): " + ", ".join(
+            f"{k} {c.show(c.active)} / {c.dead_letter}" for k, c in final.items()),
+        f"poison: {poison_sent} sent; leveling's dead-letter queue holds {dead.dead_letter if dead else '-'}, by "
+        "reason: " + (", ".join(f"{r} {n}" for r, n in sorted(reasons.items())) or "none"),
+        "instances per app (peak of limit, scale decisions that changed the count during the run): " + (
+            ", ".join(f"{role} {host.scaler.peak(role)} of {host.scaler.limit(role)}, "
+                      f"{sum(1 for e in during if e.role == role)}" for role in host.scaler.apps)
+            if host.scaler else "fixed pools"),
+        "invocations (function: succeeded / failed, on how many instances): " + ", ".join(
+            f"{f} {c['succeeded']} / {c['failed']} on {c['instances']}" for f, c in sorted(stats.items())),
         f"chart: {out}",
     ]
-    console = Console(file=sys.stdout, width=110)
+    console = Console(file=sys.stdout, width=120)
     console.print(table)
     for line in lines:
         console.print(line, highlight=False)
@@ -168,11 +238,18 @@ def summary(host: Host, collector: TelemetryCollector, start: float, end: float,
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging("WARNING")
+    # the poison is sent on purpose and shown in the dashboard with its reason: one log line per poison
+    # message from the consumer and the leveler would only break up the live view
+    for name in ("pipeline.consumer", "pipeline.leveler"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     live_terminal = sys.stdout.isatty() and not args.plain
+    overrides = dict(DEMO_SETTINGS)
+    if args.strategy:
+        overrides["PRIORITY_STRATEGY"] = args.strategy
     try:
-        options = HostOptions(settings_file=args.settings, overrides=dict(DEMO_SETTINGS),
-                              instances=parse_instances(args.instances), scale=scale_options(args),
-                              connect_timeout=10.0)
+        options = HostOptions(settings_file=args.settings, overrides=overrides,
+                              instances=parse_instances(args.instances),
+                              scale=scale_options(args), connect_timeout=10.0)
         host = Host(options)
         print("starting the Service Bus emulator, Azurite and the functions...", flush=True)
         collector = TelemetryCollector().__enter__()
@@ -184,30 +261,71 @@ def main(argv: list[str] | None = None) -> int:
     except (SettingsError, HostError, LocalServiceError) as exc:
         print(f"devhost.demo: {exc}", file=sys.stderr)
         return 2
+    assert host.settings is not None
+    strategy = host.settings.get("PRIORITY_STRATEGY") or "separate"
     cap = float(DEMO_SETTINGS["LEVELER_MAX_WRITES_PER_SECOND"])
     probe = None
-    publisher = BurstPublisher(host.service_bus_client,
-                               burst_plan(args.duration, args.burst_size, args.burst_interval, first_at=5.0))
+    plan = burst_plan(args.duration, args.burst_size, args.burst_interval, first_at=5.0, high_burst=args.high_burst)
+    publisher = BurstPublisher(host.service_bus_client, plan, strategy=strategy,
+                               aging_after=float(DEMO_SETTINGS["AGING_AFTER_SECONDS"]),
+                               poison_every=args.poison_every, duration=args.duration)
+    stop_ordered_at = args.duration / 2 if args.stop_ordered_at is None else args.stop_ordered_at
+    stop_leader_at = args.duration * 0.7 if args.stop_leader_at is None else args.stop_leader_at
+    leaders: LeaderDemo | None = None
     backlog: list[tuple[float, dict[str, int]]] = []
-    instances: list[tuple[float, dict[str, int]]] = []
+    dead_letters: list[tuple[float, int]] = []
+    instances_seen: list[tuple[float, dict[str, int]]] = []
+    events: list[tuple[float, str]] = []
     try:
         host.wait_connected(60)
-        probe = BacklogProbe(host.service_bus_client, host.admin_client)
+        probe = BacklogProbe(host.service_bus_client, host.admin_client, entities=pipeline_entities(strategy))
+        leaders = LeaderDemo(host.service_bus_client)
+        leaders.start()
         start = time.time()
         publisher.start()
-        counts = probe.counts()
         live = None
         if live_terminal:
             from rich.live import Live
 
             live = Live(refresh_per_second=2, transient=False)
             live.start()
-        last_plain = 0.0
-        while (now := time.time()) - start < args.duration:
+        last_plain = last_audit = 0.0
+        reasons: dict[str, int] = {}
+        ordered: tuple = ({}, (0, 0))
+        ordered_note = ""
+        phase, end, drained = "load", start + args.duration, -1.0
+        drain_end = end + args.drain
+        while (now := time.time()) < drain_end:
+            if phase == "load" and now >= end:
+                phase = "drain"  # no new work from here: the bursts are over, the sender's timer stops
+                publisher.stop()
+                host.stop_timers()
+            if (phase == "load" and ordered_note == "" and stop_ordered_at >= 0 and now - start >= stop_ordered_at
+                    and host.scaler is not None and "ordered" in host.scaler.apps):
+                stopped = host.scaler.remove("ordered")
+                if stopped is not None:
+                    ordered_note = (f"{stopped} stopped at {now - start:.0f} s (its session locks released; the "
+                                    "other instances, or a new one, take its tenants over)")
+                    events.append((now, f"{stopped} stopped"))
+            if phase == "load" and leaders.stopped is None and 0 <= stop_leader_at <= now - start:
+                stopped_leader = leaders.stop_leader()
+                if stopped_leader is not None:
+                    events.append((now, f"leader {stopped_leader} stopped"))
             counts = probe.counts()
-            backlog.append((time.time(), {k: c.active for k, c in counts.items()}))
-            instances.append((time.time(), instance_counts(host)))
-            view = build_view(host, collector, probe, counts, start, args.duration, cap, publisher)
+            backlog.append((now, {k: c.active for k, c in counts.items()}))
+            if "leveling" in counts:
+                dead_letters.append((now, counts["leveling"].dead_letter))
+            instances_seen.append((now, instance_counts(host)))
+            if now - last_audit >= 3.0:
+                reasons = probe.dead_letter_reasons()
+                ordered = ordered_panel(ordered_audit(host, DEMO_SETTINGS["ORDERED_TABLE"]))
+                last_audit = now
+            if phase == "drain" and all(c.active == 0 for c in counts.values()):
+                drained = now - end
+                break
+            view = build_view(host, collector, probe, counts, start, args.duration, cap, publisher,
+                              strategy=strategy, phase=phase, reasons=reasons, ordered=ordered,
+                              ordered_note=ordered_note, leader=leaders.describe(start))
             if live is not None:
                 live.update(render_rich(view))
             elif now - last_plain >= 5.0:
@@ -216,20 +334,28 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(max(0.0, 1.0 - (time.time() - now)))
         if live is not None:
             live.stop()
-        end = time.time()
+        finished = time.time()
         publisher.stop()
         final = probe.counts()
+        reasons = probe.dead_letter_reasons()
         host.stop_functions()
         rows = count_rows(host, DEMO_SETTINGS["RESULTS_TABLE"])
-        chart = write_chart(args.out / "demo.png", start=start, end=end,
+        chart = write_chart(args.out / "demo.png", start=start, end=finished,
                             consumer=collector.consumer_samples(start), stored=collector.stored_times(start),
-                            cap=cap, backlog=backlog, bursts=publisher.bursts, instances=instances,
-                            limits={role: host.scaler.limit(role) for role in host.scaler.apps} if host.scaler else {})
-        summary(host, collector, start, end, cap, rows, final, chart)
-        for line in ordered_summary_lines(ordered_audit(host, DEMO_SETTINGS["ORDERED_TABLE"])):
+                            cap=cap, backlog=backlog, bursts=publisher.bursts, instances=instances_seen,
+                            limits={role: host.scaler.limit(role) for role in host.scaler.apps} if host.scaler else {},
+                            slo_ms={p: v * 1000 for p, v in slo_seconds().items()}, dead_letters=dead_letters,
+                            drain_at=min(end, finished), events=events, strategy=strategy)
+        summary(host, collector, start, end, cap, rows, final, chart, strategy=strategy, drained=drained,
+                drain_end=finished, reasons=reasons, poison_sent=publisher.poison_sent)
+        for line in ordered_summary_lines(ordered_audit(host, DEMO_SETTINGS["ORDERED_TABLE"]), ordered_note):
             print(line, flush=True)
+        print(f"leader election (two replicas, one session lock on leader-election): {leaders.describe(start)}",
+              flush=True)
     finally:
         publisher.stop()
+        if leaders is not None:
+            leaders.close()
         if probe is not None:
             probe.close()
         host.stop()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devhost.trigger_backlog import count_by_peeking, open_receiver, runtime_properties
-from shared.topology import QUEUE_LEVELING, SUBSCRIPTION_HIGH, SUBSCRIPTION_LOW, TOPIC
+from shared.topology import QUEUE_LEVELING, QUEUE_PRIORITY_FIFO, SUBSCRIPTION_HIGH, SUBSCRIPTION_LOW, TOPIC
 
 log = logging.getLogger("devhost.demo")
 
@@ -33,6 +33,12 @@ PIPELINE_ENTITIES = (
     Entity("messages/lowPriority", topic=TOPIC, subscription=SUBSCRIPTION_LOW),
     Entity("leveling", queue=QUEUE_LEVELING),
 )
+FIFO_ENTITIES = (Entity("priority-fifo", queue=QUEUE_PRIORITY_FIFO), Entity("leveling", queue=QUEUE_LEVELING))
+
+
+def pipeline_entities(strategy: str) -> tuple[Entity, ...]:
+    """What the demo watches: the FIFO baseline has one queue instead of the two subscriptions."""
+    return FIFO_ENTITIES if strategy == "fifo" else PIPELINE_ENTITIES
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,18 @@ class BacklogProbe:
             dead, _ = self._peek_count(entity, True)
             result[entity.label] = Count(active, dead, capped)
         return result
+
+    def dead_letter_reasons(self, label: str = "leveling", limit: int = 200) -> dict[str, int]:
+        """Reason -> count among the first ``limit`` dead-lettered messages of ``label`` (peeked, no lock)."""
+        entity = next(e for e in self.entities if e.label == label)
+        reasons: dict[str, int] = {}
+        try:
+            for message in self._receiver(entity, True).peek_messages(max_message_count=limit, sequence_number=1):
+                reason = message.dead_letter_reason or "(no reason)"
+                reasons[reason] = reasons.get(reason, 0) + 1
+        except Exception as exc:
+            log.warning("cannot peek the dead-letter queue of %s: %s", label, exc)
+        return reasons
 
     def close(self) -> None:
         for receiver in self._receivers.values():

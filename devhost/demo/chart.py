@@ -7,20 +7,30 @@ from pathlib import Path
 
 from devhost.demo.metrics import Sample, per_second, percentile
 
+#: seconds each point of the latency lines looks back: wider than the sender's 2-s tick, so a priority
+#: that is processed at all is a continuous line rather than dots between empty seconds
+WINDOW = 5
 
-def _series(samples: list[Sample], start: float, seconds: int, q: float) -> list[float]:
+
+def _series(samples: list[Sample], start: float, seconds: int, q: float, window: int = WINDOW) -> list[float]:
     buckets: list[list[float]] = [[] for _ in range(seconds)]
     for sample in samples:
         index = int(sample.at - start)
         if 0 <= index < seconds:
             buckets[index].append(sample.latency_ms)
-    return [percentile(b, q) if b else math.nan for b in buckets]
+    result = []
+    for i in range(seconds):
+        values = [v for b in buckets[max(0, i - window + 1):i + 1] for v in b]
+        result.append(percentile(values, q) if values else math.nan)
+    return result
 
 
 def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, list[Sample]],
                 stored: list[float], cap: float, backlog: list[tuple[float, dict[str, int]]],
-                bursts: list[tuple[float, int]], instances: list[tuple[float, dict[str, int]]] | None = None,
-                limits: dict[str, int] | None = None) -> Path:
+                bursts: list[tuple[float, int, str]], instances: list[tuple[float, dict[str, int]]] | None = None,
+                limits: dict[str, int] | None = None, slo_ms: dict[str, float] | None = None,
+                dead_letters: list[tuple[float, int]] | None = None, drain_at: float | None = None,
+                events: list[tuple[float, str]] | None = None, strategy: str = "separate") -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,20 +52,32 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
     for priority in ("High", "Low"):
         samples = consumer.get(priority, [])
         color = colors[priority]
-        # the timer sends every few seconds: markers keep isolated seconds visible between gaps
-        latency.plot(xs, _series(samples, start, seconds, 0.50), color=color, marker="o", markersize=3,
-                     label=f"{priority} p50")
-        latency.plot(xs, _series(samples, start, seconds, 0.95), color=color, linestyle="--", marker="^",
-                     markersize=3, label=f"{priority} p95")
-    for at, size in bursts:
+        latency.plot(xs, _series(samples, start, seconds, 0.50), color=color, linewidth=1.5, label=f"{priority} p50")
+        latency.plot(xs, _series(samples, start, seconds, 0.95), color=color, linestyle="--", linewidth=1,
+                     label=f"{priority} p95")
+        if slo_ms and priority in slo_ms:
+            latency.axhline(slo_ms[priority], color=color, linestyle=":", linewidth=1.2,
+                            label=f"{priority} SLO {slo_ms[priority] / 1000:g} s")
+    for at, size, kind in bursts:
         for ax in axes:
             ax.axvline(at - start, color="grey", alpha=0.3, linewidth=1)
-        latency.annotate(f"+{size} low", (at - start, 1), xycoords=("data", "axes fraction"),
+        latency.annotate(f"+{size} {kind.lower()}", (at - start, 1), xycoords=("data", "axes fraction"),
                          fontsize=7, color="grey", va="top")
+    for at, text in events or []:
+        for ax in axes:
+            ax.axvline(at - start, color="purple", alpha=0.5, linewidth=1, linestyle="-.")
+        latency.annotate(text, (at - start, 0.85), xycoords=("data", "axes fraction"), fontsize=7,
+                         color="purple", va="top")
+    if drain_at is not None:
+        for ax in axes:
+            ax.axvspan(drain_at - start, seconds, color="grey", alpha=0.08)
+        latency.annotate("drain", (drain_at - start, 0.7), xycoords=("data", "axes fraction"), fontsize=7,
+                         color="grey")
     latency.set_yscale("log")
     latency.set_ylabel("end-to-end latency at the consumer (ms)")
-    latency.set_title("Priority: latency per priority, per second (p50 solid, p95 dashed)")
-    latency.legend(loc="upper left", fontsize=8)
+    latency.set_title(f"Priority ({strategy}): latency per priority over the last {WINDOW} s "
+                      "(p50 solid, p95 dashed, SLO dotted)")
+    latency.legend(loc="upper left", fontsize=7, ncol=3)
 
     counts = per_second(stored, start, end)
     writes.bar(list(range(len(counts))), counts, color="tab:green", label="table writes/s")
@@ -68,8 +90,11 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
         labels = list(backlog[0][1])
         for label in labels:
             queues.plot([at - start for at, _ in backlog], [c.get(label, 0) for _, c in backlog], label=label)
-    queues.set_ylabel("messages waiting")
-    queues.set_title("Backlog of each subscription and of the leveling queue")
+    if dead_letters:
+        queues.plot([at - start for at, _ in dead_letters], [n for _, n in dead_letters], color="black",
+                    linestyle="--", label="leveling dead-lettered (poison)")
+    queues.set_ylabel("messages")
+    queues.set_title("Messages waiting per entity, and dead-lettered in leveling")
     queues.legend(loc="upper left", fontsize=8)
     times = [at - start for at, _ in instances or []]
     for index, (lane, role) in enumerate(zip(lanes, roles or [""], strict=True)):

@@ -21,23 +21,36 @@ def test_demo_runs_to_the_end_and_writes_its_chart(tmp_path: Path) -> None:
     for name in ("ServiceBusConnection", "TableStorageConnection"):
         env.pop(name, None)
     result = subprocess.run(
-        [sys.executable, "-m", "devhost.demo", "--duration", "8", "--out", str(tmp_path),
-         "--burst-size", "40", "--burst-interval", "4", "--instances", "consumer-high=4"],
+        [sys.executable, "-m", "devhost.demo", "--duration", "8", "--out", str(tmp_path), "--drain", "30",
+         "--burst-size", "40", "--burst-interval", "4", "--high-burst", "40", "--poison-every", "3",
+         "--instances", "consumer-high=4"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=200,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     # the plain periodic summary (its first line may come a second late on a loaded machine)
-    assert re.search(r"^\[\s*\d+s\] backlog: ", out, re.M) and "messages/lowPriority=" in out
-    assert "Demo summary" in out and "table writes:" in out
+    assert re.search(r"^\[\s*\d+s load\] backlog: ", out, re.M) and "messages/lowPriority=" in out
+    assert "Demo summary (strategy separate)" in out and "leveler table writes:" in out
+    assert "within SLO, all messages" in out and "cold start: messages sent before the first was processed" in out
+    # poison in the load, dead-lettered by the leveler with its reason
+    poison = re.search(r"^poison: (\d+) sent; leveling's dead-letter queue holds (\d+), by reason: InvalidJson (\d+)",
+                       out, re.M)
+    assert poison and int(poison[1]) >= 2 and int(poison[2]) == int(poison[3]) >= 1, out
+    # the drain: no new work after the load, until the backlogs are empty (or its bound)
+    assert re.search(r"^drain: no new work after \d+ s; backlogs (empty|not empty)", out, re.M)
+    assert re.search(r"^\[\s*\d+s drain\] backlog: ", out, re.M) or "backlogs empty" in out
     assert re.search(r"web console: https://127\.0\.0\.1:\d+/console/ \(sign in with key name", out)
     # the ordered writer, audited from its table: every tenant got writes, none out of order or doubled
     line = next(line for line in out.splitlines() if line.startswith("ordered writes per tenant:"))
     counts = dict(re.findall(r"(tenant-\d) (\d+)", line.split(";")[0]))
     assert set(counts) == {f"tenant-{i}" for i in range(1, 6)} and all(int(n) >= 1 for n in counts.values())
     assert "; 0 out-of-order, 0 double-applied" in line
+    assert re.search(r"^ordered writer: \d+ instance\(s\) applied writes; .*ordered#\d+ stopped at \d+ s", out, re.M)
+    # leader election: the first replica leads, is stopped during the run, the standby takes over
+    assert re.search(r"^leader election .*: leader: replica-b; replica-a stopped at \d+ s, the standby took over "
+                     r"\d+\.\d+ s after it stood down", out, re.M), out
     assert re.search(r"\| instances: sender \d/1, .*consumer-low \d/5", out)  # live / limit per app
-    assert "    scale: " in out and "peak instances: " in out  # scale events, and each app's peak
+    assert "    scale: " in out and "instances per app (peak of limit" in out  # scale events, each app's peak
     chart = tmp_path / "demo.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Traceback" not in result.stderr

@@ -174,3 +174,21 @@ def test_an_app_that_executes_is_not_scaled_to_zero_until_it_has_been_idle() -> 
         scaler.step()
     assert wait_until(lambda: scaler.live("w") == 0, 5.0, 0.01)
     scaler.stop()
+
+
+def test_an_instance_taken_away_is_replaced_only_when_the_backlog_asks() -> None:
+    """The demo's failover: ``remove`` stops the highest live instance at once, as a crash would; the
+    next decision starts a new one if the backlog still needs it (the platform replaces lost instances)."""
+    plans = {"w": RolePlan("w", 4, OPTIONS, [spec("f", queueName="q")], max_instances=4)}
+    backlog, clock = Backlog(), [0.0]
+    scaler, started, stopped = controller(plans, backlog, clock)
+    backlog.counts["f"] = 4
+    scaler.start()
+    assert scaler.wait_live(5) and scaler.live("w") == 2
+    assert scaler.remove("w") == InstanceId("w", 1) and stopped == [InstanceId("w", 1)] and scaler.live("w") == 1
+    scaler.step()  # ceil(4 / 2) = 2 again: a new instance 1
+    assert scaler.wait_live(5) and scaler.live("w") == 2 and started.count(InstanceId("w", 1)) == 2
+    backlog.counts["f"] = 0
+    while scaler.remove("w") is not None:
+        pass
+    assert scaler.remove("w") is None  # nothing live: nothing to take away
