@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +133,33 @@ func TestAcceptNextSession(t *testing.T) {
 	default:
 		t.Fatalf("accept-next with no session left: %v", err)
 	}
+}
+
+// A receiver without a session on a session-enabled queue is refused when its link opens, with
+// amqp:not-allowed and the description Service Bus gives; the same holds for a peek through it (the
+// Go SDK's live test TestSessionReceiver_nonSessionReceiver expects exactly this of Service Bus).
+func TestNonSessionReceiverOnSessionQueueIsRefused(t *testing.T) {
+	client := newClient(t)
+	must(t, newSender(t, client, "go-sessions").SendMessage(ctxT(t), sessionMessage("ns-1", "s-ns"), nil))
+	receiver := newReceiver(t, client, "go-sessions", nil)
+	const want = "It is not possible for an entity that requires sessions to create a non-sessionful message receiver."
+
+	messages, err := receiver.ReceiveMessages(ctxT(t), 1, nil)
+	var amqpErr *amqp.Error
+	if len(messages) != 0 || !errors.As(err, &amqpErr) || amqpErr.Condition != amqp.ErrCondNotAllowed ||
+		!strings.Contains(amqpErr.Description, want) {
+		t.Fatalf("receive without a session: %d messages, %v", len(messages), err)
+	}
+	messages, err = receiver.PeekMessages(ctxT(t), 1, nil)
+	if len(messages) != 0 || !errors.As(err, &amqpErr) || amqpErr.Condition != amqp.ErrCondNotAllowed ||
+		!strings.Contains(amqpErr.Description, want) {
+		t.Fatalf("peek without a session: %d messages, %v", len(messages), err)
+	}
+
+	session, err := client.AcceptSessionForQueue(ctxT(t), "go-sessions", "s-ns", nil)
+	must(t, err)
+	t.Cleanup(func() { _ = session.Close(ctxT(t)) })
+	got := receiveN(t, session, 1, 20*time.Second)
+	equalStrings(t, "session s-ns", ids(got), []string{"ns-1"})
+	must(t, session.CompleteMessage(ctxT(t), got[0], nil))
 }
