@@ -190,6 +190,7 @@ class Topology:
     def create_queue(self, q: QueueConfig) -> EntityRef:
         with self._op:
             self._check_new_name(q.name)
+            _check_bounds(QUEUE, q)
             ent = self._add_queue(q)
             self._persist(ent)
             return ent.ref()
@@ -211,6 +212,7 @@ class Topology:
             problem = entity_name_problem(s.name, child=True)
             if problem is not None:
                 raise InvalidOperationError(f"The subscription name '{s.name}' is invalid. {problem}")
+            _check_bounds(SUBSCRIPTION, s)
             if s.name.lower() in topic.subscriptions:
                 raise EntityAlreadyExistsError(
                     f"The subscription '{s.name}' already exists on '{topic.path}'."
@@ -230,6 +232,7 @@ class Topology:
             expected = {QUEUE: QueueConfig, TOPIC: TopicConfig, SUBSCRIPTION: SubscriptionConfig}[ent.kind]
             if not isinstance(config, expected):
                 raise InvalidOperationError(f"'{ent.path}' is a {ent.kind}; expected a {expected.__name__}.")
+            _check_bounds(ent.kind, config)
             for prop in for_kind(ent.kind):
                 # RequiresSession, RequiresDuplicateDetection ("Enable duplicate message detection": only
                 # when the queue or topic is created)
@@ -490,6 +493,17 @@ def normalize(path: str) -> str:
         p = p.split("://", 1)[1]
         p = p.split("/", 1)[1] if "/" in p else ""
     return "/".join(part for part in p.split("/") if part).lower()
+
+
+def _check_bounds(kind: str, config: Any) -> None:
+    """The bounds every surface holds an entity to (the table's ``file_bounds`` properties: LockDuration at
+    most 5 minutes, MaxDeliveryCount at least 1), also for a config built in code."""
+    for prop in for_kind(kind):
+        if not prop.file_bounds or prop.field is None:
+            continue
+        value = getattr(config, prop.field)
+        if (prop.minimum is not None and value < prop.minimum) or (prop.maximum is not None and value > prop.maximum):
+            raise InvalidOperationError(f"The value supplied for {prop.atom} is invalid: {prop.bound_doc}.")
 
 
 def _configure(ent: Entity, config: Any) -> None:

@@ -207,3 +207,17 @@ def test_forwarding_edges_the_api_accepts_behave() -> None:
     broker.send("self", [msg(b"b")])
     assert [(m.body_raw, m.session_id) for m in broker.peek("dst", 0, 10)] == [(b"a", "g")]
     assert [m.body_raw for m in broker.peek("self", 0, 10)] == [b"b"]
+
+
+def test_lock_duration_cap_on_the_broker() -> None:
+    broker = make_broker([{"Name": "x"}])[0]
+    broker.create_queue(QueueConfig("ok", lock_duration=LOCK_CAP))
+    with pytest.raises(InvalidOperationError, match="LockDuration"):
+        broker.create_queue(QueueConfig("no", lock_duration=LOCK_CAP + 1))
+    from sbemulator.config import SubscriptionConfig, TopicConfig
+
+    broker.create_topic(TopicConfig("t"))
+    with pytest.raises(InvalidOperationError, match="LockDuration"):
+        broker.create_subscription("t", SubscriptionConfig("s", lock_duration=LOCK_CAP + 1))
+    with pytest.raises(InvalidOperationError, match="LockDuration"):
+        broker.update_entity("ok", QueueConfig("ok", lock_duration=LOCK_CAP + 1))
