@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sbemulator.descriptions import (
+    CORRELATION_PROPERTIES,
     QUEUE,
     SUBSCRIPTION,
     TOPIC,
@@ -371,16 +372,7 @@ class _Parser:
                 raise self.fail(pp, "FilterType 'Correlation' needs a 'CorrelationFilter'")
             cp = f"{pp}.CorrelationFilter"
             cf = self.obj(props["CorrelationFilter"], cp)
-            system = {
-                "ContentType",
-                "CorrelationId",
-                "Label",
-                "MessageId",
-                "ReplyTo",
-                "ReplyToSessionId",
-                "SessionId",
-                "To",
-            }
+            system = {p.name for p in CORRELATION_PROPERTIES}
             self.check_keys(cf, system | {"Properties"}, cp)
             if not cf:
                 raise self.fail(cp, "a correlation filter needs at least one property")

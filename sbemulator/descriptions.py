@@ -233,6 +233,28 @@ _ARM = {k: {p.arm: p for p in ps if p.arm} for k, ps in _BY_KIND.items()}
 _FIELD = {k: {p.field: p for p in ps if p.field} for k, ps in _BY_KIND.items()}
 
 
+# --- correlation filter properties -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CorrelationProperty:
+    """A system property a correlation filter may match, under each surface's name."""
+
+    name: str  # Atom element, Config.json key and the broker's key
+    arm: str  # ARM correlationFilter property
+    amqp: str  # key of $management add-rule's correlation-filter map
+
+
+# In the order of the Atom CorrelationFilter (and of $management's described correlation filter).
+CORRELATION_PROPERTIES: tuple[CorrelationProperty, ...] = tuple(
+    CorrelationProperty(name, name[0].lower() + name[1:], amqp)
+    for name, amqp in (
+        ("CorrelationId", "correlation-id"), ("MessageId", "message-id"), ("To", "to"), ("ReplyTo", "reply-to"),
+        ("Label", "label"), ("SessionId", "session-id"), ("ReplyToSessionId", "reply-to-session-id"),
+        ("ContentType", "content-type"),
+    )
+)
+
+
 # --- the duration codec ------------------------------------------------------------------------------
 
 _ISO_RE = re.compile(

@@ -15,6 +15,7 @@ from typing import Any
 
 from sbemulator.config import RuleConfig
 from sbemulator.descriptions import (
+    CORRELATION_PROPERTIES,
     KINDS,
     Codec,
     NonPositiveDuration,
@@ -31,11 +32,7 @@ from .errors import BadRequest
 # ARM-only read-only properties a client may send back from a GET: ignored (the table's runtime ones too).
 _ARM_READ_ONLY = {"isClientAffine", "clientAffineProperties"}
 _ANY_KIND = {name: p for k in KINDS for name, p in by_arm(k).items()}
-_CORRELATION = {
-    "correlationId": "CorrelationId", "messageId": "MessageId", "to": "To", "replyTo": "ReplyTo",
-    "label": "Label", "sessionId": "SessionId", "replyToSessionId": "ReplyToSessionId",
-    "contentType": "ContentType",
-}
+_CORRELATION = {p.arm: p.name for p in CORRELATION_PROPERTIES}
 TYPES = {
     "queue": "Microsoft.ServiceBus/namespaces/queues",
     "topic": "Microsoft.ServiceBus/namespaces/topics",

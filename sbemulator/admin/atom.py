@@ -34,6 +34,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from sbemulator.config import RuleConfig
 from sbemulator.descriptions import (  # MAX_TIMESPAN and format_duration are also this format's API
+    CORRELATION_PROPERTIES,
     MAX_TIMESPAN,  # noqa: F401
     AuthorizationRuleConfig,
     Codec,
@@ -61,8 +62,7 @@ ERROR_CONTENT_TYPE = "application/xml;charset=utf-8"
 
 _DESCRIPTIONS = {"queue": "QueueDescription", "topic": "TopicDescription", "subscription": "SubscriptionDescription"}
 _KINDS = {tag: kind for kind, tag in _DESCRIPTIONS.items()}
-_CORRELATION_FIELDS = ("CorrelationId", "MessageId", "To", "ReplyTo", "Label", "SessionId", "ReplyToSessionId",
-                       "ContentType")
+_CORRELATION_FIELDS = tuple(p.name for p in CORRELATION_PROPERTIES)
 
 
 # ---------------------------------------------------------------------------------------- values

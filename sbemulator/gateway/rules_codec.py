@@ -12,6 +12,7 @@ from typing import Any
 from ..amqp.types import Described, Int, ULong
 from ..broker.filters.values import from_amqp, to_amqp
 from ..config import RuleConfig
+from ..descriptions import CORRELATION_PROPERTIES
 
 RULE_DESCRIPTION = ULong(0x0000013700000004)
 EMPTY_RULE_ACTION = ULong(0x0000013700000005)
@@ -23,16 +24,7 @@ CORRELATION_FILTER = ULong(0x0000001370000009)
 COMPATIBILITY_LEVEL = Int(20)
 
 # AMQP correlation-filter map keys -> the Config.json names the broker uses
-_CORRELATION_KEYS = {
-    "correlation-id": "CorrelationId",
-    "message-id": "MessageId",
-    "to": "To",
-    "reply-to": "ReplyTo",
-    "label": "Label",
-    "session-id": "SessionId",
-    "reply-to-session-id": "ReplyToSessionId",
-    "content-type": "ContentType",
-}
+_CORRELATION_KEYS = {p.amqp: p.name for p in CORRELATION_PROPERTIES}
 _CORRELATION_ORDER = list(_CORRELATION_KEYS.values())
 
 
