@@ -29,8 +29,10 @@ $(NODE_STAMP): package.json
 	npm install --no-audit --no-fund --loglevel=error --no-package-lock
 	touch $@
 
+# mypy checks what pyproject.toml's [tool.mypy] `files` lists (the broker and the store, so far).
 lint: $(PY_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 go-deps:
 	@if command -v go >/dev/null 2>&1; then \

@@ -2,6 +2,11 @@
 
 ``AdminServer`` runs on the emulator's event loop next to the AMQP server and shares its broker and
 SAS validator. See docs/management.md for what clients must be told (port, CA certificate).
+
+May import: the broker through ``sbemulator.broker.api.BrokerAPI`` and its public modules (errors,
+model, views, entity kinds; never a broker private), ``sbemulator.gateway.deliveries`` (to build a
+message as a client would), ``sbemulator.amqp``, ``sbemulator.config``, ``sbemulator.descriptions``,
+``sbemulator.auth``. Must not import the runtime.
 """
 
 from __future__ import annotations

@@ -1,4 +1,13 @@
-"""The message broker (no I/O, no asyncio): see :mod:`sbemulator.broker.core` for the API."""
+"""The message broker (no I/O, no asyncio): entities, messages, locks, sessions, timers, rules.
+
+``core.Broker`` is the facade over the components (``topology``, ``flow``, ``sessions``,
+``settlement``, ``timers``, ``wakeups``, ``inspection``; see :mod:`sbemulator.broker.core`), and
+``api.BrokerAPI`` is what the rest of the emulator may call. ``filters`` is the rule language.
+
+May import: ``sbemulator.amqp`` (message values are AMQP's), ``sbemulator.config``,
+``sbemulator.descriptions``, and ``sbemulator.store.base`` for the Store Protocol's type. Must not
+import the gateway, the runtime or the admin plane (tests/unit/test_import_structure.py).
+"""
 
 from .core import Broker, RuleError
 from .entity import EntityRef

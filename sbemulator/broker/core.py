@@ -83,6 +83,8 @@ from .wakeups import Wakeups
 if TYPE_CHECKING:
     from sbemulator.store.base import Store
 
+    from .api import BrokerAPI
+
 
 class Broker:
     def __init__(self, config: NamespaceConfig, store: Store, clock: Callable[[], float] = time.time) -> None:
@@ -314,6 +316,12 @@ class Broker:
         """Process every due timer: lock expiry, TTL expiry, scheduled activation, session-lock expiry."""
         with self._op:
             self._timers.run_due(self._now())
+
+
+if TYPE_CHECKING:
+
+    def _implements_the_api(broker: Broker) -> BrokerAPI:
+        return broker  # mypy: the facade is everything the rest of the emulator may call
 
 
 __all__ = ["NO_LIMIT", "Broker", "EntityRef", "RuleError"]

@@ -199,6 +199,8 @@ class Inspection:
         the entity itself)."""
         with self._op:
             ent = self._entity(path)
+            source: Entity | None
+            owner: Entity | None
             if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER):
                 source, owner = ent, ent.parent
             elif ent.kind in (QUEUE, SUBSCRIPTION):

@@ -298,7 +298,7 @@ class _StagedDisposition:
 class _StagedSessionState:
     """A set-session-state waiting for its transaction's commit: the session must still be held then."""
 
-    def __init__(self, broker: Any, path: str, session_id: str | None, state: bytes | None) -> None:
+    def __init__(self, broker: BrokerAPI, path: str, session_id: str | None, state: bytes | None) -> None:
         if session_id is None:
             raise BadRequest("set-session-state needs a 'session-id'")
         self.broker = broker

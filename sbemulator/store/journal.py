@@ -27,7 +27,7 @@ import mmap
 import os
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 MAGIC = b"SBDJ"
@@ -108,7 +108,7 @@ class DeliveryJournal:
         """Every message the journal holds something for."""
         return self.deletes | self.updates.keys()
 
-    def holds_any(self, keys: object) -> bool:
+    def holds_any(self, keys: Iterable[object]) -> bool:
         """Whether the journal holds something for any of ``keys`` (an iterable of keys)."""
         return not (self.deletes.isdisjoint(keys) and self.updates.keys().isdisjoint(keys))
 

@@ -69,9 +69,9 @@ def compile_correlation(correlation: Mapping[str, Any] | None) -> Callable[[Any]
     prop_items = tuple((name, None if v is None else values.from_amqp(v)) for name, v in props.items())
 
     def matches(message: Any) -> bool:
-        for attribute, expected in system_items:
+        for attribute, wanted in system_items:
             actual = getattr(message, attribute, None)
-            if actual is None or actual != expected:
+            if actual is None or actual != wanted:
                 return False
         if prop_items:
             app = message.application_properties

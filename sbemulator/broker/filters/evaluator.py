@@ -356,10 +356,11 @@ class Compiler:
         operand = self.value(node.operand)
         items = [self.fold(i) for i in node.items]
         negated = node.negated
-        if all(isinstance(i, ast.Const) for i in items):
+        consts = [i for i in items if isinstance(i, ast.Const)]
+        if len(consts) == len(items):
             by_kind: dict[str, set[Any]] = {}
             has_null = False
-            for i in items:
+            for i in consts:
                 if i.value is None:
                     has_null = True
                 else:
@@ -403,6 +404,7 @@ class Compiler:
         negated = node.negated
         constant_escape = escape_node is None or isinstance(escape_node, ast.Const)
         if isinstance(pattern_node, ast.Const) and constant_escape:
+            assert escape_node is None or isinstance(escape_node, ast.Const)
             if pattern_node.value is None or (escape_node is not None and escape_node.value is None):
                 return self._always_unknown(operand)
             try:

@@ -59,6 +59,7 @@ def tokenize(text: str, what: str = "SQL filter") -> list[Token]:
     tokens: list[Token] = []
     i = 0
     n = len(text)
+    value: str | int | float
     while i < n:
         c = text[i]
         if c.isspace():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -129,7 +130,7 @@ def not_equals(a: Any, b: Any) -> bool:
     return not equals(a, b)
 
 
-def _ordered(op):  # type: ignore[no-untyped-def]
+def _ordered(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool | None]:
     def compare(a: Any, b: Any) -> bool | None:
         ka = kind(a)
         if ka != kind(b) or ka not in ORDERED:

@@ -237,11 +237,3 @@ class LeaderElector:
             self._sleep(seconds)
         else:
             self._stop.wait(seconds)
-
-
-if __name__ == "__main__":  # python -m shared.leader
-    import sys
-
-    from shared.leader_cli import main
-
-    sys.exit(main())
