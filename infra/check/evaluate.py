@@ -12,9 +12,7 @@ name the line it comes from.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from infra.check import schema as schemas
@@ -30,6 +28,7 @@ from infra.check.values import (
     Unknown,
     bicep_type,
     known,
+    load_json,
 )
 
 __all__ = [
@@ -444,8 +443,4 @@ class FileInstance:
             return Unknown("any", origin=f"{name}()")  # resource functions such as listKeys()
         return call_function(self, text(function), arg_nodes, env, node)
 
-
-def load_json(instance: FileInstance, relative: str) -> Any:
-    path = instance.file.path.parent / relative
-    return json.loads(Path(path).read_text(encoding="utf-8"))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from infra.check.bicep import line_of
-from infra.check.evaluate import (
+from infra.check.values import (
     PLACEHOLDER_SUBSCRIPTION,
-    FileInstance,
+    InstanceView,
     LDict,
     Unknown,
     bicep_type,
@@ -78,7 +78,7 @@ def _resource_id(name: str, args: list[Any]) -> Any:
     return f"{prefix}/providers/{provider}/{path}"
 
 
-def call_function(instance: FileInstance, name: str, arg_nodes: list[Any], env: dict[str, Any], node: Any) -> Any:
+def call_function(instance: InstanceView, name: str, arg_nodes: list[Any], env: dict[str, Any], node: Any) -> Any:
     if name == "loadJsonContent":
         path = instance.eval(arg_nodes[0], env)
         if not isinstance(path, str):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.check.bicep import ModuleDecl, line_of
-from infra.check.evaluate import FileInstance, LDict, Unknown, bicep_type
+from infra.check.values import InstanceView, LDict, Unknown, bicep_type
 
 
 def _compatible(declared: str, value: Any) -> bool:
@@ -16,7 +16,7 @@ def _compatible(declared: str, value: Any) -> bool:
     return actual == declared
 
 
-def check_module_args(parent: FileInstance, decl: ModuleDecl, label: str, child: FileInstance, params: Any) -> None:
+def check_module_args(parent: InstanceView, decl: ModuleDecl, label: str, child: InstanceView, params: Any) -> None:
     module_file = child.file
     lines = params.lines if isinstance(params, LDict) else {}
     where = f"{label} ({decl.path})"
@@ -40,7 +40,7 @@ def check_module_args(parent: FileInstance, decl: ModuleDecl, label: str, child:
                                 f"required parameter '{name}' of {decl.path} is not given")
 
 
-def _check_decorators(parent: FileInstance, child: FileInstance, name: str, value: Any, line: int, where: str) -> None:
+def _check_decorators(parent: InstanceView, child: InstanceView, name: str, value: Any, line: int, where: str) -> None:
     decorators = child.file.params[name].decorators
     if isinstance(value, Unknown):
         return
@@ -63,7 +63,7 @@ def _check_decorators(parent: FileInstance, child: FileInstance, name: str, valu
                                     f"{line_of(decorators[decorator][0])} of {child.file.path.name}")
 
 
-def check_param_defaults(instance: FileInstance) -> None:
+def check_param_defaults(instance: InstanceView) -> None:
     """An entry file's defaults must respect their own decorators (what a deployment without a
     parameters file would send)."""
     for name, param in instance.file.params.items():

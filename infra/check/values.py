@@ -4,18 +4,40 @@ placeholders where only the deployment will know them, and references to declare
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from infra.check import schema as schemas
-from infra.check.bicep import ModuleDecl, ResourceDecl
-
-if TYPE_CHECKING:
-    from infra.check.evaluate import FileInstance
+from infra.check.bicep import BicepFile, ModuleDecl, ResourceDecl
+from infra.check.findings import Findings
 
 PLACEHOLDER_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+
+
+class InstanceView(Protocol):
+    """What the value, function and parameter modules use of the evaluator's ``evaluate.FileInstance``
+    (one use of a Bicep file), so that they do not import the evaluator that imports them."""
+
+    file: BicepFile
+    args: dict[str, Any]
+    findings: Findings
+    current: str | None
+
+    @property
+    def where(self) -> str: ...
+
+    def param(self, name: str) -> Any: ...
+
+    def eval(self, node: Any, env: dict[str, Any]) -> Any: ...
+
+
+def load_json(instance: InstanceView, relative: str) -> Any:
+    """A JSON file next to the Bicep file (``loadJsonContent``)."""
+    path = instance.file.path.parent / relative
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
@@ -76,7 +98,7 @@ class RuntimeObject:
 @dataclass
 class ResourceRef:
     decl: ResourceDecl
-    instance: FileInstance
+    instance: InstanceView
     env: dict[str, Any]
     label: str
     node: Any
@@ -115,8 +137,8 @@ class ResourceRef:
 @dataclass
 class ModuleRef:
     decl: ModuleDecl
-    instance: FileInstance
-    child: FileInstance | None
+    instance: InstanceView
+    child: InstanceView | None
     name: Any
 
 

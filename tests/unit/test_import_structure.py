@@ -21,8 +21,6 @@ SKIP_PARTS = {"node_modules", "examples", "__pycache__", "infra_bad"}
 KNOWN_CYCLES = {
     # the AMQP connection and its events (the connection state machine's rework owns it)
     frozenset({"sbemulator.amqp.connection", "sbemulator.amqp.events"}),
-    # the Bicep evaluator and its function and parameter tables (they use the evaluator's FileInstance)
-    frozenset({"infra.check.evaluate", "infra.check.functions", "infra.check.params", "infra.check.values"}),
 }
 
 
