@@ -71,8 +71,8 @@ class Response:
 
 Handler = Callable[[Request], Awaitable[Response]]
 # Takes over a connection whose request asked for a WebSocket: (target, headers, transport, bytes read past
-# the request). See sbemulator/runtime/websocket.py.
-Upgrade = Callable[[str, list[tuple[bytes, bytes]], asyncio.Transport, bytes], None]
+# the request, an object to keep alive as long as the connection). See sbemulator/runtime/websocket.py.
+Upgrade = Callable[[str, list[tuple[bytes, bytes]], asyncio.Transport, bytes, object], None]
 # Sees a request's head (its body still unread): a response to send instead, or the body size allowed.
 Admit = Callable[[Request], "Response | int"]
 
@@ -264,7 +264,9 @@ class HttpServer:
         assert self.websocket is not None
         rest = bytes(conn.trailing_data[0]) + bytes(getattr(reader, "_buffer", b""))
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in request.headers.items()]
-        self.websocket(request.raw_target, headers, writer.transport, rest)  # type: ignore[arg-type]
+        # The stream writer goes with it: asyncio's StreamWriter closes its transport when it is garbage
+        # collected, which would drop the WebSocket whenever the collector ran.
+        self.websocket(request.raw_target, headers, writer.transport, rest, writer)  # type: ignore[arg-type]
 
     async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader, peer: str) -> Request | None:
         loop = asyncio.get_running_loop()

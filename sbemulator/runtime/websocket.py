@@ -128,6 +128,7 @@ class WebSocketAmqpProtocol(asyncio.Protocol):
         self._handshake_timeout_s = HANDSHAKE_TIMEOUT_S if handshake_timeout_s is None else handshake_timeout_s
         self._deadline: asyncio.TimerHandle | None = None
         self.on_lost: Callable[[WebSocketAmqpProtocol], None] | None = None
+        self.keep: object = None  # whatever must live as long as the connection (see upgrade_factory)
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -152,6 +153,7 @@ class WebSocketAmqpProtocol(asyncio.Protocol):
         self._cancel_deadline()
         amqp, self.amqp = self.amqp, None
         self.transport = None
+        self.keep = None
         if amqp is not None:
             amqp.connection_lost(exc)
         if self.on_lost is not None:
@@ -328,7 +330,7 @@ class WebSocketListener:
 
 def upgrade_factory(
     amqp_server: Any,
-) -> Callable[[str, list[tuple[bytes, bytes]], asyncio.Transport, bytes], None] | None:
+) -> Callable[[str, list[tuple[bytes, bytes]], asyncio.Transport, bytes, object], None] | None:
     """What the HTTPS management endpoint calls when a request asks for a WebSocket: from then on the
     connection's transport belongs to a :class:`WebSocketAmqpProtocol` (``rest`` is what was read past
     the request's head). None without wsproto: the endpoint then serves HTTP only."""
@@ -337,10 +339,11 @@ def upgrade_factory(
         return None
 
     def take_over(target: str, headers: list[tuple[bytes, bytes]], transport: asyncio.Transport,
-                  rest: bytes) -> None:
+                  rest: bytes, keep: object = None) -> None:
         ws = WSConnection(ConnectionType.SERVER)
         ws.initiate_upgrade_connection(headers, target)
         protocol = WebSocketAmqpProtocol(amqp_server.protocol, ws)
+        protocol.keep = keep  # the HTTP server's stream writer: collected, it would close the transport
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
         if rest:
