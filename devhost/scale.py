@@ -2,8 +2,9 @@
 
 main.bicep declares a ``functionApps`` array: one entry per role with ``maximumInstanceCount``,
 ``maxConcurrentCalls`` and (optionally) ``maxConcurrentSessions``, each a parameter with a default.
-The deployment uses those parameters; the local host reads the same defaults (pycep-parser, as
-tests/unit/test_infra_bicep.py does), so a change of a limit in the Bicep changes what devhost simulates.
+The deployment uses those parameters; the local host reads the same defaults through the Bicep
+evaluator of ``infra.check`` (the one Bicep reader of the repository), so a change of a limit in the
+Bicep changes what devhost simulates.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.check.bicep import read
+from infra.check.evaluate import FileInstance
+from infra.check.findings import Findings
+from infra.check.values import Unknown
 from shared.settings import SettingsError
 
 DEFAULT_BICEP = Path(__file__).resolve().parents[1] / "infra" / "main.bicep"
@@ -28,65 +33,56 @@ class RoleScale:
 
 
 @functools.cache
-def _parse_cached(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
-    from pycep import BicepParser
-
-    return BicepParser().parse(file_path=path)
+def _instance_cached(path: Path, mtime_ns: int, size: int) -> FileInstance:
+    return FileInstance(read(path), {}, path.name, Findings())
 
 
-def _parse(path: Path) -> dict[str, Any]:
-    """Parsing takes a second; re-parse only when the file changed."""
+def _instance(path: Path) -> FileInstance:
+    """The Bicep file evaluated with its parameters' defaults; read again only when the file changed."""
     stat = path.stat()
-    return _parse_cached(path, stat.st_mtime_ns, stat.st_size)
+    return _instance_cached(path, stat.st_mtime_ns, stat.st_size)
 
 
-def _resolve(doc: dict[str, Any], value: Any, where: str) -> Any:
-    """Follow a parameter or variable name to its default; literals stay as they are."""
-    seen: set[str] = set()
-    while isinstance(value, str) and value not in seen:
-        seen.add(value)
-        if value in doc.get("parameters", {}):
-            parameter = doc["parameters"][value]
-            if parameter.get("default") is None:
-                raise SettingsError(f"{where}: parameter {value!r} has no default")
-            value = parameter["default"]
-        elif value in doc.get("variables", {}):
-            value = doc["variables"][value]["value"]
-        else:
-            break
+def _known(value: Any, where: str) -> Any:
+    """A value the defaults determine; a parameter without a default is an error here."""
+    if isinstance(value, Unknown):
+        what = value.origin or "a value"
+        if what.startswith("parameter "):
+            what = f"parameter {what.split(' ', 1)[1]!r}"
+        raise SettingsError(f"{where}: {what} has no default")
     return value
 
 
 def parameter_default(name: str, bicep: str | Path = DEFAULT_BICEP) -> Any:
     """The default of one Bicep parameter (e.g. ``levelerMaxWritesPerSecond``)."""
     path = Path(bicep)
-    doc = _parse(path.resolve())
-    if name not in doc.get("parameters", {}):
+    instance = _instance(path.resolve())
+    if name not in instance.file.params:
         raise SettingsError(f"{path.name} has no parameter {name!r}")
-    return _resolve(doc, name, f"{path.name}: {name}")
+    return _known(instance.param(name), f"{path.name}: {name}")
 
 
 def load_role_scales(bicep: str | Path = DEFAULT_BICEP) -> dict[str, RoleScale]:
     path = Path(bicep)
     if not path.exists():
         raise SettingsError(f"cannot read the scale limits: {path} does not exist")
-    doc = _parse(path.resolve())
-    apps = doc.get("variables", {}).get("functionApps", {}).get("value")
+    instance = _instance(path.resolve())
+    apps = instance.variable("functionApps") if "functionApps" in instance.file.variables else None
     if not isinstance(apps, list):
         raise SettingsError(f"{path}: no 'functionApps' array variable with the per-role limits")
     scales = {}
     for app in apps:
         role = app["role"]
         where = f"{path.name}: functionApps[{role}]"
-        instances = _resolve(doc, app.get("maximumInstanceCount"), where)
-        calls = _resolve(doc, app.get("maxConcurrentCalls"), where)
+        instances = _known(app.get("maximumInstanceCount"), where)
+        calls = _known(app.get("maxConcurrentCalls"), where)
         if not isinstance(instances, int) or not isinstance(calls, int) or instances < 1 or calls < 1:
             raise SettingsError(f"{where}: maximumInstanceCount/maxConcurrentCalls must be positive ints, "
                                 f"got {instances!r}/{calls!r}")
-        sessions = _resolve(doc, app.get("maxConcurrentSessions"), where)
+        sessions = _known(app.get("maxConcurrentSessions"), where)
         if sessions is not None and (not isinstance(sessions, int) or sessions < 1):
             raise SettingsError(f"{where}: maxConcurrentSessions must be a positive int, got {sessions!r}")
-        ready = _resolve(doc, app.get("alwaysReadyInstanceCount", 0), where)
+        ready = _known(app.get("alwaysReadyInstanceCount", 0), where)
         if not isinstance(ready, int) or not 0 <= ready <= instances:
             raise SettingsError(f"{where}: alwaysReadyInstanceCount must be an int within 0..{instances}, "
                                 f"got {ready!r}")

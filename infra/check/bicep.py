@@ -162,6 +162,13 @@ def _resource(node: Any, parent: ResourceDecl | None, into: dict[str, ResourceDe
 
 @functools.cache
 def parse(path: Path) -> BicepFile:
+    """The declarations of a Bicep file, read once per path (a checker run reads a module many times)."""
+    return read(path)
+
+
+def read(path: Path) -> BicepFile:
+    """The declarations of a Bicep file as it is now (a long-running reader, such as devhost, that
+    notices edits calls this instead of :func:`parse`)."""
     source = Path(path).read_bytes()
     root = _parser().parse(source).root_node
     errors = _syntax_errors(root)
