@@ -7,8 +7,10 @@ specification allows and as peers expect.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
+from .codec import DecodeError
 from .types import Described, Symbol, ULong
 
 _BY_CODE: dict[int, type[Composite]] = {}
@@ -23,6 +25,8 @@ class Composite:
     NAME: ClassVar[str]
     FIELDS: ClassVar[tuple[str, ...]]
     DEFAULTS: ClassVar[dict[str, Any]] = {}
+    # Per field, a check of what a peer may send in it (None: anything): see ``field_types``.
+    CHECKS: ClassVar[tuple[Callable[[Any], bool] | None, ...]] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         fields = self.FIELDS
@@ -48,16 +52,25 @@ class Composite:
 
     @classmethod
     def from_list(cls, values: list) -> Composite:
+        """The composite a decoded field list describes. Fields with a declared type are checked here,
+        where the peer's values become ours: a value of the wrong type is a DecodeError (the peer sees
+        ``amqp:decode-error``), so no handler meets a string handle or a list as a delivery-id."""
         obj = cls.__new__(cls)
         fields = cls.FIELDS
         defaults = cls.DEFAULTS
+        checks = cls.CHECKS
         n = len(values)
         for i, name in enumerate(fields):
             value = values[i] if i < n else None
             if type(value) is Described:
                 value = from_described(value)
-            elif value is None and name in defaults:
-                value = defaults[name]
+            if value is None:
+                if name in defaults:
+                    value = defaults[name]
+            elif checks:
+                check = checks[i]
+                if check is not None and not check(value):
+                    raise DecodeError(f"{cls.__name__}.{name} cannot be {type(value).__name__} {value!r:.40}")
             object.__setattr__(obj, name, value)
         return obj
 
@@ -187,7 +200,56 @@ Properties = _composite(
 )
 
 PERFORMATIVES = (Open, Begin, Attach, Flow, Transfer, Disposition, Detach, End, Close)
+
+
+# ------------------------------------------------------------------ field types a peer must respect
+def _unsigned(bits: int) -> Callable[[Any], bool]:
+    top = (1 << bits) - 1
+    return lambda v: type(v) is not bool and isinstance(v, int) and 0 <= v <= top
+
+
+_CHECK_OF: dict[str, Callable[[Any], bool]] = {
+    "ubyte": _unsigned(8),
+    "ushort": _unsigned(16),
+    "uint": _unsigned(32),
+    "ulong": _unsigned(64),
+    "boolean": lambda v: type(v) is bool,
+    "string": lambda v: isinstance(v, str),
+    "binary": lambda v: isinstance(v, (bytes, bytearray)),
+    "map": lambda v: isinstance(v, dict),
+    "error": lambda v: type(v) is Error,
+}
+
+
+def field_types(cls: type[Composite], **types: str) -> None:
+    """Declare the AMQP type of fields of ``cls`` (spec 2.7 and 5.3); undeclared fields take anything
+    (terminus, delivery states and capabilities are checked where they are used)."""
+    unknown = set(types) - set(cls.FIELDS)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
+    cls.CHECKS = tuple(_CHECK_OF[types[name]] if name in types else None for name in cls.FIELDS)
+
+
+field_types(Open, container_id="string", hostname="string", max_frame_size="uint", channel_max="ushort",
+            idle_time_out="uint", properties="map")
+field_types(Begin, remote_channel="ushort", next_outgoing_id="uint", incoming_window="uint",
+            outgoing_window="uint", handle_max="uint", properties="map")
+field_types(Attach, name="string", handle="uint", role="boolean", snd_settle_mode="ubyte", rcv_settle_mode="ubyte",
+            incomplete_unsettled="boolean", initial_delivery_count="uint", max_message_size="ulong",
+            properties="map")
+field_types(Flow, next_incoming_id="uint", incoming_window="uint", next_outgoing_id="uint", outgoing_window="uint",
+            handle="uint", delivery_count="uint", link_credit="uint", available="uint", drain="boolean",
+            echo="boolean", properties="map")
+field_types(Transfer, handle="uint", delivery_id="uint", delivery_tag="binary", message_format="uint",
+            settled="boolean", more="boolean", rcv_settle_mode="ubyte", resume="boolean", aborted="boolean",
+            batchable="boolean")
+field_types(Disposition, role="boolean", first="uint", last="uint", settled="boolean", batchable="boolean")
+field_types(Detach, handle="uint", closed="boolean", error="error")
+field_types(End, error="error")
+field_types(Close, error="error")
+field_types(Error, condition="string", description="string", info="map")
 SASL_FRAMES = (SaslMechanisms, SaslInit, SaslChallenge, SaslResponse, SaslOutcome)
+field_types(SaslInit, mechanism="string", initial_response="binary", hostname="string")
 
 ROLE_SENDER = False
 ROLE_RECEIVER = True
