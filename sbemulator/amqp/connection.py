@@ -5,16 +5,42 @@ SASL ANONYMOUS/PLAIN, open/begin/attach/flow/transfer/disposition/detach/end/clo
 windows, link credit and drain, multi-frame transfers both ways, max-frame-size negotiation and
 idle timeouts. Like h11 for HTTP it never touches a socket, so every state transition is testable
 with plain bytes.
+
+How it is put together: ``framing.FrameReader`` cuts the input into frames; every frame then passes
+one funnel, the transition tables of ``states`` (the connection's, then the session's of its channel,
+then the link's of its handle), before its handler runs: also the dispositions that ``hotframes``
+decodes without the generic codec. The window and credit arithmetic is in ``windows``. A peer's
+mistake is a ``ProtocolError`` or ``SessionError`` with the condition the specification names; any
+other exception while handling input is a bug of ours, logged with its traceback and answered with
+``amqp:internal-error``.
 """
 
 from __future__ import annotations
 
-import struct
+import logging
 import time
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Any
 
-from . import codec, hotframes
+from . import codec, hotframes, windows
+from .endpoints import IncomingDelivery, Link, Session
+from .errors import (
+    CONNECTION_FORCED,
+    DECODE_ERROR,
+    FRAME_SIZE_TOO_SMALL,
+    FRAMING_ERROR,
+    HANDLE_IN_USE,
+    INTERNAL_ERROR,
+    MESSAGE_SIZE_EXCEEDED,
+    NOT_ALLOWED,
+    RESOURCE_LIMIT_EXCEEDED,
+    TRANSFER_LIMIT_EXCEEDED,
+    UNATTACHED_HANDLE,
+    WINDOW_VIOLATION,
+    ProtocolError,
+    SessionError,
+)
 from .events import (
     ConnectionClosed,
     ConnectionOpened,
@@ -34,8 +60,12 @@ from .framing import (
     FRAME_HEADER_SIZE,
     FRAME_SASL,
     MIN_MAX_FRAME_SIZE,
+    PROTOCOL_HEADER,
     SASL_HEADER,
+    FrameReader,
     build_frame,
+    pack_frame_header,
+    patch_frame_header,
 )
 from .performatives import (
     PERFORMATIVES,
@@ -60,158 +90,51 @@ from .performatives import (
     error,
     from_described,
 )
+from .states import (
+    CLOSED,
+    CONNECTION_OPENED,
+    CONNECTION_START,
+    DISCARD,
+    LINK_ATTACHED,
+    NO_LINK,
+    NO_SESSION,
+    SESSION_MAPPED,
+    Input,
+    State,
+    refusal,
+)
 from .types import Array, Symbol, UByte, UInt, ULong, UShort
+
+log = logging.getLogger("sbemulator.amqp")
 
 _ACCEPTED = Accepted()  # the state of every completion; it has no fields, so one instance serves all
 
-# Error conditions (spec 2.8.15 - 2.8.18)
-DECODE_ERROR = "amqp:decode-error"
-FRAMING_ERROR = "amqp:connection:framing-error"
-FRAME_SIZE_TOO_SMALL = "amqp:frame-size-too-small"
-INTERNAL_ERROR = "amqp:internal-error"
-NOT_ALLOWED = "amqp:not-allowed"
-RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
-UNATTACHED_HANDLE = "amqp:session:unattached-handle"
-HANDLE_IN_USE = "amqp:session:handle-in-use"
-WINDOW_VIOLATION = "amqp:session:window-violation"
-LINK_DETACH_FORCED = "amqp:link:detach-forced"
-TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
-MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
-
-UINT_MAX = 0xFFFFFFFF
+UINT_MAX = windows.UINT_MAX
 _LIST_CODES = frozenset((0x45, 0xC0, 0xD0))  # list0, list8, list32
 _FRAME_BODIES = {cls.CODE: cls for cls in (*PERFORMATIVES, *SASL_FRAMES)}
 
-
-class ProtocolError(Exception):
-    """A peer broke the protocol; the connection is closed with ``condition``."""
-
-    def __init__(self, condition: str, description: str) -> None:
-        super().__init__(description)
-        self.condition = condition
-        self.description = description
+RECV_OPEN, RECV_BEGIN, RECV_ATTACH, RECV_FLOW = Input.RECV_OPEN, Input.RECV_BEGIN, Input.RECV_ATTACH, Input.RECV_FLOW
+RECV_TRANSFER, RECV_DISPOSITION, RECV_DETACH = Input.RECV_TRANSFER, Input.RECV_DISPOSITION, Input.RECV_DETACH
+RECV_END, RECV_CLOSE = Input.RECV_END, Input.RECV_CLOSE
+SEND_OPEN, SEND_BEGIN, SEND_ATTACH = Input.SEND_OPEN, Input.SEND_BEGIN, Input.SEND_ATTACH
+SEND_DETACH, SEND_END, SEND_CLOSE = Input.SEND_DETACH, Input.SEND_END, Input.SEND_CLOSE
 
 
-class SessionError(Exception):
-    """A peer broke a session rule; only that session is ended with ``condition``."""
+class Phase(IntEnum):
+    """Where the connection is before its open (spec 2.2 and 5.1): which protocol header or frame is due."""
 
-    def __init__(self, session: Session, condition: str, description: str) -> None:
-        super().__init__(description)
-        self.session = session
-        self.condition = condition
-        self.description = description
-
-
-class Link:
-    """One attached link, seen from our side: ``is_sender`` means we send transfers on it."""
-
-    __slots__ = (
-        "attached",
-        "context",
-        "delivery_count",
-        "detach_received",
-        "detach_sent",
-        "drain",
-        "failure",
-        "handle",
-        "incoming",
-        "is_sender",
-        "link_credit",
-        "max_message_size",
-        "name",
-        "properties",
-        "rcv_settle_mode",
-        "remote_attach",
-        "remote_handle",
-        "remote_max_message_size",
-        "session",
-        "snd_settle_mode",
-        "source",
-        "target",
-        "unsettled",
-    )
-
-    def __init__(self, session: Session, attach: Any) -> None:
-        self.session = session
-        self.name: str = attach.name
-        self.remote_handle: int = attach.handle
-        self.handle: int = -1
-        # The peer's role is in the attach; ours is the opposite.
-        self.is_sender: bool = attach.role == ROLE_RECEIVER
-        self.source = attach.source
-        self.target = attach.target
-        self.properties: dict = attach.properties or {}
-        self.snd_settle_mode: int = attach.snd_settle_mode
-        self.rcv_settle_mode: int = attach.rcv_settle_mode
-        self.remote_max_message_size: int | None = attach.max_message_size
-        # The largest delivery we take on this link (what our attach announced); None: the connection's.
-        self.max_message_size: int | None = None
-        # As a sender we start at delivery-count 0; as a receiver we track the peer's count.
-        self.delivery_count: int = 0 if self.is_sender else (attach.initial_delivery_count or 0)
-        self.link_credit: int = 0
-        self.drain: bool = False
-        self.attached = False
-        self.detach_sent = False
-        self.detach_received = False
-        self.failure: tuple[str, str] | None = None  # a violation waiting for answer_violations()
-        self.context: Any = None
-        self.incoming: _IncomingDelivery | None = None
-        self.unsettled: dict[int, Any] = {}
-        self.remote_attach = attach
-
-    @property
-    def address(self) -> str | None:
-        """The node address the peer means: the target when it sends, the source when it receives."""
-        terminus = self.source if self.is_sender else self.target
-        return getattr(terminus, "address", None) if terminus is not None else None
-
-    def __repr__(self) -> str:
-        role = "sender" if self.is_sender else "receiver"
-        return f"<Link {self.name!r} {role} handle={self.handle} address={self.address!r}>"
+    HEADER = 0  # the first protocol header (SASL, or AMQP when SASL is not required)
+    SASL = 1  # sasl-mechanisms sent, sasl-init due
+    AMQP_HEADER = 2  # sasl-outcome sent, the AMQP protocol header due
+    OPEN = 3  # headers exchanged, the open frame due
+    OPENED = 4  # the connection's state pair (``Connection.state``) governs from here on
 
 
-class _IncomingDelivery:
-    __slots__ = ("chunks", "delivery_id", "delivery_tag", "message_format", "refused", "settled", "size", "state")
-
-    def __init__(self, transfer: Any) -> None:
-        self.delivery_id = transfer.delivery_id
-        self.delivery_tag = transfer.delivery_tag
-        self.message_format = transfer.message_format or 0
-        self.settled = bool(transfer.settled)
-        self.state = transfer.state  # e.g. a transactional-state (spec 4.4.1)
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.refused = False  # settled as rejected while it streamed: the rest of its frames is dropped
-
-
-class Session:
-    """One session: the channel pair, transfer windows and the links it carries."""
-
-    def __init__(self, connection: Connection, remote_channel: int, channel: int, begin: Any) -> None:
-        self.connection = connection
-        self.remote_channel = remote_channel
-        self.channel = channel
-        self.next_outgoing_id = 0
-        self.next_incoming_id: int = begin.next_outgoing_id or 0
-        # Transfer frames the peer may still send before our next session flow (spec 2.5.6).
-        self.incoming_window: int = connection.incoming_window
-        self.outgoing_window = UINT_MAX
-        self.remote_incoming_window: int = begin.incoming_window or 0
-        self.remote_outgoing_window: int = begin.outgoing_window or 0
-        self.handle_max: int = min(begin.handle_max if begin.handle_max is not None else UINT_MAX, 4095)
-        self.links_by_remote: dict[int, Link] = {}
-        self.links_by_handle: dict[int, Link] = {}
-        self.outgoing_unsettled: dict[int, Link] = {}
-        self.ended = False
-        self.end_sent = False
-        self.failure: tuple[str, str] | None = None  # a violation waiting for answer_violations()
-        self.context: Any = None
-
-    def _allocate_handle(self) -> int:
-        handle = 0
-        while handle in self.links_by_handle:
-            handle += 1
-        return handle
+# Every performative a peer may send after open: the input it is to the state tables.
+_INPUTS: dict[type, Input] = {
+    Open: RECV_OPEN, Begin: RECV_BEGIN, Attach: RECV_ATTACH, Flow: RECV_FLOW, Transfer: RECV_TRANSFER,
+    Disposition: RECV_DISPOSITION, Detach: RECV_DETACH, End: RECV_END, Close: RECV_CLOSE,
+}
 
 
 class Connection:
@@ -246,22 +169,23 @@ class Connection:
         self.incoming_window = incoming_window
         self.clock = clock
 
-        self._in = bytearray()
+        self._reader = FrameReader(max_frame_size)
         self._out = bytearray()
         self._events: list[Event] = []
-        self._state = "expect-header"  # -> sasl -> expect-amqp-header -> expect-open -> opened -> closed
+        self.phase = Phase.HEADER
+        self.state: State = CONNECTION_START  # the open/close pair (states.CONNECTION_TRANSITIONS)
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
         self.remote_idle_timeout_ms: int | None = None
         self.remote_container_id: str | None = None
         self.remote_properties: dict | None = None
+        # Every session whose channel is in use: ACTIVE on both ends, or ended by us and DISCARDING
+        # until the peer's end arrives (it then leaves both maps and its channels are free again).
         self.sessions_by_remote: dict[int, Session] = {}
         self.sessions_by_channel: dict[int, Session] = {}
-        # Sessions we ended with an error (remote channel -> our channel): DISCARDING until the peer's end.
-        self._discarding: dict[int, int] = {}
         # Links and sessions the peer broke a flow-control rule on, answered by answer_violations().
         self._violations: list[Link | Session] = []
         self._windows_used = False  # a transfer arrived since the windows were last checked
-        self.closed = False
+        self.closed = False  # the connection is over for us: nothing more is read or produced
         self.close_sent = False
         self.sasl_username: str | None = None
         now = clock()
@@ -269,12 +193,12 @@ class Connection:
         self._last_sent = now
 
     # ------------------------------------------------------------------ byte interface
-    def receive_data(self, data: bytes) -> list[Event]:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[Event]:
         """Feed bytes from the socket; returns the events they caused (in order)."""
         if self.closed:
             return []
         self._last_received = self.clock()
-        self._in += data
+        self._reader.feed(data)
         try:
             self._process_input()
             if self._windows_used:  # only transfers use up an incoming window
@@ -282,10 +206,11 @@ class Connection:
                 self._widen_incoming_windows()
         except ProtocolError as exc:
             self._fail(exc.condition, exc.description)
-        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
-            # A field of the wrong type (a string handle, a list as delivery-id...): the frame decoded
-            # but does not make sense; refuse it like undecodable input instead of failing the caller.
-            self._fail(DECODE_ERROR, f"malformed frame: {exc}")
+        except Exception:
+            # The peer's input was checked on the way in (frame headers, decoding, field types, the
+            # state tables): what fails here is a bug of ours, and the peer must not be told otherwise.
+            log.exception("internal error while handling AMQP input from %s", self.remote_container_id)
+            self._fail(INTERNAL_ERROR, "The emulator failed to handle a frame; see its log.")
         events, self._events = self._events, []
         return events
 
@@ -338,7 +263,7 @@ class Connection:
         self.closed = True
         for session in list(self.sessions_by_channel.values()):
             self._drop_session(session, None)
-        self._events.append(ConnectionClosed(error("amqp:connection:forced", "connection lost"), True))
+        self._events.append(ConnectionClosed(error(CONNECTION_FORCED, "connection lost"), True))
         events, self._events = self._events, []
         return events
 
@@ -363,7 +288,7 @@ class Connection:
         deadlines = []
         if self.idle_timeout_ms:
             deadlines.append(self._last_received + self.idle_timeout_ms / 1000.0)
-        if self.remote_idle_timeout_ms and self._state == "opened":
+        if self.remote_idle_timeout_ms and self.state is CONNECTION_OPENED:
             deadlines.append(self._last_sent + self.remote_idle_timeout_ms / 2000.0)
         return min(deadlines) if deadlines else None
 
@@ -376,7 +301,7 @@ class Connection:
             self._fail(RESOURCE_LIMIT_EXCEEDED, "local-idle-timeout expired")
         elif (
             self.remote_idle_timeout_ms
-            and self._state == "opened"
+            and self.state is CONNECTION_OPENED
             and now - self._last_sent >= self.remote_idle_timeout_ms / 2000.0
         ):
             self._out += build_frame(0)
@@ -384,137 +309,159 @@ class Connection:
         events, self._events = self._events, []
         return events
 
-    # ------------------------------------------------------------------ input processing
+    # ------------------------------------------------------------------ the funnel
     def _process_input(self) -> None:
-        buf = self._in
-        while not self.closed:
-            opened = self._state == "opened"
-            if not opened and self._state in ("expect-header", "expect-amqp-header"):
-                if len(buf) < 8:
-                    return
-                header = bytes(buf[:8])
-                del buf[:8]
-                self._on_protocol_header(header)
+        for frame_type, channel, frame in self._reader.frames():
+            if self.closed:
+                return
+            if frame_type == PROTOCOL_HEADER:
+                self._on_protocol_header(frame)
                 continue
-            if len(buf) < FRAME_HEADER_SIZE:
-                return
-            size, doff, frame_type, channel = _read_frame_header(buf)
-            if size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
-                raise ProtocolError(FRAMING_ERROR, f"invalid frame header (size={size}, doff={doff})")
-            if not opened and size > MIN_MAX_FRAME_SIZE:
-                # Spec 2.4.1: until the open frames have been exchanged the largest frame is
-                # MIN-MAX-FRAME-SIZE (the open itself, and SASL frames before it, included).
-                raise ProtocolError(
-                    FRAMING_ERROR,
-                    f"frame of {size} bytes sent before the open exchange completed; "
-                    f"the limit until then is {MIN_MAX_FRAME_SIZE} bytes",
-                )
-            if size > self.max_frame_size:
-                raise ProtocolError(
-                    FRAMING_ERROR,
-                    f"frame of {size} bytes exceeds the negotiated max-frame-size {self.max_frame_size}",
-                )
-            if len(buf) < size:
-                return
-            frame = bytes(buf[doff * 4 : size])
-            del buf[:size]
             if (
-                opened
-                and frame_type == FRAME_AMQP
+                frame_type == FRAME_AMQP
                 and len(frame) > 3
                 and frame[2] == 0x15  # a disposition (00 53 15): one per settled message
                 and frame[0] == 0x00
                 and frame[1] == 0x53
-                and not self._discarding
-                and not self._violations
+                and self.state is CONNECTION_OPENED
             ):
-                delivery_id = hotframes.sdk_complete_id(frame)
-                if delivery_id is not None:  # the SDK's complete of one delivery: one per message
-                    self._on_sdk_complete(channel, delivery_id)
-                    continue
-                disposition = hotframes.parse_disposition(frame)
-                if disposition is not None:  # the other shapes the SDKs send; the rest goes the long way
-                    try:
-                        self._on_disposition(channel, disposition)
-                    except SessionError as exc:
-                        self._end_session_with_error(exc.session, exc.condition, exc.description)
+                # The dispositions the SDKs send, decoded without the generic codec; they pass the same
+                # session check as every other frame before their handler runs.
+                try:
+                    delivery_id = hotframes.sdk_complete_id(frame)
+                    if delivery_id is not None:  # the SDK's complete of one delivery: one per message
+                        session = self._enter_session(channel, RECV_DISPOSITION)
+                        if session is not None:
+                            self._peer_disposed(session, delivery_id, delivery_id, False, _ACCEPTED)
+                        continue
+                    disposition = hotframes.parse_disposition(frame)
+                    if disposition is not None:  # the other shapes the SDKs send; the rest goes the long way
+                        self._dispatch(channel, disposition, b"")
+                        continue
+                except SessionError as exc:
+                    self._end_session_with_error(exc.session, exc.condition, exc.description)
                     continue
             self._on_frame(frame_type, channel, frame)
-
-    def _on_protocol_header(self, header: bytes) -> None:
-        if self._state == "expect-header":
-            if header == SASL_HEADER:
-                self._out += SASL_HEADER
-                mechanisms = Array(tuple(Symbol(m) for m in self.sasl_mechanisms), "symbol")
-                self._out += build_frame(0, SaslMechanisms(mechanisms), frame_type=FRAME_SASL)
-                self._state = "sasl"
-                return
-            if header == AMQP_HEADER and not self.require_sasl:
-                self._out += AMQP_HEADER
-                self._state = "expect-open"
-                return
-        elif self._state == "expect-amqp-header" and header == AMQP_HEADER:
-            self._out += AMQP_HEADER
-            self._state = "expect-open"
-            return
-        # Spec 2.2: answer with the header we do support, then close the socket.
-        self._out += SASL_HEADER if self._state == "expect-header" else AMQP_HEADER
-        self.closed = True
-        self._events.append(
-            ConnectionClosed(error(DECODE_ERROR, f"unsupported protocol header {header!r}"), False)
-        )
-
-    def _decode_body(self, frame: bytes) -> Any:
-        try:
-            # Nearly every body is a performative described by a small ulong code: decode its field
-            # list straight into the performative's class instead of through a Described value.
-            # (Dispositions in the SDKs' shapes never get here: _process_input reads them itself.)
-            if len(frame) > 3 and frame[0] == 0x00 and frame[1] == 0x53 and frame[3] in _LIST_CODES:
-                cls = _FRAME_BODIES.get(frame[2])
-                if cls is not None:
-                    values, offset = codec.decode(frame, 3)
-                    return cls.from_list(values), offset
-            value, offset = codec.decode(frame)
-        except codec.DecodeError as exc:
-            raise ProtocolError(DECODE_ERROR, f"cannot decode frame body: {exc}") from None
-        body = from_described(value)
-        return body, offset
 
     def _on_frame(self, frame_type: int, channel: int, frame: bytes) -> None:
         if not frame:
             return  # heartbeat
         body, offset = self._decode_body(frame)
-        if self._state == "sasl":
+        if self.phase is Phase.SASL:
             if frame_type != FRAME_SASL or not isinstance(body, SaslInit):
                 raise ProtocolError(DECODE_ERROR, f"expected sasl-init, got {type(body).__name__}")
             self._on_sasl_init(body)
             return
         if frame_type != FRAME_AMQP:
             raise ProtocolError(FRAMING_ERROR, f"unexpected frame type {frame_type}")
-        if self._state == "expect-open":
-            if not isinstance(body, Open):
-                raise ProtocolError(NOT_ALLOWED, f"expected open, got {type(body).__name__}")
-            self._on_open(body)
-            return
-        handler = self._HANDLERS.get(type(body))
-        if handler is None:
+        if type(body) not in _INPUTS:
             raise ProtocolError(DECODE_ERROR, f"unknown or misplaced performative {body!r:.200}")
-        if channel in self._discarding and type(body) is not Close:
-            # Spec 2.5.5 DISCARDING: drop the peer's frames on that channel until its end arrives.
-            if type(body) is End:
-                del self._discarding[channel]
+        try:
+            self._dispatch(channel, body, frame[offset:])
+        except SessionError as exc:
+            self._end_session_with_error(exc.session, exc.condition, exc.description)
+
+    def _dispatch(self, channel: int, body: Any, payload: bytes) -> None:
+        """The connection's state check, then the session's (inside the handlers, through
+        :meth:`_enter_session`), then the handler."""
+        input_ = _INPUTS[type(body)]
+        nxt = self.state.next[input_]
+        if nxt is None:
+            _scope, condition = refusal("connection", input_)
+            if self.state is CONNECTION_START:
+                raise ProtocolError(condition, f"expected open, got {type(body).__name__}")
+            raise ProtocolError(condition, f"{type(body).__name__.lower()} not allowed now ({self.state})")
+        if nxt is DISCARD:
             return
-        if self._violations and type(body) is not End and type(body) is not Close:
-            session = self.sessions_by_remote.get(channel)
-            if session is not None and session.failure is not None:
-                return  # the session is about to be ended with an error: the rest is discarded
-        if type(body) is Transfer:
-            self._on_transfer(channel, body, frame[offset:])
+        if input_ is RECV_TRANSFER:
+            self._on_transfer(channel, body, payload)
         else:
-            try:
-                handler(self, channel, body)
-            except SessionError as exc:
-                self._end_session_with_error(exc.session, exc.condition, exc.description)
+            _HANDLERS[input_](self, channel, body)
+
+    def _enter_session(self, channel: int, input_: Input) -> Session | None:
+        """The session ``input_`` arrived for on ``channel``, past its state check: None when the frame
+        is to be dropped (the session is DISCARDING, or about to end for a flow-control violation)."""
+        session = self.sessions_by_remote.get(channel)
+        state = NO_SESSION if session is None else session.state
+        nxt = state.next[input_]
+        if nxt is None or session is None:
+            scope, condition = refusal("session", input_)
+            description = (f"no session on channel {channel}" if session is None
+                           else f"{input_.name[5:].lower()} on channel {channel} not allowed ({state})")
+            if scope == "connection" or session is None:
+                raise ProtocolError(condition, description)
+            raise SessionError(session, condition, description)
+        if nxt is DISCARD:
+            return None
+        if session.failure is not None and input_ is not RECV_END:
+            return None  # the session is about to be ended with an error: the rest is discarded
+        session.state = nxt  # type: ignore[assignment]
+        return session
+
+    def _enter_link(self, session: Session, link: Link, input_: Input) -> bool:
+        """The link's state check for a frame on its handle: False when the frame is to be dropped."""
+        nxt = link.state.next[input_]
+        if nxt is None:
+            _scope, condition = refusal("link", input_)
+            raise SessionError(session, condition,
+                               f"{input_.name[5:].lower()} on handle {link.remote_handle} not allowed ({link.state})")
+        if nxt is DISCARD:
+            return False
+        link.state = nxt  # type: ignore[assignment]
+        return True
+
+    def _send_step(self, endpoint: Link | Session, input_: Input) -> bool:
+        """Move ``endpoint`` for a frame we are about to send; False (send nothing) where its state has
+        no such transition: the endpoint is already closed on our side, or the peer's end came first."""
+        nxt = endpoint.state.next[input_]
+        if nxt is None or nxt is DISCARD:
+            return False
+        endpoint.state = nxt  # type: ignore[assignment]
+        return True
+
+    def _on_protocol_header(self, header: bytes) -> None:
+        if self.phase is Phase.HEADER:
+            if header == SASL_HEADER:
+                self._out += SASL_HEADER
+                mechanisms = Array(tuple(Symbol(m) for m in self.sasl_mechanisms), "symbol")
+                self._out += build_frame(0, SaslMechanisms(mechanisms), frame_type=FRAME_SASL)
+                self._set_phase(Phase.SASL)
+                return
+            if header == AMQP_HEADER and not self.require_sasl:
+                self._out += AMQP_HEADER
+                self._set_phase(Phase.OPEN)
+                return
+        elif self.phase is Phase.AMQP_HEADER and header == AMQP_HEADER:
+            self._out += AMQP_HEADER
+            self._set_phase(Phase.OPEN)
+            return
+        # Spec 2.2: answer with the header we do support, then close the socket.
+        self._out += SASL_HEADER if self.phase is Phase.HEADER else AMQP_HEADER
+        self.closed = True
+        self._events.append(
+            ConnectionClosed(error(DECODE_ERROR, f"unsupported protocol header {header!r}"), False)
+        )
+
+    def _set_phase(self, phase: Phase) -> None:
+        self.phase = phase
+        reader = self._reader
+        reader.expect_header = phase is Phase.HEADER or phase is Phase.AMQP_HEADER
+        reader.opened = phase is Phase.OPENED
+
+    def _decode_body(self, frame: bytes) -> Any:
+        try:
+            # Nearly every body is a performative described by a small ulong code: decode its field
+            # list straight into the performative's class instead of through a Described value.
+            if len(frame) > 3 and frame[0] == 0x00 and frame[1] == 0x53 and frame[3] in _LIST_CODES:
+                cls = _FRAME_BODIES.get(frame[2])
+                if cls is not None:
+                    values, offset = codec.decode(frame, 3)
+                    return cls.from_list(values), offset
+            value, offset = codec.decode(frame)
+            body = from_described(value)
+        except codec.DecodeError as exc:  # also a field of the wrong type (performatives.field_types)
+            raise ProtocolError(DECODE_ERROR, f"cannot decode frame body: {exc}") from None
+        return body, offset
 
     # ------------------------------------------------------------------ SASL
     def _on_sasl_init(self, init: Any) -> None:
@@ -537,16 +484,17 @@ class Connection:
         code = 0 if ok else 1
         self._out += build_frame(0, SaslOutcome(UByte(code)), frame_type=FRAME_SASL)
         if ok:
-            self._state = "expect-amqp-header"
+            self._set_phase(Phase.AMQP_HEADER)
         else:
             self.closed = True
             self._events.append(ConnectionClosed(error("amqp:unauthorized-access", "SASL failed"), False))
 
     # ------------------------------------------------------------------ connection
-    def _on_open(self, open_: Any) -> None:
+    def _on_open(self, channel: int, open_: Any) -> None:
+        self.state = self.state.next[RECV_OPEN]  # type: ignore[assignment]  # checked by _dispatch
+        self._set_phase(Phase.OPENED)
         remote_max = open_.max_frame_size if open_.max_frame_size is not None else UINT_MAX
         if remote_max < MIN_MAX_FRAME_SIZE:
-            self._state = "opened"
             self._send_open()
             raise ProtocolError(
                 FRAME_SIZE_TOO_SMALL, f"max-frame-size {remote_max} is below the minimum {MIN_MAX_FRAME_SIZE}"
@@ -555,11 +503,12 @@ class Connection:
         self.remote_idle_timeout_ms = open_.idle_time_out or None
         self.remote_container_id = open_.container_id
         self.remote_properties = open_.properties
-        self._state = "opened"
         self._send_open()
         self._events.append(ConnectionOpened(open_.container_id, open_.hostname, open_.properties))
 
     def _send_open(self) -> None:
+        if not self._send_step(self, SEND_OPEN):  # type: ignore[arg-type]
+            return
         self._send(
             0,
             Open(
@@ -571,13 +520,11 @@ class Connection:
             ),
         )
 
-    def _on_second_open(self, channel: int, open_: Any) -> None:
-        raise ProtocolError(NOT_ALLOWED, "open received twice")
-
     def _on_close(self, channel: int, close: Any) -> None:
+        self.state = self.state.next[RECV_CLOSE]  # type: ignore[assignment]  # checked by _dispatch
         for session in list(self.sessions_by_channel.values()):
             self._drop_session(session, None)
-        if not self.close_sent:
+        if self._send_step(self, SEND_CLOSE):  # type: ignore[arg-type]
             self._send(0, Close())
             self.close_sent = True
         self.closed = True
@@ -590,9 +537,10 @@ class Connection:
         err = error(condition, description) if condition else None
         for session in list(self.sessions_by_channel.values()):
             self._drop_session(session, None)
-        if self._state in ("opened", "expect-open"):
-            if self._state == "expect-open":
-                self._send_open()
+        if self.phase is Phase.OPEN:
+            self._send_open()  # spec 2.4.1: an open precedes the close, also before the peer's open
+        if (self.phase is Phase.OPEN or self.phase is Phase.OPENED) and self._send_step(
+                self, SEND_CLOSE):  # type: ignore[arg-type]
             self._send(0, Close(err))
         self.close_sent = True
         self.closed = True
@@ -605,15 +553,18 @@ class Connection:
     def _on_begin(self, channel: int, begin: Any) -> None:
         if begin.remote_channel is not None:
             raise ProtocolError(NOT_ALLOWED, "server does not initiate sessions")
-        if channel in self.sessions_by_remote or channel > self.channel_max:
+        if channel in self.sessions_by_remote and self._enter_session(channel, RECV_BEGIN) is None:
+            return  # a begin on a channel that is DISCARDING: dropped like the rest
+        if channel > self.channel_max:
             raise ProtocolError(FRAMING_ERROR, f"channel {channel} already in use or above channel-max")
         local = 0
-        reserved = self._discarding.values()
-        while local in self.sessions_by_channel or local in reserved:
+        while local in self.sessions_by_channel:
             local += 1
-        session = Session(self, channel, local, begin)
+        session = Session(channel, local, begin, self.incoming_window)
+        session.state = NO_SESSION.next[RECV_BEGIN]  # type: ignore[assignment]
         self.sessions_by_remote[channel] = session
         self.sessions_by_channel[local] = session
+        self._send_step(session, SEND_BEGIN)
         self._send(
             local,
             Begin(
@@ -626,20 +577,18 @@ class Connection:
         )
         self._events.append(SessionBegun(session))
 
-    def _session(self, channel: int) -> Session:
-        session = self.sessions_by_remote.get(channel)
-        if session is None:
-            raise ProtocolError(NOT_ALLOWED, f"no session on channel {channel}")
-        return session
-
     def _on_end(self, channel: int, end: Any) -> None:
-        session = self._session(channel)
+        session = self._enter_session(channel, RECV_END)
+        if session is None:
+            return
         self._drop_session(session, end.error)
-        if not session.end_sent:
+        if self._send_step(session, SEND_END):
             self._send(session.channel, End())
-            session.end_sent = True
+        self._unmap_session(session)
 
     def _drop_session(self, session: Session, err: Any) -> None:
+        """Tell the application the session and its links are over (once); its channels stay in use
+        until both ends have ended."""
         if session.ended:
             return
         session.ended = True
@@ -647,29 +596,37 @@ class Connection:
             self._events.append(LinkDetached(link, True, None))
         session.links_by_handle.clear()
         session.links_by_remote.clear()
-        self.sessions_by_remote.pop(session.remote_channel, None)
-        self.sessions_by_channel.pop(session.channel, None)
+        session.outgoing_unsettled.clear()
         self._events.append(SessionEnded(session, err))
+
+    def _unmap_session(self, session: Session) -> None:
+        if session.state.local is CLOSED and session.state.remote is CLOSED:
+            self.sessions_by_remote.pop(session.remote_channel, None)
+            self.sessions_by_channel.pop(session.channel, None)
 
     def _end_session_with_error(self, session: Session, condition: str, description: str) -> None:
         self._drop_session(session, None)
-        if not session.end_sent:
+        if self._send_step(session, SEND_END):  # from ACTIVE: DISCARDING until the peer's end (spec 2.5.5)
             self._send(session.channel, End(error(condition, description)))
-            session.end_sent = True
-            self._discarding[session.remote_channel] = session.channel
+        self._unmap_session(session)
 
     # ------------------------------------------------------------------ links
     def _on_attach(self, channel: int, attach: Any) -> None:
-        session = self._session(channel)
+        session = self._enter_session(channel, RECV_ATTACH)
+        if session is None:
+            return
         if attach.handle is None or attach.name is None or attach.role is None:
             raise SessionError(session, DECODE_ERROR, "attach without name, handle or role")
-        if attach.handle in session.links_by_remote:
+        existing = session.links_by_remote.get(attach.handle)
+        if existing is not None:
+            self._enter_link(session, existing, RECV_ATTACH)  # no transition: handle-in-use
             raise SessionError(session, HANDLE_IN_USE, f"handle {attach.handle} is already attached")
         if attach.handle > session.handle_max:
             # Spec 2.7.2: a handle outside the announced range closes the connection.
             raise ProtocolError(FRAMING_ERROR, f"handle {attach.handle} above handle-max {session.handle_max}")
         link = Link(session, attach)
-        link.handle = session._allocate_handle()
+        link.state = NO_LINK.next[RECV_ATTACH]  # type: ignore[assignment]
+        link.handle = session.allocate_handle()
         session.links_by_remote[attach.handle] = link
         session.links_by_handle[link.handle] = link
         self._events.append(LinkAttachRequested(link))
@@ -688,7 +645,8 @@ class Connection:
         """Answer the peer's attach; source/target default to what the peer sent. ``max_message_size``
         is announced to the peer and enforced on what it sends: a delivery that grows past it is refused
         while it streams, before the rest of it is buffered."""
-        link.attached = True
+        if link.session.ended or self.closed or not self._send_step(link, SEND_ATTACH):
+            return  # the peer detached (or ended, or closed) before we answered
         link.max_message_size = max_message_size
         if source is not None:
             link.source = source
@@ -720,8 +678,7 @@ class Connection:
         carrying the error (``keep_termini`` answers with both termini, for links that were open)."""
         if keep_termini:
             self.accept_attach(link, **attach_kwargs)
-        else:
-            link.attached = True
+        elif not link.session.ended and not self.closed and self._send_step(link, SEND_ATTACH):
             self._send(
                 link.session.channel,
                 Attach(
@@ -737,50 +694,44 @@ class Connection:
     def detach(self, link: Link, condition: str | None = None, description: str | None = None,
                info: dict | None = None) -> None:
         """Detach (close) one link, with an error when ``condition`` is given."""
-        if link.detach_sent or link.session.ended:
+        if link.session.ended or self.closed or not self._send_step(link, SEND_DETACH):
             return
-        link.detach_sent = True
         err = error(condition, description, info) if condition else None
         self._send(link.session.channel, Detach(UInt(link.handle), True, err))
-        if link.detach_received:
+        if link.state.remote is CLOSED:
             self._forget_link(link)
 
     def _on_detach(self, channel: int, detach: Any) -> None:
-        session = self._session(channel)
+        session = self._enter_session(channel, RECV_DETACH)
+        if session is None:
+            return
         link = session.links_by_remote.get(detach.handle)
         if link is None:
             raise SessionError(session, UNATTACHED_HANDLE, f"detach of unattached handle {detach.handle}")
-        link.detach_received = True
+        self._enter_link(session, link, RECV_DETACH)
         session.links_by_remote.pop(detach.handle, None)
-        if not link.detach_sent:
+        if self._send_step(link, SEND_DETACH):
             self._events.append(LinkDetached(link, bool(detach.closed), detach.error))
-            link.detach_sent = True
             self._send(session.channel, Detach(UInt(link.handle), True))
         self._forget_link(link)
 
     def _forget_link(self, link: Link) -> None:
         session = link.session
         session.links_by_handle.pop(link.handle, None)
-        if link.detach_received:
+        if link.state.remote is CLOSED:
             session.links_by_remote.pop(link.remote_handle, None)
         for delivery_id in list(link.unsettled):
             session.outgoing_unsettled.pop(delivery_id, None)
 
     # ------------------------------------------------------------------ flow control
     def _on_flow(self, channel: int, flow: Any) -> None:
-        session = self._session(channel)
-        if flow.next_outgoing_id is not None:
-            session.next_incoming_id = flow.next_outgoing_id
-        session.remote_outgoing_window = flow.outgoing_window or 0
-        remote_next_incoming = (
-            flow.next_incoming_id if flow.next_incoming_id is not None else session.next_outgoing_id
-        )
-        session.remote_incoming_window = remote_next_incoming + (flow.incoming_window or 0) - (
-            session.next_outgoing_id
-        )
+        session = self._enter_session(channel, RECV_FLOW)
+        if session is None:
+            return
+        windows.peer_flow(session, flow)
         if flow.handle is None:
             for link in session.links_by_handle.values():
-                if link.is_sender and link.attached and link.link_credit > 0:
+                if link.is_sender and link.state is LINK_ATTACHED and link.link_credit > 0:
                     self._events.append(LinkCreditChanged(link, False))
             if flow.echo:
                 self._send_session_flow(session)
@@ -788,15 +739,12 @@ class Connection:
         link = session.links_by_remote.get(flow.handle)
         if link is None:
             raise SessionError(session, UNATTACHED_HANDLE, f"flow for unattached handle {flow.handle}")
+        if not self._enter_link(session, link, RECV_FLOW):
+            return
         if link.is_sender:
-            peer_delivery_count = flow.delivery_count if flow.delivery_count is not None else 0
-            credit = flow.link_credit or 0
-            link.link_credit = max(0, peer_delivery_count + credit - link.delivery_count)
-            link.drain = bool(flow.drain)
+            windows.sender_credit(link, flow)
             self._events.append(LinkCreditChanged(link, link.drain))
-            if flow.echo:
-                self._send_link_flow(link)
-        elif flow.echo:
+        if flow.echo:
             self._send_link_flow(link)
 
     def _send_session_flow(self, session: Session) -> None:
@@ -830,27 +778,23 @@ class Connection:
 
     def grant_credit(self, link: Link, credit: int) -> None:
         """Give a peer sender ``credit`` transfers (our receiving link)."""
-        if link.detach_sent or link.session.ended:
+        if link.state.local is CLOSED or link.session.ended:
             return
         link.link_credit = credit
         self._send_link_flow(link)
 
     def drain_complete(self, link: Link) -> None:
         """Nothing left to send: consume the remaining credit and tell the peer (spec 2.6.7)."""
-        if link.detach_sent or link.session.ended:
+        if link.state.local is CLOSED or link.session.ended:
             return
-        link.delivery_count = (link.delivery_count + link.link_credit) & UINT_MAX
-        link.link_credit = 0
-        link.drain = False
+        windows.drained(link)
         self._send_link_flow(link, drain=True)
 
     def can_send(self, link: Link) -> bool:
         return (
-            link.attached
-            and not link.detach_sent
+            link.state is LINK_ATTACHED
             and not link.session.ended
-            and link.link_credit > 0
-            and link.session.remote_incoming_window > 0
+            and windows.can_send(link, link.session)
             and not self.closed
         )
 
@@ -874,92 +818,91 @@ class Connection:
                        message_format: int = 0) -> None:
         """Send each ``(delivery tag, payload, context)`` in turn. The broker hands deliveries over in
         batches of up to a hundred: what they share (session, channel, frame limit, the dictionaries of
-        unsettled deliveries) is looked up once for all of them."""
+        unsettled deliveries, the state check and the window arithmetic) is done once for all of them."""
         session = link.session
+        if link.state is not LINK_ATTACHED or session.state is not SESSION_MAPPED or self.closed:
+            raise RuntimeError(f"send_transfers on {link!r} in {link.state} of {session.state}")  # our bug
         out = self._out
         channel = session.channel
         limit = self.remote_max_frame_size - FRAME_HEADER_SIZE - 8  # 8: slack for 'more' in a split delivery
         handle = link.handle
         session_unsettled = session.outgoing_unsettled
         link_unsettled = link.unsettled
-        pack_header = _frame_header.pack
+        pack_header = pack_frame_header
         transfer = hotframes.transfer
+        first_id = next_id = session.next_outgoing_id
         for tag, payload, context in deliveries:
-            delivery_id = session.next_outgoing_id
+            delivery_id = next_id
             performative = transfer(handle, delivery_id, tag, message_format, settled)
             size = len(performative) + len(payload)
             if size <= limit:
                 out += pack_header(FRAME_HEADER_SIZE + size, 2, FRAME_AMQP, channel)
                 out += performative
                 out += payload
+                next_id += 1
             else:
-                self._write_split_delivery(link, delivery_id, tag, payload, settled, message_format)
-            session.next_outgoing_id += 1
-            session.remote_incoming_window -= 1
-            link.delivery_count = (link.delivery_count + 1) & UINT_MAX
-            link.link_credit -= 1
+                next_id += self._write_split_delivery(link, delivery_id, tag, payload, settled, message_format)
             if not settled:
                 session_unsettled[delivery_id] = link
                 link_unsettled[delivery_id] = context
+        windows.frames_sent(session, next_id - first_id)
+        windows.deliveries_sent(link, len(deliveries))
 
     def _write_split_delivery(self, link: Link, delivery_id: int, tag: bytes, payload: bytes, settled: bool,
-                              message_format: int) -> None:
-        """The frames of a delivery larger than one frame, all but the last with 'more'; each frame but
-        the last takes a transfer id and a unit of the peer's window here (the caller counts the last)."""
-        session = link.session
+                              message_format: int) -> int:
+        """The frames of a delivery larger than one frame, all but the last with 'more'; how many."""
+        channel = link.session.channel
         more = Transfer(UInt(link.handle), UInt(delivery_id), tag, UInt(message_format), settled, True)
         head = bytearray(FRAME_HEADER_SIZE)
         codec.encode_into(head, more)
         room = self.remote_max_frame_size - len(head)
         offset = 0
+        frames = 1
         while len(payload) - offset > room:
             frame = bytearray(head)
             frame += payload[offset : offset + room]
-            _patch_header(frame, session.channel)
+            patch_frame_header(frame, channel)
             self._out += frame
             offset += room
-            session.next_outgoing_id += 1
-            session.remote_incoming_window -= 1
+            frames += 1
         last = bytearray(FRAME_HEADER_SIZE)
         codec.encode_into(last, Transfer(UInt(link.handle), UInt(delivery_id), tag, UInt(message_format), settled,
                                          False))
         last += payload[offset:]
-        _patch_header(last, session.channel)
+        patch_frame_header(last, channel)
         self._out += last
+        return frames
 
     def _on_transfer(self, channel: int, transfer: Any, payload: bytes) -> None:
-        session = self._session(channel)
+        session = self._enter_session(channel, RECV_TRANSFER)
+        if session is None:
+            return
         link = session.links_by_remote.get(transfer.handle)
         if link is None or link.is_sender:
             self._end_session_with_error(
                 session, UNATTACHED_HANDLE, f"transfer on unattached handle {transfer.handle}"
             )
             return
-        if session.incoming_window <= 0:
+        if not windows.transfer_frame_received(session):
             # Spec 2.5.6: the peer must not send a transfer frame once our incoming window is used up.
             self._violation(
                 session, WINDOW_VIOLATION,
                 f"transfer frame beyond the session incoming-window of {self.incoming_window} frames",
             )
             return
-        # Every transfer frame takes a session transfer-id, even one we then drop (spec 2.5.6).
-        session.next_incoming_id += 1
-        session.incoming_window -= 1
         self._windows_used = True
-        if link.detach_sent or link.failure is not None:
+        if not self._enter_link(session, link, RECV_TRANSFER) or link.failure is not None:
             return  # in flight when we detached: the peer learns from our detach (spec 2.6.5)
         delivery = link.incoming
         if delivery is None:
             if transfer.delivery_id is None:
                 raise ProtocolError(DECODE_ERROR, "first transfer of a delivery has no delivery-id")
-            if link.link_credit <= 0:
+            if not windows.delivery_received(link):
                 # Spec 2.6.7: with no link-credit left it is illegal to send; the link is detached.
                 self._violation(link, TRANSFER_LIMIT_EXCEEDED,
                                 "transfer sent without link-credit: wait for a flow that grants credit")
                 return
-            delivery = link.incoming = _IncomingDelivery(transfer)
-            link.link_credit -= 1
-            link.delivery_count = (link.delivery_count + 1) & UINT_MAX
+            delivery = link.incoming = IncomingDelivery(transfer)
         if transfer.aborted:
             link.incoming = None
             return
@@ -991,7 +934,7 @@ class Connection:
             )
         )
 
-    def _refuse_oversized(self, link: Link, delivery: _IncomingDelivery, limit: int) -> None:
+    def _refuse_oversized(self, link: Link, delivery: IncomingDelivery, limit: int) -> None:
         """The delivery grew past the link's max-message-size: settle it as rejected now, in Service
         Bus's words (the SDKs raise MessageSizeExceededError), and drop the rest of it as it arrives
         instead of buffering it (spec 2.6.12: a receiver may settle before the last frame).
@@ -1012,9 +955,11 @@ class Connection:
         """After a read: give back the window of every session that has used half of it."""
         if self.closed:
             return
+        announced = self.incoming_window
         for session in self.sessions_by_channel.values():
-            if session.incoming_window <= self.incoming_window // 2 and session.failure is None:
-                session.incoming_window = self.incoming_window
+            if (session.state is SESSION_MAPPED and session.failure is None
+                    and windows.wants_widening(session, announced)):
+                windows.widen(session, announced)
                 self._send_session_flow(session)
 
     # ------------------------------------------------------------------ dispositions
@@ -1040,12 +985,10 @@ class Connection:
                 session.channel, hotframes.disposition(ROLE_SENDER, delivery_id, None, True, state)
             )
 
-    def _on_sdk_complete(self, channel: int, delivery_id: int) -> None:
-        """:meth:`_on_disposition` of the SDK's complete: one delivery, unsettled, accepted."""
-        self._peer_disposed(self._session(channel), delivery_id, delivery_id, False, _ACCEPTED)
-
     def _on_disposition(self, channel: int, disposition: Any) -> None:
-        session = self._session(channel)
+        session = self._enter_session(channel, RECV_DISPOSITION)
+        if session is None:
+            return
         if disposition.role != ROLE_RECEIVER:
             return  # the peer settles deliveries it sent; we already settled ours at once
         first = disposition.first
@@ -1071,31 +1014,16 @@ class Connection:
     def _send(self, channel: int, body: Any) -> None:
         self._out += build_frame(channel, body)
 
-    _HANDLERS: dict[type, Callable[[Connection, int, Any], None]] = {}
 
+_HANDLERS: dict[Input, Callable[[Connection, int, Any], None]] = {
+    RECV_OPEN: Connection._on_open,
+    RECV_BEGIN: Connection._on_begin,
+    RECV_ATTACH: Connection._on_attach,
+    RECV_FLOW: Connection._on_flow,
+    RECV_DISPOSITION: Connection._on_disposition,
+    RECV_DETACH: Connection._on_detach,
+    RECV_END: Connection._on_end,
+    RECV_CLOSE: Connection._on_close,
+}  # RECV_TRANSFER is dispatched with its payload in _dispatch
 
-_frame_header = struct.Struct(">IBBH")
-_read_frame_header = _frame_header.unpack_from  # framing.parse_frame_header without the call around it
-
-
-def _patch_header(frame: bytearray, channel: int) -> None:
-    size = len(frame)
-    frame[0:8] = bytes(
-        ((size >> 24) & 0xFF, (size >> 16) & 0xFF, (size >> 8) & 0xFF, size & 0xFF, 2, FRAME_AMQP,
-         (channel >> 8) & 0xFF, channel & 0xFF)
-    )
-
-
-Connection._HANDLERS = {
-    Begin: Connection._on_begin,
-    Attach: Connection._on_attach,
-    Flow: Connection._on_flow,
-    Transfer: Connection._on_transfer,  # dispatched with its payload in _on_frame
-    Disposition: Connection._on_disposition,
-    Detach: Connection._on_detach,
-    End: Connection._on_end,
-    Close: Connection._on_close,
-    Open: Connection._on_second_open,
-}
-
-__all__ = ["Connection", "Error", "Link", "ProtocolError", "Session"]
+__all__ = ["Connection", "Error", "Link", "ProtocolError", "Session", "SessionError"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .connection import Link, Session
+    from .endpoints import Link, Session
     from .performatives import Error
 
 

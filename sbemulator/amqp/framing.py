@@ -1,15 +1,18 @@
-"""AMQP frame layout (spec 2.3): protocol headers and the 8-byte frame header.
+"""AMQP frame layout (spec 2.3): protocol headers, the 8-byte frame header, and the one frame reader.
 
-Pure byte-level helpers shared by the connection state machine and the tests that craft malformed
-input on purpose.
+This module owns the frame header's layout (``FRAME_HEADER``): the connection reads frames only through
+:class:`FrameReader` (like h2's ``frame_buffer.py``), and whoever writes frames packs the header with the
+same struct. The byte-level helpers are shared with the tests that craft malformed input on purpose.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 from . import codec
+from .errors import FRAMING_ERROR, ProtocolError
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -19,13 +22,16 @@ FRAME_AMQP = 0x00
 FRAME_SASL = 0x01
 FRAME_HEADER_SIZE = 8
 MIN_MAX_FRAME_SIZE = 512  # spec 2.7.1: the smallest max-frame-size a peer may announce
+PROTOCOL_HEADER = -1  # the frame type FrameReader gives an 8-byte protocol header
 
-_header = struct.Struct(">IBBH")
+FRAME_HEADER = struct.Struct(">IBBH")  # size, doff, type, channel
+pack_frame_header = FRAME_HEADER.pack
+_unpack_header = FRAME_HEADER.unpack_from
 
 
 def parse_frame_header(data: bytes | bytearray, offset: int = 0) -> tuple[int, int, int, int]:
     """Return (size, doff, frame type, channel) of the frame header at ``offset``."""
-    return _header.unpack_from(data, offset)
+    return _unpack_header(data, offset)
 
 
 def build_frame(channel: int, body: Any = None, payload: bytes = b"", frame_type: int = FRAME_AMQP) -> bytes:
@@ -35,6 +41,72 @@ def build_frame(channel: int, body: Any = None, payload: bytes = b"", frame_type
         codec.encode_into(out, body)
     if payload:
         out += payload
-    _header.pack_into(out, 0, len(out), 2, frame_type, channel)
+    FRAME_HEADER.pack_into(out, 0, len(out), 2, frame_type, channel)
     return bytes(out)
 
+
+def patch_frame_header(frame: bytearray, channel: int) -> None:
+    """Write the header of a frame built after ``FRAME_HEADER_SIZE`` placeholder bytes (doff 2, AMQP)."""
+    FRAME_HEADER.pack_into(frame, 0, len(frame), 2, FRAME_AMQP, channel)
+
+
+class FrameReader:
+    """Cuts the bytes a peer sends into protocol headers and frames, checking each frame header.
+
+    The connection says what comes next: ``expect_header`` while a protocol header is due (at the
+    start, and after SASL), ``opened`` once the open frames are exchanged (before that no frame may be
+    larger than MIN-MAX-FRAME-SIZE, spec 2.4.1), ``max_frame_size`` the largest frame we announced.
+    :meth:`frames` yields ``(frame type, channel, body)`` for each complete frame, the body without the
+    header and extended header, or ``(PROTOCOL_HEADER, 0, header)``; it reads the three settings again
+    before every frame, so a frame that changes them is handled before the next one is cut.
+    """
+
+    __slots__ = ("_buffer", "expect_header", "max_frame_size", "opened")
+
+    def __init__(self, max_frame_size: int) -> None:
+        self._buffer = bytearray()
+        self.expect_header = True
+        self.opened = False
+        self.max_frame_size = max_frame_size
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buffer += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet cut into frames (an incomplete frame)."""
+        return len(self._buffer)
+
+    def frames(self) -> Iterator[tuple[int, int, bytes]]:
+        buf = self._buffer
+        while True:
+            if self.expect_header:
+                if len(buf) < 8:
+                    return
+                header = bytes(buf[:8])
+                del buf[:8]
+                yield PROTOCOL_HEADER, 0, header
+                continue
+            if len(buf) < FRAME_HEADER_SIZE:
+                return
+            size, doff, frame_type, channel = _unpack_header(buf)
+            if size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
+                raise ProtocolError(FRAMING_ERROR, f"invalid frame header (size={size}, doff={doff})")
+            if not self.opened and size > MIN_MAX_FRAME_SIZE:
+                # Spec 2.4.1: until the open frames have been exchanged the largest frame is
+                # MIN-MAX-FRAME-SIZE (the open itself, and SASL frames before it, included).
+                raise ProtocolError(
+                    FRAMING_ERROR,
+                    f"frame of {size} bytes sent before the open exchange completed; "
+                    f"the limit until then is {MIN_MAX_FRAME_SIZE} bytes",
+                )
+            if size > self.max_frame_size:
+                raise ProtocolError(
+                    FRAMING_ERROR,
+                    f"frame of {size} bytes exceeds the negotiated max-frame-size {self.max_frame_size}",
+                )
+            if len(buf) < size:
+                return
+            body = bytes(buf[doff * 4 : size])
+            del buf[:size]
+            yield frame_type, channel, body

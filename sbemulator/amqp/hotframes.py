@@ -14,10 +14,10 @@ import struct
 from typing import Any
 
 from . import codec
+from .framing import FRAME_HEADER, pack_frame_header
 from .performatives import Accepted, Disposition, Rejected, Released
 
 _u32 = struct.Struct(">I")
-_frame_header = struct.Struct(">IBBH")
 
 _TRANSFER = b"\x00\x53\x14"
 _DISPOSITION = b"\x00\x53\x15"
@@ -90,7 +90,7 @@ def transfer(handle: int, delivery_id: int, delivery_tag: bytes, message_format:
 # the id, the id, the fields after it.
 _ACCEPTED_ECHO_TAIL = b"\x40\x41\x00\x53\x24\x45\x42"
 _ECHO_HEAD_U32 = _DISPOSITION + bytes((0xC0, 5 + 9, 6)) + b"\x42\x70"
-_ECHO_FRAME_U32 = struct.Struct(f">IBBH{len(_ECHO_HEAD_U32)}sI{len(_ACCEPTED_ECHO_TAIL)}s")
+_ECHO_FRAME_U32 = struct.Struct(f"{FRAME_HEADER.format}{len(_ECHO_HEAD_U32)}sI{len(_ACCEPTED_ECHO_TAIL)}s")
 
 
 def accepted_echo_frame(channel: int, delivery_id: int) -> bytes:
@@ -200,7 +200,7 @@ def parse_disposition(frame: bytes) -> Disposition | None:
 
 def frame(channel: int, performative: bytes, payload: bytes = b"") -> bytes:
     """A complete AMQP frame (doff 2, type 0) around an encoded performative and its payload."""
-    return _frame_header.pack(8 + len(performative) + len(payload), 2, 0, channel) + performative + payload
+    return pack_frame_header(8 + len(performative) + len(payload), 2, 0, channel) + performative + payload
 
 
 __all__ = ["accepted_echo_frame", "disposition", "frame", "parse_disposition", "sdk_complete_id", "state_bytes",

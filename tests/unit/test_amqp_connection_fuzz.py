@@ -56,6 +56,9 @@ def performatives(draw):
 def _assert_output_is_well_formed(peer: Peer) -> None:
     for item in parse_output(peer.conn.data_to_send()):
         assert not isinstance(item, bytes)  # no protocol header after the handshake
+        # A peer's input, however wrong, is the peer's error: internal-error would mean a bug of ours.
+        error = getattr(item.body, "error", None)
+        assert error is None or str(error.condition) != "amqp:internal-error", item
 
 
 def _opened_peer_with_links() -> Peer:

@@ -1,0 +1,141 @@
+"""Sessions and links as the connection sees them: their state pairs and their flow-control numbers.
+
+Plain records; what may happen to them is in ``states`` (the transition tables), the arithmetic on
+their windows and credit in ``windows``, and what drives both in ``connection``. Kept apart so that
+``events`` (what the application sees) can name them without importing the connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .performatives import ROLE_RECEIVER
+from .states import ACTIVE, CLOSED, NO_LINK, NO_SESSION, State
+
+UINT_MAX = 0xFFFFFFFF
+
+
+class Link:
+    """One attached link, seen from our side: ``is_sender`` means we send transfers on it."""
+
+    __slots__ = (
+        "context",
+        "delivery_count",
+        "drain",
+        "failure",
+        "handle",
+        "incoming",
+        "is_sender",
+        "link_credit",
+        "max_message_size",
+        "name",
+        "properties",
+        "rcv_settle_mode",
+        "remote_attach",
+        "remote_handle",
+        "remote_max_message_size",
+        "session",
+        "snd_settle_mode",
+        "source",
+        "state",
+        "target",
+        "unsettled",
+    )
+
+    def __init__(self, session: Session, attach: Any) -> None:
+        self.session = session
+        self.state: State = NO_LINK
+        self.name: str = attach.name
+        self.remote_handle: int = attach.handle
+        self.handle: int = -1
+        # The peer's role is in the attach; ours is the opposite.
+        self.is_sender: bool = attach.role == ROLE_RECEIVER
+        self.source = attach.source
+        self.target = attach.target
+        self.properties: dict = attach.properties or {}
+        self.snd_settle_mode: int = attach.snd_settle_mode
+        self.rcv_settle_mode: int = attach.rcv_settle_mode
+        self.remote_max_message_size: int | None = attach.max_message_size
+        # The largest delivery we take on this link (what our attach announced); None: the connection's.
+        self.max_message_size: int | None = None
+        # As a sender we start at delivery-count 0; as a receiver we track the peer's count.
+        self.delivery_count: int = 0 if self.is_sender else (attach.initial_delivery_count or 0)
+        self.link_credit: int = 0
+        self.drain: bool = False
+        self.failure: tuple[str, str] | None = None  # a violation waiting for answer_violations()
+        self.context: Any = None
+        self.incoming: IncomingDelivery | None = None
+        self.unsettled: dict[int, Any] = {}
+        self.remote_attach = attach
+
+    @property
+    def attached(self) -> bool:
+        """We have sent our attach (and not yet our detach)."""
+        return self.state.local is ACTIVE
+
+    @property
+    def detach_sent(self) -> bool:
+        return self.state.local is CLOSED
+
+    @property
+    def detach_received(self) -> bool:
+        return self.state.remote is CLOSED
+
+    @property
+    def address(self) -> str | None:
+        """The node address the peer means: the target when it sends, the source when it receives."""
+        terminus = self.source if self.is_sender else self.target
+        return getattr(terminus, "address", None) if terminus is not None else None
+
+    def __repr__(self) -> str:
+        role = "sender" if self.is_sender else "receiver"
+        return f"<Link {self.name!r} {role} handle={self.handle} address={self.address!r}>"
+
+
+class IncomingDelivery:
+    """A delivery the peer is sending us, while its frames arrive."""
+
+    __slots__ = ("chunks", "delivery_id", "delivery_tag", "message_format", "refused", "settled", "size", "state")
+
+    def __init__(self, transfer: Any) -> None:
+        self.delivery_id = transfer.delivery_id
+        self.delivery_tag = transfer.delivery_tag
+        self.message_format = transfer.message_format or 0
+        self.settled = bool(transfer.settled)
+        self.state = transfer.state  # e.g. a transactional-state (spec 4.4.1)
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.refused = False  # settled as rejected while it streamed: the rest of its frames is dropped
+
+
+class Session:
+    """One session: the channel pair, transfer windows and the links it carries."""
+
+    def __init__(self, remote_channel: int, channel: int, begin: Any, incoming_window: int) -> None:
+        self.state: State = NO_SESSION
+        self.remote_channel = remote_channel
+        self.channel = channel
+        self.next_outgoing_id = 0
+        self.next_incoming_id: int = begin.next_outgoing_id or 0
+        # Transfer frames the peer may still send before our next session flow (spec 2.5.6).
+        self.incoming_window: int = incoming_window
+        self.outgoing_window = UINT_MAX
+        self.remote_incoming_window: int = begin.incoming_window or 0
+        self.remote_outgoing_window: int = begin.outgoing_window or 0
+        self.handle_max: int = min(begin.handle_max if begin.handle_max is not None else UINT_MAX, 4095)
+        self.links_by_remote: dict[int, Link] = {}
+        self.links_by_handle: dict[int, Link] = {}
+        self.outgoing_unsettled: dict[int, Link] = {}
+        self.ended = False  # the application was told it ended (SessionEnded); nothing more is sent on it
+        self.failure: tuple[str, str] | None = None  # a violation waiting for answer_violations()
+        self.context: Any = None
+
+    @property
+    def end_sent(self) -> bool:
+        return self.state.local is CLOSED
+
+    def allocate_handle(self) -> int:
+        handle = 0
+        while handle in self.links_by_handle:
+            handle += 1
+        return handle
