@@ -195,7 +195,7 @@ class WebSocketAmqpProtocol(asyncio.Protocol):
 
     # ------------------------------------------------------------------ events
     def _process_events(self) -> None:
-        amqp_input: list[bytes] = []
+        amqp_input: list[bytes | bytearray] = []
         try:
             for event in self.ws.events():
                 if isinstance(event, Request):
@@ -224,10 +224,10 @@ class WebSocketAmqpProtocol(asyncio.Protocol):
             return
         self._feed(amqp_input)
 
-    def _feed(self, chunks: list[bytes]) -> None:
+    def _feed(self, chunks: list[bytes | bytearray]) -> None:
         # All the AMQP bytes of one read go in at once: one pass of the connection, one commit, one write.
         if chunks and self.amqp is not None:
-            self.amqp.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            self.amqp.data_received(bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks))
 
     def _accept(self, request: Request) -> None:
         path = request.target.split("?", 1)[0]
