@@ -4,6 +4,11 @@ A token is ``SharedAccessSignature sr=<url-encoded resource>&sig=<base64 HMAC-SH
 &skn=<key name>``; the signature covers ``<url-encoded resource> + "\\n" + <expiry>``. The resource
 scopes the token: it authorizes that entity path and everything below it. Hosts are not compared,
 because an emulator is reached under several names (127.0.0.1, localhost, a container name).
+
+"Service Bus authentication and authorization with Shared Access Signatures": a rule (a key name, its
+keys and its rights) lives on the namespace or on one queue or topic. Its rights are Listen, Send and
+Manage, and Manage implies the other two. A token signed with an entity's rule is valid for that
+entity (and what lies below it, such as its subscriptions and sub-queues) only.
 """
 
 from __future__ import annotations
@@ -13,28 +18,72 @@ import hashlib
 import hmac
 import time
 import urllib.parse
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "SAS_KEY_VALUE"
+
+
+LISTEN, SEND, MANAGE = "Listen", "Send", "Manage"
+ALL_RIGHTS: frozenset[str] = frozenset((LISTEN, SEND, MANAGE))
 
 
 class AuthError(Exception):
     """The token is not acceptable; the message says why (it goes back to the client)."""
 
 
+def parse_rights(values: Iterable[str]) -> frozenset[str]:
+    """Rights as Service Bus names them (case-insensitive on input); Manage implies Listen and Send.
+    Raises ValueError for a name that is not a right."""
+    by_lower = {right.lower(): right for right in ALL_RIGHTS}
+    rights = set()
+    for value in values:
+        right = by_lower.get(str(value).strip().lower())
+        if right is None:
+            raise ValueError(f"unknown access right {value!r} (Listen, Send or Manage)")
+        rights.add(right)
+    return ALL_RIGHTS if MANAGE in rights else frozenset(rights)
+
+
+@dataclass(frozen=True, slots=True)
+class SasRule:
+    """A shared access authorization rule: a key name, its primary (and optional secondary) key, and
+    its rights. A token signed with either key is valid."""
+
+    key_name: str
+    key: str
+    rights: frozenset[str] = ALL_RIGHTS
+    secondary_key: str | None = None
+
+    def signing_keys(self) -> tuple[str, ...]:
+        return (self.key,) if not self.secondary_key else (self.key, self.secondary_key)
+
+
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """What a valid token allows: entity paths under ``scope`` until ``expires_at`` (unix s)."""
+    """What a valid token allows: entity paths under ``scope`` until ``expires_at`` (unix s), with the
+    rights of the rule whose key signed it."""
 
     scope: str
     expires_at: float
     key_name: str
+    rights: frozenset[str] = ALL_RIGHTS
 
     def covers(self, entity_path: str, now: float | None = None) -> bool:
         if (now if now is not None else time.time()) >= self.expires_at:
             return False
         return path_covers(self.scope, normalize_path(entity_path))
+
+    def allows(self, right: str) -> bool:
+        return right in self.rights
+
+
+def claims_required(right: str, resource: str) -> str:
+    """The description Service Bus gives a request its token's rights do not allow."""
+    return (f"Unauthorized access. '{right}' claim(s) are required to perform this operation. "
+            f"Resource: '{resource}'.")
 
 
 def normalize_path(resource: str) -> str:
@@ -58,11 +107,54 @@ def sign(resource_uri: str, key_name: str, key: str, expiry: int) -> str:
     return f"SharedAccessSignature sr={encoded}&sig={signature}&se={expiry}&skn={key_name}"
 
 
-class SasValidator:
-    """Checks tokens against the namespace's keys (key name -> key)."""
+class EntityRule(Protocol):
+    """An entity's authorization rule as the broker stores it (``descriptions.AuthorizationRuleConfig``)."""
 
-    def __init__(self, keys: dict[str, str]) -> None:
-        self.keys = dict(keys)
+    key_name: str
+    primary_key: str
+    secondary_key: str
+    rights: tuple[str, ...]
+
+
+EntityRules = Callable[[str], Sequence[EntityRule]]
+"""Looks up the authorization rules of the queue or topic a path names or lies in (empty when none)."""
+
+
+class SasValidator:
+    """Checks tokens against the namespace's rules, then the rules of the entity the token names.
+
+    ``keys`` is the namespace's rules (or, as before rights existed, key name -> key: full rights).
+    ``entity_rules`` finds an entity's own rules; a token whose key name is not a namespace rule's is
+    checked against the rules of the entity its resource names (and of each entity above it)."""
+
+    def __init__(self, keys: Mapping[str, str] | Iterable[SasRule], entity_rules: EntityRules | None = None) -> None:
+        rules = [SasRule(name, key) for name, key in keys.items()] if isinstance(keys, Mapping) else list(keys)
+        self.rules: dict[str, SasRule] = {rule.key_name: rule for rule in rules}
+        self.entity_rules = entity_rules
+
+    @property
+    def keys(self) -> dict[str, str]:
+        """Namespace key name -> primary key (SASL PLAIN and the console sign in with these)."""
+        return {name: rule.key for name, rule in self.rules.items()}
+
+    def namespace_rule(self, key_name: str) -> SasRule | None:
+        return self.rules.get(key_name)
+
+    def _entity_rule(self, key_name: str, resource: str) -> SasRule | None:
+        """The rule named ``key_name`` of the entity the resource names, or of one above it (a topic's
+        rule for its subscription): the longest path that is an entity with such a rule wins."""
+        if self.entity_rules is None:
+            return None
+        parts = normalize_path(resource).split("/")
+        for end in range(len(parts), 0, -1):
+            path = "/".join(parts[:end])
+            if not path or path.startswith("$"):
+                continue
+            for rule in self.entity_rules(path):
+                if rule.key_name == key_name:
+                    return SasRule(rule.key_name, rule.primary_key, parse_rights(rule.rights),
+                                   rule.secondary_key or None)
+        return None
 
     def validate(self, token: str, audience: str | None = None, now: float | None = None) -> Grant:
         now = time.time() if now is None else now
@@ -77,19 +169,25 @@ class SasValidator:
         missing = [f for f in ("sr", "sig", "se", "skn") if f not in fields]
         if missing:
             raise AuthError(f"InvalidSignature: the token lacks {', '.join(missing)}")
-        key = self.keys.get(fields["skn"])
-        if key is None:
-            raise AuthError(f"InvalidSignature: unknown shared access key name '{fields['skn']}'")
+        key_name = fields["skn"]
+        candidates = [rule for rule in (self.namespace_rule(key_name),
+                                        self._entity_rule(key_name, urllib.parse.unquote(fields["sr"])))
+                      if rule is not None]
+        if not candidates:
+            raise AuthError(f"InvalidSignature: unknown shared access key name '{key_name}'")
         try:
             expiry = int(fields["se"])
         except ValueError:
             raise AuthError("InvalidSignature: the expiry 'se' is not an integer") from None
-        expected = hmac.new(key.encode(), f"{fields['sr']}\n{fields['se']}".encode(), hashlib.sha256).digest()
         try:
             given = base64.b64decode(urllib.parse.unquote(fields["sig"]), validate=True)
         except ValueError:
             raise AuthError("InvalidSignature: the signature is not base64") from None
-        if not hmac.compare_digest(expected, given):
+        signed = f"{fields['sr']}\n{fields['se']}".encode()
+        rule = next((candidate for candidate in candidates for key in candidate.signing_keys()
+                     if hmac.compare_digest(hmac.new(key.encode(), signed, hashlib.sha256).digest(), given)),
+                    None)
+        if rule is None:
             raise AuthError("InvalidSignature: the token has an invalid signature")
         if expiry <= now:
             raise AuthError("ExpiredToken: the token has expired")
@@ -99,4 +197,4 @@ class SasValidator:
                 f"InvalidAudience: the token's resource '{urllib.parse.unquote(fields['sr'])}' does not "
                 f"cover '{audience}'"
             )
-        return Grant(scope, float(expiry), fields["skn"])
+        return Grant(scope, float(expiry), key_name, rule.rights)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sbemulator.auth import parse_rights
 from sbemulator.descriptions import (
     CORRELATION_PROPERTIES,
     QUEUE,
@@ -154,8 +155,14 @@ class TopicConfig:
 
 @dataclass(frozen=True)
 class SasKeyConfig:
+    """A namespace-level shared access rule. ``Rights`` (Listen, Send, Manage) is our extension of
+    ``SasKeys``, itself an extension: the official emulator knows only RootManageSharedAccessKey,
+    which has every right, so a key without ``Rights`` has every right too (Manage implies Listen
+    and Send)."""
+
     key_name: str
     key: str
+    rights: tuple[str, ...] = ("Listen", "Manage", "Send")
 
 
 @dataclass(frozen=True)
@@ -508,7 +515,7 @@ class _Parser:
 
     def sas_key(self, raw: Any, kp: str) -> SasKeyConfig:
         k = self.obj(raw, kp)
-        self.check_keys(k, {"KeyName", "Key"}, kp)
+        self.check_keys(k, {"KeyName", "Key", "Rights"}, kp)
         for req in ("KeyName", "Key"):
             if req not in k:
                 raise self.fail(kp, f"missing required property {req!r}")
@@ -516,7 +523,16 @@ class _Parser:
         key = self.string(k["Key"], f"{kp}.Key")
         if not key_name or not key:
             raise self.fail(kp, "KeyName and Key must not be empty")
-        return SasKeyConfig(key_name=key_name, key=key)
+        rights: tuple[str, ...] = SasKeyConfig.rights
+        if "Rights" in k:
+            names = self.arr(k["Rights"], f"{kp}.Rights")
+            try:
+                rights = tuple(sorted(parse_rights(self.string(r, f"{kp}.Rights") for r in names)))
+            except ValueError as exc:
+                raise self.fail(f"{kp}.Rights", str(exc)) from None
+            if not rights:
+                raise self.fail(f"{kp}.Rights", "a key needs at least one right (Listen, Send or Manage)")
+        return SasKeyConfig(key_name=key_name, key=key, rights=rights)
 
     def _check_forward_source(self, entity: QueueConfig | SubscriptionConfig, path: str) -> None:
         problem = forward_source_problem(entity)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sbemulator.auth import AuthError, Grant, SasValidator, path_covers
+from sbemulator.auth import MANAGE, AuthError, Grant, SasValidator, claims_required, path_covers
 
 from . import arm, arm_auth, atom
 from .backend import QUEUE, SUBSCRIPTION, TOPIC, Namespace
@@ -111,6 +111,10 @@ class AdminApp:
         own = scope == request.path.strip("/").lower()
         if not own and not path_covers(scope, entity_path.strip("/").lower()):
             raise Unauthorized(f"InvalidAudience: the token does not cover '{entity_path or '/'}'.")
+        # The management plane needs the Manage right ("Service Bus authentication and authorization":
+        # Manage is the right to manage the namespace's or the entity's topology).
+        if not grant.allows(MANAGE):
+            raise Unauthorized(claims_required(MANAGE, f"sb://{request.headers.get('host', '')}/{entity_path}"))
 
     # ------------------------------------------------------------------ Atom API
     def _atom(self, request: Request) -> Response:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from sbemulator.auth import SasValidator
+from sbemulator.auth import MANAGE, SasValidator
 
 from .console_broker import ConsoleBroker
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
@@ -167,7 +167,9 @@ class Console:
         body = _json_body(request)
         key_name = str(body.get("keyName") or "").strip()
         key = str(body.get("key") or "")
-        expected = self.validator.keys.get(key_name)
+        rule = self.validator.namespace_rule(key_name)
+        # The console manages entities: only a key with the Manage right signs in to it.
+        expected = rule.key if rule is not None and MANAGE in rule.rights else None
         # compare_digest also on an unknown key name, so timing does not tell which names exist
         valid = hmac.compare_digest((expected or "\0").encode(), key.encode()) and expected is not None
         if not valid:

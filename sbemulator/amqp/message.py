@@ -40,7 +40,12 @@ _SECTION_NAMES = {
 
 
 class MessageDecodeError(ValueError):
-    """The payload is not a valid AMQP message."""
+    """The payload is not a valid AMQP message. ``partial`` holds the sections decoded before the
+    one that failed (a request/response peer answers a malformed request through its properties)."""
+
+    def __init__(self, message: str, partial: ParsedMessage | None = None) -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 @dataclass(slots=True)
@@ -124,7 +129,10 @@ def parse_message(payload: bytes) -> ParsedMessage:
             else:
                 raise MessageDecodeError(f"unknown message section {value.descriptor!r}")
     except codec.DecodeError as exc:
-        raise MessageDecodeError(str(exc)) from None
+        raise MessageDecodeError(str(exc), msg) from None
+    except MessageDecodeError as exc:
+        exc.partial = msg
+        raise
     if body_start is not None:
         msg.body_raw = bytes(payload[body_start:])
     return msg

@@ -9,10 +9,11 @@ token would hide authentication bugs until production.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..amqp.message import ParsedMessage
-from ..auth import AuthError, Grant, SasValidator
+from ..auth import AuthError, Grant, SasValidator, normalize_path
 
 log = logging.getLogger("sbemulator")
 
@@ -24,7 +25,29 @@ class CbsOutcome:
     grant: Grant | None
 
 
-def handle_put_token(request: ParsedMessage, validator: SasValidator, now: float) -> CbsOutcome:
+# Path segments that name no entity of their own: a token for '<entity>/$management' or a sub-queue
+# is a token for that entity's address, and the entity must exist.
+_NOT_ENTITIES = ("$management",)
+
+
+def audience_entity(audience: str) -> str:
+    """The entity path a put-token's audience names ('' for the namespace itself)."""
+    path = normalize_path(audience)
+    parts = path.split("/")
+    while parts and parts[-1] in _NOT_ENTITIES:
+        parts.pop()
+    return "/".join(parts)
+
+
+def _display(audience: str) -> str:
+    text = audience.strip()
+    return text if "://" in text else f"sb://{text.lstrip('/')}"
+
+
+def handle_put_token(request: ParsedMessage, validator: SasValidator, now: float,
+                     entity_exists: Callable[[str], bool] | None = None) -> CbsOutcome:
+    """Validate the token first (a bad token is a 401 whatever it names), then the entity the
+    audience names: Service Bus answers a put-token for an entity that does not exist with 404."""
     props = request.application_properties or {}
     operation = props.get("operation")
     if operation != "put-token":
@@ -41,6 +64,9 @@ def handle_put_token(request: ParsedMessage, validator: SasValidator, now: float
         # One line at the default level: the SDK's exception does not always show the reason.
         log.warning("put-token refused for key name %r, entity %r: %s", _key_name(token), audience, exc)
         return CbsOutcome(401, str(exc), None)
+    entity = audience_entity(audience)
+    if entity and entity_exists is not None and not entity_exists(entity):
+        return CbsOutcome(404, f"The messaging entity '{_display(audience)}' could not be found.", None)
     return CbsOutcome(202, "Accepted", grant)
 
 

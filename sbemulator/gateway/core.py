@@ -32,7 +32,7 @@ from ..amqp.performatives import (
 )
 from ..amqp.transactions import LOCAL_TRANSACTIONS, Coordinator, Declare, Declared, Discharge, TransactionalState
 from ..amqp.types import Array, Described, Int, Long, Symbol
-from ..auth import Grant, SasValidator
+from ..auth import LISTEN, SEND, Grant, SasValidator, claims_required
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError
 from ..broker.model import ReceiveMode
@@ -40,7 +40,7 @@ from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
 from .cbs import handle_put_token
 from .deliveries import encode_delivery, incoming_messages
 from .limits import DEFAULT_LIMITS, RESOURCE_LIMIT_EXCEEDED, UNAUTHORIZED_ACCESS, Limits
-from .management import ManagementHandler
+from .management import ManagementHandler, MgmtReply, required_right
 
 log = logging.getLogger("sbemulator")
 
@@ -74,6 +74,14 @@ def _auth_scope(path: str) -> str:
             parts = parts[: lowered.index(marker)]
             lowered = lowered[: len(parts)]
     return "/".join(parts)
+
+
+def _resource_uri(address: str | None, hostname: str, path: str) -> str:
+    """'sb://<host>/<path>': how Service Bus names the resource in an authorization error (the host
+    from the link's address, else the one the client's open named)."""
+    text = (address or "").strip()
+    host = text.split("://", 1)[1].split("/", 1)[0] if "://" in text else hostname
+    return f"sb://{host}/{path}"
 
 
 def dotnet_ticks(unix_ms: int) -> int:
@@ -116,6 +124,8 @@ class Gateway:
         self.management = ManagementHandler(broker)
         self.grants: list[Grant] = []
         self.plain_authenticated = False
+        self.plain_rights: frozenset[str] = frozenset()
+        self.hostname = ""  # the host the client's open frame named
         self.cbs_reply_links: list[Link] = []
         self.mgmt_reply_links: dict[str, Link] = {}
         self.receivers: set[EntityReceiverLink] = set()
@@ -260,6 +270,7 @@ class Gateway:
                 ctx.on_detach()
             event.link.context = None
         elif kind is ev.ConnectionOpened:
+            self.hostname = event.hostname or ""
             if self.over_capacity:
                 self.connection.close(
                     RESOURCE_LIMIT_EXCEEDED,
@@ -290,8 +301,10 @@ class Gateway:
 
     # ------------------------------------------------------------------ auth
     def _authenticate_plain(self, username: str, password: str) -> bool:
-        ok = self.validator.keys.get(username) == password
+        rule = self.validator.namespace_rule(username)
+        ok = rule is not None and password in rule.signing_keys()
         self.plain_authenticated = ok
+        self.plain_rights = rule.rights if ok and rule is not None else frozenset()
         if ok:
             self._cancel_auth_timer()
         return ok
@@ -324,6 +337,32 @@ class Gateway:
             return True
         now = self.wall_clock()
         return any(grant.covers(path, now) for grant in self.grants)
+
+    def rights_for(self, path: str) -> frozenset[str]:
+        """The rights the connection holds for ``path``: those of every unexpired token covering it
+        (each link's put-token adds one), or of the SASL PLAIN key."""
+        if self.plain_authenticated:
+            return self.plain_rights
+        now = self.wall_clock()
+        rights: frozenset[str] = frozenset()
+        for grant in self.grants:
+            if grant.covers(path, now):
+                rights |= grant.rights
+        return rights
+
+    def missing_claim(self, path: str, right: str, address: str | None) -> str | None:
+        """None when the connection may do what needs ``right`` on ``path``; otherwise the
+        description Service Bus refuses it with."""
+        if right in self.rights_for(path):
+            return None
+        return claims_required(right, _resource_uri(address, self.hostname, _auth_scope(path)))
+
+    def entity_exists(self, path: str) -> bool:
+        try:
+            self.broker.resolve(path)
+        except BrokerError:
+            return False
+        return True
 
     # ------------------------------------------------------------------ attach
     def _on_attach(self, link: Link) -> None:
@@ -365,6 +404,13 @@ class Gateway:
                 f"Unauthorized access. A valid token for '{_auth_scope(path)}' is required (put-token on $cbs).",
             )
             return
+        # A client's sender needs Send, its receiver Listen ("Shared Access Signature authentication
+        # with Service Bus", rights); a $management link's operations are checked one by one.
+        if not lowered.endswith("/$management"):
+            missing = self.missing_claim(path, LISTEN if link.is_sender else SEND, address)
+            if missing is not None:
+                self.connection.reject_attach(link, "amqp:unauthorized-access", missing)
+                return
         if lowered.endswith("/$management"):
             entity = path[: -len("/$management")]
             try:
@@ -508,10 +554,19 @@ class _RequestLink(LinkHandler):
             request = parse_message(event.payload)
         except MessageDecodeError as exc:
             log.warning("undecodable request on %s: %s", self.link.address, exc)
+            # Answered like any malformed request (400), never left unanswered: a client waits for the
+            # reply to its message-id. Without a decodable properties section there is nothing to
+            # answer to.
+            partial = exc.partial
+            if partial is not None and partial.properties is not None and partial.properties.message_id is not None:
+                self.answer_error(partial, 400, f"The request could not be decoded: {exc}", "amqp:decode-error")
             return
         self.answer(request)
 
     def answer(self, request: Any) -> None:
+        raise NotImplementedError
+
+    def answer_error(self, request: Any, status: int, description: str, condition: str) -> None:
         raise NotImplementedError
 
     @staticmethod
@@ -527,7 +582,8 @@ class _RequestLink(LinkHandler):
 
 class CbsRequestLink(_RequestLink):
     def answer(self, request: Any) -> None:
-        outcome = handle_put_token(request, self.gateway.validator, self.gateway.wall_clock())
+        outcome = handle_put_token(request, self.gateway.validator, self.gateway.wall_clock(),
+                                   self.gateway.entity_exists)
         if outcome.grant is not None:
             self.gateway.add_grant(outcome.grant)
         payload = self.response(
@@ -535,6 +591,10 @@ class CbsRequestLink(_RequestLink):
             {"status-code": Int(outcome.status_code), "status-description": outcome.description},
             None,
         )
+        self.gateway.send_reply(None, self.gateway.cbs_reply_links, payload)
+
+    def answer_error(self, request: Any, status: int, description: str, condition: str) -> None:
+        payload = self.response(request, {"status-code": Int(status), "status-description": description}, None)
         self.gateway.send_reply(None, self.gateway.cbs_reply_links, payload)
 
 
@@ -555,17 +615,31 @@ class ManagementRequestLink(_RequestLink):
             self._txn_id = None
 
     def answer(self, request: Any) -> None:
+        gateway = self.gateway
+        right = required_right(request)
+        # Checked against the link's own address: a client may have put its token for '<entity>/$management'.
+        path = entity_path(self.link.address)
+        missing = gateway.missing_claim(path, right, self.link.address) if right is not None else None
+        if missing is not None:
+            self._reply(request, MgmtReply(401, missing, None, "amqp:unauthorized-access"))
+            return
         txn_id = self._txn_id
         if txn_id is None:
-            reply = self.gateway.management.handle(self.entity, request)
+            reply = gateway.management.handle(self.entity, request)
         else:
-            transactions = self.gateway.transactions
-            reply = self.gateway.management.handle_in_transaction(
+            transactions = gateway.transactions
+            reply = gateway.management.handle_in_transaction(
                 self.entity, request,
                 lambda staged: transactions.stage_settlement(txn_id, self.entity, staged, self.link.session),
                 lambda exc: transactions.refuse(txn_id, exc),
             )
-            self.gateway.arm_transaction_timeout()
+            gateway.arm_transaction_timeout()
+        self._reply(request, reply)
+
+    def answer_error(self, request: Any, status: int, description: str, condition: str) -> None:
+        self._reply(request, MgmtReply(status, description, None, condition))
+
+    def _reply(self, request: Any, reply: MgmtReply) -> None:
         props = {"statusCode": Int(reply.status_code), "statusDescription": reply.description}
         if reply.error_condition:
             props["errorCondition"] = Symbol(reply.error_condition)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..amqp.message import ParsedMessage, parse_message
 from ..amqp.types import Array, Int, Long, Timestamp
+from ..auth import LISTEN, SEND
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError, InvalidOperationError, MessageSizeExceededError
 from ..broker.model import ReceiveMode
@@ -62,6 +63,29 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+# The right each operation needs. Scheduling is sending; every other operation acts on what a
+# receiver holds or may receive, rules included: Service Bus lets a Listen-only client manage its
+# subscription's rules over AMQP (the .NET rule manager is the way to do that without Manage).
+_SEND_OPERATIONS = frozenset({"com.microsoft:schedule-message", "com.microsoft:cancel-scheduled-message"})
+
+
+def required_right(request: ParsedMessage) -> str | None:
+    """Listen or Send for a known operation; None for one this handler refuses anyway."""
+    operation = _text((request.application_properties or {}).get("operation"))
+    if operation is None or operation not in OPERATIONS:
+        return None
+    return SEND if operation in _SEND_OPERATIONS else LISTEN
+
+
+OPERATIONS = frozenset({
+    "com.microsoft:renew-lock", "com.microsoft:peek-message", "com.microsoft:update-disposition",
+    "com.microsoft:receive-by-sequence-number", "com.microsoft:schedule-message",
+    "com.microsoft:cancel-scheduled-message", "com.microsoft:get-session-state", "com.microsoft:set-session-state",
+    "com.microsoft:renew-session-lock", "com.microsoft:get-message-sessions", "com.microsoft:add-rule",
+    "com.microsoft:remove-rule", "com.microsoft:enumerate-rules",
+})
 
 
 class ManagementHandler:

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
+from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasRule, SasValidator, parse_rights
 from ..broker.core import Broker
 from ..config import NamespaceConfig, load_config, parse_config
 from ..store.memory import MemoryStore
@@ -41,12 +41,18 @@ def resolve_config(config: str | Path | dict | NamespaceConfig | None) -> Namesp
 
 
 def sas_keys(config: NamespaceConfig, sas_key: str | None) -> dict[str, str]:
-    keys = {DEFAULT_KEY_NAME: sas_key or DEFAULT_KEY}
+    return {rule.key_name: rule.key for rule in sas_rules(config, sas_key)}
+
+
+def sas_rules(config: NamespaceConfig, sas_key: str | None) -> list[SasRule]:
+    """The namespace's rules: RootManageSharedAccessKey (every right; ``--sas-key`` sets its key) and
+    the config file's ``SasKeys``."""
+    rules = {DEFAULT_KEY_NAME: SasRule(DEFAULT_KEY_NAME, sas_key or DEFAULT_KEY)}
     for entry in config.sas_keys:
-        keys[entry.key_name] = entry.key
+        rules[entry.key_name] = SasRule(entry.key_name, entry.key, parse_rights(entry.rights))
     if sas_key:
-        keys[DEFAULT_KEY_NAME] = sas_key
-    return keys
+        rules[DEFAULT_KEY_NAME] = SasRule(DEFAULT_KEY_NAME, sas_key, rules[DEFAULT_KEY_NAME].rights)
+    return list(rules.values())
 
 
 def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | None,
@@ -59,7 +65,7 @@ def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | No
         directory = Path(data_dir or DEFAULT_DATA_DIR)
         store = SqliteStore(directory / "sbemulator.db")
     broker = Broker(config, store)
-    validator = SasValidator(sas_keys(config, sas_key))
+    validator = SasValidator(sas_rules(config, sas_key), entity_rules=broker.authorization_rules)
     server = AmqpServer(broker, store, validator, host=host, port=port, **server_options)
     return server, broker
 

@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusMessageState, ServiceBusReceiveMode, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient
-from azure.servicebus.exceptions import MessageSizeExceededError, MessagingEntityNotFoundError
+from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusAuthenticationError
 
 
 async def _receive_all(receiver, expected: int, wait: float = 5) -> list:
@@ -65,7 +65,7 @@ async def test_async_schedule_peek_and_renew(sb_connection_string):
 
 async def test_async_errors_map_to_sdk_exceptions(sb_connection_string):
     async with ServiceBusClient.from_connection_string(sb_connection_string, retry_total=0) as client:
-        with pytest.raises(MessagingEntityNotFoundError):
+        with pytest.raises(ServiceBusAuthenticationError):  # the put-token for a missing queue: 404
             async with client.get_queue_sender("missing") as sender:
                 await sender.send_messages(ServiceBusMessage("x"))
         async with client.get_queue_sender("small") as sender:

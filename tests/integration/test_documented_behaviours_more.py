@@ -27,6 +27,7 @@ from azure.servicebus.exceptions import (
     MessageSizeExceededError,
     MessagingEntityDisabledError,
     MessagingEntityNotFoundError,
+    ServiceBusAuthenticationError,
     ServiceBusError,
 )
 from azure.servicebus.management import EntityStatus, ServiceBusAdministrationClient
@@ -493,13 +494,14 @@ def test_duplicate_detection_and_partitioning_cannot_change_after_creation(admin
 
 def test_a_receiver_of_a_deleted_queue_gets_entity_not_found(once, admin):
     """A receiver attached to a queue that is then deleted: its next receive raises
-    MessagingEntityNotFoundError, the error Service Bus names for a missing entity (as for a new receiver)."""
+    MessagingEntityNotFoundError, the error Service Bus names for a missing entity."""
     admin.create_queue("short-lived")
     with once.get_queue_receiver("short-lived") as receiver:
         assert receiver.receive_messages(max_message_count=1, max_wait_time=0.5) == []
         admin.delete_queue("short-lived")
         with pytest.raises(MessagingEntityNotFoundError):
             receiver.receive_messages(max_message_count=1, max_wait_time=1)
-    with pytest.raises(MessagingEntityNotFoundError):
+    # a new receiver does not get as far as the attach: the put-token for the missing queue is a 404
+    with pytest.raises(ServiceBusAuthenticationError):
         with once.get_queue_receiver("short-lived") as receiver:
             receiver.receive_messages(max_message_count=1, max_wait_time=1)
