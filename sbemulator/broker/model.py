@@ -62,6 +62,11 @@ MAX_HEADER_SIZE = 64 * 1024
 MAX_ID_LENGTH = 128
 
 
+HeaderFields = tuple[bool | None, int | None, bool | None]
+"""The header fields a sender sets and Service Bus delivers as sent: durable, priority, first-acquirer
+(each None when absent). The broker sets the others (ttl, delivery-count)."""
+
+
 @dataclass(slots=True)
 class IncomingMessage:
     """A message as the server decoded it from a transfer (or a $management schedule request)."""
@@ -88,6 +93,8 @@ class IncomingMessage:
     # The largest application property (name, encoded size of name and value); only worked out when the
     # header is larger than MAX_PROPERTY_SIZE, the one case where a property can exceed it.
     largest_property: tuple[str, int] | None = None
+    # durable, priority, first-acquirer as sent (None: the sender set none of them)
+    header_fields: HeaderFields | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -132,6 +139,8 @@ class BrokerMessage:
     properties_changed: bool = False
     # The sender's own message annotations, delivered back beside the ones the broker sets.
     annotations: dict[Any, Any] = field(default_factory=dict)
+    # durable, priority, first-acquirer as the sender set them (None: none of them)
+    header_fields: HeaderFields | None = None
     # --- broker bookkeeping, not part of the message -----------------------------------------
     queued: bool = False  # present in an available-heap
     lock_owner: Any = None  # the Receiver holding the lock (None: locked via $management)
@@ -155,6 +164,7 @@ class BrokerMessage:
             scheduled_enqueue_time_ms=msg.scheduled_enqueue_time_ms,
             size=msg.size,
             annotations=dict(msg.annotations),
+            header_fields=msg.header_fields,
         )
 
     def copy(self) -> BrokerMessage:
@@ -187,6 +197,7 @@ class BrokerMessage:
             hops=self.hops,
             properties_changed=self.properties_changed,
             annotations=dict(self.annotations),
+            header_fields=self.header_fields,
         )
 
     @property

@@ -804,10 +804,11 @@ class EntityReceiverLink(LinkHandler):
                 break
             # A peek-locked delivery's tag is its lock key (the SDKs read the lock token from it); a
             # receive-and-delete delivery has no key and no lock, and goes settled.
+            # Every delivery carries delivery annotations: the lock token when locked, else an empty map.
             conn.send_transfers(link, [
                 (d.lock_key or _presettled_tag(),
                  encode_delivery(d.message, header_delivery_count=d.header_delivery_count,
-                                 locked_until_ms=d.locked_until_ms),
+                                 locked_until_ms=d.locked_until_ms, lock_key=d.lock_key, delivered=True),
                  d.lock_key)
                 for d in batch
             ], settled=not peek_lock)

@@ -17,15 +17,14 @@ from ..amqp import codec, hotframes
 from ..amqp.message import (
     BATCH_MESSAGE_FORMAT,
     SECTION_APPLICATION_PROPERTIES,
-    SECTION_DELIVERY_ANNOTATIONS,
     MessageDecodeError,
     ParsedMessage,
     parse_message,
     split_batch,
 )
 from ..amqp.performatives import Properties
-from ..amqp.types import Described, Int, Long, Symbol, Timestamp, ULong
-from ..broker.model import MAX_PROPERTY_SIZE, BrokerMessage, IncomingMessage
+from ..amqp.types import Decimal128, Described, Int, Long, Symbol, Timestamp, ULong
+from ..broker.model import MAX_PROPERTY_SIZE, BrokerMessage, HeaderFields, IncomingMessage
 
 SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
 ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
@@ -45,9 +44,12 @@ BROKER_ANNOTATIONS = frozenset({
 
 __all__ = [
     "BATCH_MESSAGE_FORMAT",
+    "EMPTY_DELIVERY_ANNOTATIONS",
     "MessageDecodeError",
     "encode_delivery",
     "incoming_messages",
+    "lock_token_annotations",
+    "service_bus_decimal",
     "to_incoming",
 ]
 
@@ -84,6 +86,45 @@ def _largest_property(app_props: dict) -> tuple[str, int] | None:
     return max(sizes, key=lambda item: item[1], default=None)
 
 
+_DECIMAL128_BIAS = 6176
+_DOTNET_MAX_SCALE = 28
+_DOTNET_MAX_SIGNIFICAND = 1 << 96
+
+
+def service_bus_decimal(raw: bytes) -> bytes:
+    """A decimal128 as Service Bus delivers it: the broker reads it into a .NET ``decimal`` and writes
+    that back with its own encoder (Microsoft.Azure.Amqp's DecimalEncoding), whose layout the SDKs'
+    decoders read: sign and ``6176 - scale`` split as ``biased >> 9`` in the first byte and
+    ``(biased & 0x7F) << 1`` in the second, two zero bytes, then the 96-bit integer big-endian.
+    The .NET reader takes the exponent from the IEEE 754 bits and the integer from the last 12 bytes.
+    A value .NET cannot hold (NaN, infinities, a scale above 28, an integer above 96 bits) is kept."""
+    if len(raw) != 16 or raw[0] & 0x60 == 0x60:
+        return raw
+    exponent = (((raw[0] & 0x7F) << 7) | (raw[1] >> 1)) - _DECIMAL128_BIAS
+    significand = int.from_bytes(raw[4:16], "big")
+    if exponent > 0:
+        significand *= 10 ** exponent
+        scale = 0
+    else:
+        scale = -exponent
+    if scale > _DOTNET_MAX_SCALE or significand >= _DOTNET_MAX_SIGNIFICAND:
+        return raw
+    biased = _DECIMAL128_BIAS - scale
+    return Decimal128(bytes(((raw[0] & 0x80) | (biased >> 9), (biased & 0x7F) << 1, 0, 0))
+                      + significand.to_bytes(12, "big"))
+
+
+def _header_fields(header: Any) -> HeaderFields | None:
+    """durable, priority and first-acquirer as the sender set them; None when it set none of them."""
+    if header is None:
+        return None
+    durable, priority, first_acquirer = header.durable, header.priority, header.first_acquirer
+    if durable is None and priority is None and first_acquirer is None:
+        return None
+    return (None if durable is None else bool(durable), None if priority is None else int(priority),
+            None if first_acquirer is None else bool(first_acquirer))
+
+
 def to_incoming(parsed: ParsedMessage, size: int) -> IncomingMessage:
     if parsed.properties is None or parsed.properties.message_id is None:
         _with_message_id(parsed)
@@ -94,7 +135,9 @@ def to_incoming(parsed: ParsedMessage, size: int) -> IncomingMessage:
     header_size = max(0, size - len(parsed.body_raw))
     return IncomingMessage(
         properties_raw=parsed.properties_raw,
-        application_properties={str(k): v for k, v in app_props.items()},
+        application_properties={str(k): v if type(v) is not Decimal128 else service_bus_decimal(v)
+                                for k, v in app_props.items()},
+        header_fields=_header_fields(header),
         body_raw=parsed.body_raw,
         message_id=_text(props.message_id) if props else None,
         correlation_id=_text(props.correlation_id) if props else None,
@@ -143,27 +186,47 @@ _ANNOTATIONS_PREFIX = b"\x00\x53\x72"  # message-annotations
 _KEY = {key: codec.encode(key) for key in BROKER_ANNOTATIONS}
 _NULL, _TRUE = b"\x40", b"\x41"
 _UINT = [hotframes.uint(value) for value in range(256)]  # the delivery counts nearly every header carries
-_HEADERS: dict[tuple[int | None, int], bytes] = {}  # (ttl, delivery count) -> header section
+_HEADERS: dict[tuple[HeaderFields | None, int | None, int], bytes] = {}  # (fields, ttl, count) -> section
 _HEADERS_MAX = 4096
+_FLAG = {None: _NULL, True: _TRUE, False: b"\x42"}
 
 
-def _header(ttl: int | None, delivery_count: int) -> bytes:
-    """Header(durable=true, ttl, delivery-count), the bytes ``codec.encode(Header(...))`` gives.
+def _header(fields_set: HeaderFields | None, ttl: int | None, delivery_count: int) -> bytes:
+    """Header(durable, priority, ttl, first-acquirer, delivery-count), the bytes ``codec.encode(Header(...))``
+    gives: durable, priority and first-acquirer as the sender set them (absent stays absent), the TTL
+    and the delivery count the broker sets.
 
-    Kept by (ttl, count): an entity's messages share a few TTLs and delivery counts, so nearly every
-    delivery finds its header already written."""
-    key = (ttl, delivery_count)
+    Kept by (fields, ttl, count): an entity's messages share a few of each, so nearly every delivery
+    finds its header already written."""
+    key = (fields_set, ttl, delivery_count)
     cached = _HEADERS.get(key)
     if cached is not None:
         return cached
     ttl_bytes = hotframes.uint(ttl) if ttl and ttl <= 0xFFFFFFFF else _NULL
     count = max(0, delivery_count)
-    fields = b"".join((_TRUE, _NULL, ttl_bytes, _NULL, _UINT[count] if count < 256 else hotframes.uint(count)))
+    durable, priority, first_acquirer = fields_set if fields_set is not None else (None, None, None)
+    fields = b"".join((_FLAG[durable], _NULL if priority is None else bytes((0x50, priority & 0xFF)), ttl_bytes,
+                       _FLAG[first_acquirer], _UINT[count] if count < 256 else hotframes.uint(count)))
     header = _HEADER_PREFIX + bytes((0xC0, len(fields) + 1, 5)) + fields
     if len(_HEADERS) >= _HEADERS_MAX:
         _HEADERS.clear()
     _HEADERS[key] = header
     return header
+
+
+# Delivery annotations ("Service Bus AMQP" message mapping): a peek-locked delivery carries its lock
+# token as x-opt-lock-token (a uuid, the token the delivery tag holds as bytes_le); a receive-and-delete
+# delivery an empty section.
+EMPTY_DELIVERY_ANNOTATIONS = b"\x00\x53\x71\xc1\x01\x00"
+_LOCK_TOKEN_KEY = codec.encode(LOCK_TOKEN)
+_LOCK_TOKEN_HEAD = b"\x00\x53\x71" + bytes((0xC1, 1 + len(_LOCK_TOKEN_KEY) + 17, 2)) + _LOCK_TOKEN_KEY + b"\x98"
+
+
+def lock_token_annotations(lock_key: bytes) -> bytes:
+    """The delivery-annotations section {x-opt-lock-token: uuid} for a lock key (the token's bytes_le):
+    the bytes ``codec.encode`` gives for that map, the uuid written big-endian."""
+    k = lock_key
+    return _LOCK_TOKEN_HEAD + k[3::-1] + k[5:3:-1] + k[7:5:-1] + k[8:]
 
 
 # The annotations of a plain locked delivery (no sender annotations, no optional broker ones) in one
@@ -174,9 +237,16 @@ _PLAIN_LOCKED = struct.Struct(f">3sBBB{len(_ENQUEUED_KEY)}sBq{len(_SEQUENCE_KEY)
 _PLAIN_LOCKED_SIZE = _PLAIN_LOCKED.size - 3 - 2  # the map8's size byte counts from its count byte
 
 
-def _annotations(message: BrokerMessage, locked_until_ms: int | None) -> bytes:
+# A peek-locked delivery's delivery annotations and the plain locked message annotations in one struct:
+# the lock token's fields turned from the key's little-endian order into a uuid's big-endian one, then
+# the map above.
+_TOKEN_AND_PLAIN_LOCKED = struct.Struct(f">{len(_LOCK_TOKEN_HEAD)}s4s2s2s8s" + _PLAIN_LOCKED.format[1:])
+
+
+def _annotations(message: BrokerMessage, locked_until_ms: int | None, lock_key: bytes | None = None) -> bytes:
     """The message-annotations section: the sender's own, then the ones the broker sets, in the order
-    the generic encoder of the equivalent map would write them."""
+    the generic encoder of the equivalent map would write them. With ``lock_key``: the lock token's
+    delivery-annotations section before it."""
     if (
         locked_until_ms is not None
         and message.sequence_number > 127
@@ -187,10 +257,19 @@ def _annotations(message: BrokerMessage, locked_until_ms: int | None) -> bytes:
         and message.enqueue_sequence_number is None
         and not message.state
     ):
+        if lock_key is not None:
+            k = lock_key
+            return _TOKEN_AND_PLAIN_LOCKED.pack(_LOCK_TOKEN_HEAD, k[3::-1], k[5:3:-1], k[7:5:-1], k[8:],
+                                                _ANNOTATIONS_PREFIX, 0xC1, _PLAIN_LOCKED_SIZE, 6,
+                                                _ENQUEUED_KEY, 0x83, message.enqueued_time_ms,
+                                                _SEQUENCE_KEY, 0x81, message.sequence_number,
+                                                _LOCKED_KEY, 0x83, locked_until_ms)
         return _PLAIN_LOCKED.pack(_ANNOTATIONS_PREFIX, 0xC1, _PLAIN_LOCKED_SIZE, 6,
                                   _ENQUEUED_KEY, 0x83, message.enqueued_time_ms,
                                   _SEQUENCE_KEY, 0x81, message.sequence_number,
                                   _LOCKED_KEY, 0x83, locked_until_ms)
+    if lock_key is not None:
+        return lock_token_annotations(lock_key) + _annotations(message, locked_until_ms)
     body = bytearray()
     count = 0
     encode = codec.encode_into
@@ -246,25 +325,26 @@ def encode_delivery(
     *,
     header_delivery_count: int,
     locked_until_ms: int | None,
-    lock_token: uuid.UUID | None = None,
+    lock_key: bytes | None = None,
+    delivered: bool = False,
 ) -> bytes:
     """Encode a stored message as the payload of a delivery (or a peek/deferred response entry).
 
+    ``delivered``: a delivery, which carries delivery annotations: the lock token of ``lock_key``
+    when locked, else an empty section (a peeked message has none).
     Written section by section with the annotation keys pre-encoded: this runs for every delivery,
     and building the annotation map and a Header object to hand to the generic encoder cost more
     than the bytes it produced (the result is the same, byte for byte).
 
-    ``lock_token`` adds a delivery-annotations section ``{x-opt-lock-token: uuid}``: a message handed
-    back inside a ``$management`` reply has no delivery tag, and the Go SDK takes a deferred message's
-    lock token from that annotation only (azservicebus ``newReceivedMessage``), as Service Bus sends it.
+    A locked delivery's ``{x-opt-lock-token: uuid}`` matters most inside a ``$management`` reply, which has
+    no delivery tag: the Go SDK takes a deferred message's lock token from that annotation only
+    (azservicebus ``newReceivedMessage``), as Service Bus sends it.
     """
-    if lock_token is None:  # every transfer: one list, as before the management-only case existed
-        parts = [_header(message.time_to_live_ms, header_delivery_count), _annotations(message, locked_until_ms),
-                 _properties_section(message)]
-    else:
-        parts = [_header(message.time_to_live_ms, header_delivery_count),
-                 codec.encode(Described(ULong(SECTION_DELIVERY_ANNOTATIONS), {LOCK_TOKEN: lock_token})),
-                 _annotations(message, locked_until_ms), _properties_section(message)]
+    parts = [_header(message.header_fields, message.time_to_live_ms, header_delivery_count),
+             _annotations(message, locked_until_ms, lock_key) if lock_key is not None
+             else EMPTY_DELIVERY_ANNOTATIONS + _annotations(message, locked_until_ms) if delivered
+             else _annotations(message, locked_until_ms),
+             _properties_section(message)]
     if message.application_properties:
         parts.append(codec.encode(Described(ULong(SECTION_APPLICATION_PROPERTIES), message.application_properties)))
     parts.append(message.body_raw)

@@ -18,7 +18,7 @@ from ..amqp.types import Array, Int, Long, Timestamp
 from ..auth import LISTEN, SEND
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError, InvalidOperationError, MessageSizeExceededError
-from ..broker.model import ReceiveMode
+from ..broker.model import ReceiveMode, lock_key_of
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
 
@@ -215,7 +215,8 @@ class ManagementHandler:
                 message,
                 header_delivery_count=max(0, message.delivery_count - 1),
                 locked_until_ms=message.locked_until_ms if token is not None else None,
-                lock_token=token,
+                lock_key=lock_key_of(token) if token is not None else None,
+                delivered=True,
             )
             entry: dict = {"message": payload}
             if token is not None:

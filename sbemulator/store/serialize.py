@@ -62,6 +62,7 @@ def encode_message(msg: BrokerMessage) -> bytes:
             msg.dead_letter_description,
             msg.hops,
             msg.properties_changed,
+            msg.header_fields,
         ],
         separators=(",", ":"),
     ).encode()
@@ -110,7 +111,9 @@ def decode_message(data: bytes) -> BrokerMessage:
         dl_desc,
         hops,
         changed,
-    ) = head
+    ) = head[:18]
+    # durable, priority, first-acquirer as sent; messages stored before they were kept have none
+    header_fields = tuple(head[18]) if len(head) > 18 and head[18] is not None else None
     return BrokerMessage(
         properties_raw=properties_raw,
         application_properties=app,
@@ -134,4 +137,5 @@ def decode_message(data: bytes) -> BrokerMessage:
         hops=hops,
         annotations=annotations,
         properties_changed=changed,
+        header_fields=header_fields,  # type: ignore[arg-type]
     )
