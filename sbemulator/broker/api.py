@@ -135,8 +135,10 @@ class BrokerAPI(Protocol):
 
     def set_session_state(self, path: str, session_id: str, state: bytes | None) -> None: ...
 
-    def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1) -> list[str]:
-        """Sessions that have messages or state (get-message-sessions)."""
+    def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1,
+                      updated_after_ms: int | None = None) -> list[str]:
+        """get-message-sessions: the sessions that have messages or state, or with ``updated_after_ms``
+        those whose state was set after it."""
         ...
 
     # --- inspection (the management plane and the console) ---

@@ -24,7 +24,7 @@ Server-facing API (see also :class:`~sbemulator.broker.receiver.Receiver`)::
     broker.cancel_scheduled(path, [seq])
     broker.get_session_state(path, sid) / set_session_state(path, sid, bytes | None)
     broker.renew_session_lock(path, sid) -> locked_until_ms
-    broker.list_sessions(path, skip=0, top=...) -> [sid]
+    broker.list_sessions(path, skip=0, top=..., updated_after_ms=None) -> [sid]
     broker.add_rule / set_rule / remove_rule / list_rules (subscriptions)
     # management plane (persisted; see topology for what survives a restart, inspection for the rest)
     broker.create_queue / create_topic / create_subscription / update_entity / delete_entity
@@ -254,9 +254,10 @@ class Broker:
     def set_session_state(self, path: str, session_id: str, state: bytes | None) -> None:
         self._sessions.set_session_state(path, session_id, state)
 
-    def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1) -> list[str]:
-        """Sessions that have messages or state (get-message-sessions)."""
-        return self._sessions.list_sessions(path, skip, top)
+    def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1,
+                      updated_after_ms: int | None = None) -> list[str]:
+        """See :meth:`Sessions.list_sessions` (get-message-sessions)."""
+        return self._sessions.list_sessions(path, skip, top, updated_after_ms)
 
     # ================================================================= inspection
     def entity_views(self, kind: str | None = None, topic: str | None = None) -> list[EntityView]:

@@ -48,6 +48,8 @@ class Session:
     id: str
     heap: list[int] = field(default_factory=list)
     state: bytes | None = None
+    # When the state was last set or cleared (ms): get-message-sessions with last-updated-time lists by it.
+    state_updated_ms: int | None = None
     owner: Receiver | None = None
     locked_until_ms: int = 0
     generation: int = 0
@@ -107,5 +109,6 @@ class Entity:
         return s
 
     def forget_session_if_idle(self, s: Session) -> None:
-        if s.count == 0 and s.owner is None and s.state is None:
+        # A session whose state was ever set stays: listing by state time still names it.
+        if s.count == 0 and s.owner is None and s.state is None and s.state_updated_ms is None:
             self.sessions.pop(s.id, None)

@@ -141,6 +141,10 @@ class MessageFlow:
             ent = self._entities.get(key)
             if ent is not None:
                 ent.session(sid).state = bytes(state)
+        for key, sid, updated_ms in self.store.load_session_state_times():
+            ent = self._entities.get(key)
+            if ent is not None:
+                ent.session(sid).state_updated_ms = int(updated_ms)
         for key, mid, expires in self.store.load_duplicates(now):
             ent = self._entities.get(key)
             if ent is not None:
@@ -294,7 +298,7 @@ class MessageFlow:
                 self._check_property_sizes(m)
             if len(m.message_id or "") > MAX_ID_LENGTH or len(m.session_id or "") > MAX_ID_LENGTH:
                 self._refuse_id_lengths(m)
-            if ent.requires_session and not m.session_id:
+            if ent.requires_session and m.session_id is None:
                 raise SessionRequiredError(
                     "The SessionId was not set on a message, and it cannot be sent to the entity. "
                     "Entities that have session support enabled can only receive messages that have the "
@@ -424,7 +428,7 @@ class MessageFlow:
     def deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None:
         # Every subscription numbers its own messages (a new subscription starts at 1).
         msg.sequence_number = self.next_sequence(sub)
-        if sub.requires_session and not msg.session_id:
+        if sub.requires_session and msg.session_id is None:
             self.insert(sub, msg)
             self.dead_letter(sub, msg, REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL, now)
         elif sub.forward_to:
@@ -446,7 +450,7 @@ class MessageFlow:
             reason, problem = REASON_TRANSFER, f"The forwarding destination '{target.path}' is disabled."
         elif msg.hops >= MAX_FORWARD_HOPS:
             reason, problem = REASON_MAX_HOPS, DESC_MAX_HOPS
-        elif target.requires_session and not msg.session_id:
+        elif target.requires_session and msg.session_id is None:
             reason, problem = REASON_SESSION_ID_NULL, DESC_SESSION_ID_NULL
         if problem is not None:
             tdlq = source.transfer_dlq

@@ -150,12 +150,20 @@ class Sessions:
                     f"of one message on '{ent.path}'."
                 )
             s.state = bytes(state) if state is not None else None
-            self.store.set_session_state(ent.key, session_id, s.state)
+            s.state_updated_ms = self._now()
+            self.store.set_session_state(ent.key, session_id, s.state, s.state_updated_ms)
 
-    def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1) -> list[str]:
-        """Sessions that have messages or state (get-message-sessions)."""
+    def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1,
+                      updated_after_ms: int | None = None) -> list[str]:
+        """get-message-sessions: without ``updated_after_ms``, the sessions that have messages or state;
+        with it, the sessions whose state was set (or cleared) after that time, as Service Bus lists them
+        for a ``last-updated-time`` other than DateTime.MaxValue."""
         ent = self._entity(path)
-        ids = [s.id for s in ent.sessions.values() if s.count > 0 or s.state is not None]
+        if updated_after_ms is None:
+            ids = [s.id for s in ent.sessions.values() if s.count > 0 or s.state is not None]
+        else:
+            ids = [s.id for s in ent.sessions.values()
+                   if s.state_updated_ms is not None and s.state_updated_ms > updated_after_ms]
         return ids[skip : skip + top]
 
 

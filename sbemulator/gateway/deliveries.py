@@ -175,7 +175,7 @@ def _properties_section(message: BrokerMessage) -> bytes:
     props.subject = message.subject
     props.to = message.to
     props.reply_to = message.reply_to
-    props.content_type = Symbol(message.content_type) if message.content_type else None
+    props.content_type = Symbol(message.content_type) if message.content_type is not None else None
     props.group_id = message.session_id
     props.reply_to_group_id = message.reply_to_session_id
     return codec.encode(props)

@@ -7,6 +7,7 @@ body. The table of operations is PROTOCOL.md's; names and status codes are Servi
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
 
 log = logging.getLogger("sbemulator")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(slots=True)
@@ -57,6 +59,19 @@ def _uuids(values: Any) -> list[uuid.UUID]:
         else:
             raise BadRequest(f"invalid lock token {v!r}")
     return out
+
+
+DATETIME_MAX_MS = 253402300800000
+
+
+def _millis(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return int((value - _EPOCH) // dt.timedelta(milliseconds=1))
+    return int(value)
 
 
 def _text(value: Any) -> str | None:
@@ -263,7 +278,12 @@ class ManagementHandler:
     def _get_message_sessions(self, path: str, body: Any) -> MgmtReply:
         skip = int(_field(body, "skip", required=False) or 0)
         top = int(_field(body, "top", required=False) or 100)
-        sessions = self.broker.list_sessions(path)
+        # DateTime.MaxValue (253402300800000 ms as the .NET library writes it, clamped there when larger)
+        # asks for every session with messages or state; any other time for those whose state changed
+        # after it (the SDKs' list_sessions(state_updated_after=...)).
+        updated = _millis(_field(body, "last-updated-time", required=False))
+        updated_after = None if updated is None or updated >= DATETIME_MAX_MS else updated
+        sessions = self.broker.list_sessions(path, updated_after_ms=updated_after)
         page = sessions[skip : skip + top]
         if not page:
             return MgmtReply(204, "No sessions", None)

@@ -29,6 +29,9 @@ class MemoryStore:
     def load_session_states(self) -> Iterator[tuple[str, str, bytes]]:
         return iter(())
 
+    def load_session_state_times(self) -> Iterator[tuple[str, str, int]]:
+        return iter(())
+
     def load_duplicates(self, now_ms: int) -> Iterator[tuple[str, str, int]]:
         return iter(())
 
@@ -45,7 +48,7 @@ class MemoryStore:
     def set_sequence(self, entity: str, last_sequence_number: int) -> None:
         return None
 
-    def set_session_state(self, entity: str, session_id: str, state: bytes | None) -> None:
+    def set_session_state(self, entity: str, session_id: str, state: bytes | None, updated_ms: int = 0) -> None:
         return None
 
     def add_duplicate(self, entity: str, message_id: str, expires_ms: int) -> None:

@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS sequences(entity TEXT PRIMARY KEY, last_seq INTEGER N
 CREATE TABLE IF NOT EXISTS session_states(
     entity TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL, PRIMARY KEY(entity, session_id)
 );
+CREATE TABLE IF NOT EXISTS session_state_times(
+    entity TEXT NOT NULL, session_id TEXT NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY(entity, session_id)
+);
 CREATE TABLE IF NOT EXISTS duplicates(
     entity TEXT NOT NULL, message_id TEXT NOT NULL, expires_ms INTEGER NOT NULL,
     PRIMARY KEY(entity, message_id)
@@ -103,7 +106,7 @@ class SqliteStore:
             )
         self._messages: dict[tuple[str, int], tuple[int, BrokerMessage | None]] = {}
         self._sequences: dict[str, int] = {}
-        self._sessions: dict[tuple[str, str], bytes | None] = {}
+        self._sessions: dict[tuple[str, str], tuple[bytes | None, int]] = {}  # -> (state, updated ms)
         self._duplicates: list[tuple[str, str, int]] = []
         self._entity_ops: list[tuple[str, tuple]] = []
         self._closed = False
@@ -136,6 +139,9 @@ class SqliteStore:
     def load_session_states(self) -> Iterator[tuple[str, str, bytes]]:
         yield from self._db.execute("SELECT entity, session_id, state FROM session_states")
 
+    def load_session_state_times(self) -> Iterator[tuple[str, str, int]]:
+        yield from self._db.execute("SELECT entity, session_id, updated_ms FROM session_state_times")
+
     def load_duplicates(self, now_ms: int) -> Iterator[tuple[str, str, int]]:
         yield from self._db.execute(
             "SELECT entity, message_id, expires_ms FROM duplicates WHERE expires_ms > ? ORDER BY expires_ms",
@@ -160,8 +166,8 @@ class SqliteStore:
     def set_sequence(self, entity: str, last_sequence_number: int) -> None:
         self._sequences[entity] = last_sequence_number
 
-    def set_session_state(self, entity: str, session_id: str, state: bytes | None) -> None:
-        self._sessions[(entity, session_id)] = state
+    def set_session_state(self, entity: str, session_id: str, state: bytes | None, updated_ms: int = 0) -> None:
+        self._sessions[(entity, session_id)] = (state, updated_ms)
 
     def add_duplicate(self, entity: str, message_id: str, expires_ms: int) -> None:
         self._duplicates.append((entity, message_id, expires_ms))
@@ -182,7 +188,7 @@ class SqliteStore:
         }
         like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         self._entity_ops.append(("DELETE FROM entities WHERE key = ? OR key LIKE ? ESCAPE '\\'", (key, like)))
-        for table in ("messages", "sequences", "session_states", "duplicates"):
+        for table in ("messages", "sequences", "session_states", "session_state_times", "duplicates"):
             self._entity_ops.append(
                 (f"DELETE FROM {table} WHERE entity = ? OR entity LIKE ? ESCAPE '\\'", (key, like))
             )
@@ -268,8 +274,12 @@ class SqliteStore:
                     list(self._sequences.items()),
                 )
             if self._sessions:
-                sets = [(e, s, st) for (e, s), st in self._sessions.items() if st is not None]
-                clears = [(e, s) for (e, s), st in self._sessions.items() if st is None]
+                sets = [(e, s, st) for (e, s), (st, _) in self._sessions.items() if st is not None]
+                clears = [(e, s) for (e, s), (st, _) in self._sessions.items() if st is None]
+                db.executemany(
+                    "INSERT OR REPLACE INTO session_state_times(entity, session_id, updated_ms) VALUES (?, ?, ?)",
+                    [(e, s, ms) for (e, s), (_, ms) in self._sessions.items()],
+                )
                 if clears:
                     db.executemany("DELETE FROM session_states WHERE entity = ? AND session_id = ?", clears)
                 if sets:
