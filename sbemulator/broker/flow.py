@@ -13,9 +13,9 @@ incremented when a receiver takes the message (peek-lock or receive-and-delete, 
 receive-by-sequence-number). The AMQP header carries the PREVIOUS deliveries
 (``Delivery.header_delivery_count`` = ``delivery_count - 1``), which is what Service Bus sends: the
 Python SDK shows 0 on a first receive, .NET adds one. A message whose lock ends by abandon, lock
-expiry, session-lock loss or (plain) receiver close while ``delivery_count >= MaxDeliveryCount`` moves
-to the dead-letter queue with reason ``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message
-can be received three times. ``release`` (the client's ``released`` outcome) and closing a session
+expiry (a closed plain receiver's locks included) or session-lock loss while
+``delivery_count >= MaxDeliveryCount`` moves to the dead-letter queue with reason
+``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message can be received three times. ``release`` (the client's ``released`` outcome) and closing a session
 receiver ("Message sessions", impact of delivery count) un-count the delivery.
 
 Sequence numbers are per queue and per subscription (each subscription numbers the copies it
@@ -730,10 +730,17 @@ class MessageFlow:
             self._wakeups.forget(r)
             now = self._now()
             s = r.session
+            if s is None:
+                # A plain receiver's locks outlive it, as on Service Bus: each message stays locked until
+                # its lock lapses (then it returns with the delivery counted) or is renewed, and can be
+                # settled by its lock token over $management meanwhile (docs/emulator.md, "Where the
+                # docs are terse").
+                self.orphan_locks(ent, r)
+                return
             # "Message sessions", impact of delivery count: closing a session with messages locked but
             # not settled does not count a delivery (a lapsed session lock does, even if its timer has
-            # not run yet). A plain receiver's locks end as if they had expired: counted, like an abandon.
-            self.return_locks(ent, r, now, counted=s is None or s.locked_until_ms <= now)
+            # not run yet): the messages' locks are the session's, which the close gives up.
+            self.return_locks(ent, r, now, counted=s.locked_until_ms <= now)
             self._sessions.release_session(ent, r)
 
     def end_receivers(self, ent: Entity, error: BrokerError) -> None:
@@ -746,6 +753,16 @@ class MessageFlow:
             r.ended_by = error
             self.return_locks(ent, r, now, counted=False)
             self._wakeups.wake(r)
+
+    @staticmethod
+    def orphan_locks(ent: Entity, r: Receiver) -> None:
+        """The receiver is gone, its locks stay: held by no receiver, as a lock taken over $management."""
+        locks = ent.locks
+        for key in r.locks:
+            msg = locks.get(key)
+            if msg is not None and msg.lock_owner is r:
+                msg.lock_owner = None
+        r.locks.clear()
 
     def return_locks(self, ent: Entity, r: Receiver, now: int, counted: bool = True) -> None:
         msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=lambda m: m.sequence_number)

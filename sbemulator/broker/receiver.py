@@ -139,7 +139,8 @@ class Receiver:
         self._ops.settle(self.entity, lock_token, Outcome.RELEASED, receiver=self)
 
     def close(self) -> None:
-        """Detach: unsettled messages return to the entity (counted, like an abandon), session unlocked."""
+        """Detach: a session receiver's unsettled messages return to the entity (uncounted) and its session
+        is unlocked; a plain receiver's stay locked until their locks lapse (settle them by token meanwhile)."""
         if not self.closed:
             self._ops.close(self)
 

@@ -11,7 +11,7 @@ here instead of reaching the entity; the discharge then applies every staged ope
   Staged work lives only in memory: a process killed before the discharge applies nothing of it.
 - **Rollback** (discharge with ``fail``, a timeout, the connection going away) drops the staged
   operations. A message settled inside the transaction stays locked by its receiver, as on Service
-  Bus: it comes back when its lock ends or its receiver closes.
+  Bus: it comes back when its lock ends (a closed plain receiver's locks last until then too).
 - **Scope.** Service Bus keeps one transaction within one top-level entity (a queue, or a topic with
   its subscriptions): an operation on another entity is refused ("Local transactions cannot span
   multiple top-level entities"), except a send *via* the transaction's entity, which reaches its
