@@ -15,8 +15,9 @@ receive-by-sequence-number). The AMQP header carries the PREVIOUS deliveries
 Python SDK shows 0 on a first receive, .NET adds one. A message whose lock ends by abandon, lock
 expiry (a closed plain receiver's locks included) or session-lock loss while
 ``delivery_count >= MaxDeliveryCount`` moves to the dead-letter queue with reason
-``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message can be received three times. ``release`` (the client's ``released`` outcome) and closing a session
-receiver ("Message sessions", impact of delivery count) un-count the delivery.
+``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message can be received three times.
+``release`` (the client's ``released`` outcome) and closing a session receiver ("Message sessions",
+impact of delivery count) un-count the delivery.
 
 Sequence numbers are per queue and per subscription (each subscription numbers the copies it
 receives from 1, as Service Bus documents); a topic numbers only the scheduled messages it holds
@@ -88,6 +89,8 @@ _DUP_PRUNE_INTERVAL_MS = 60_000
 # Byte maps that set a random UUID's version (4) and variant (RFC 4122) bits.
 _VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
 _VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
+# UUID.bytes[to] == UUID.bytes_le[frm]: the first three fields are little-endian in bytes_le.
+_BYTES_LE_ORDER = ((0, 3), (1, 2), (2, 1), (3, 0), (4, 5), (5, 4), (6, 7), (7, 6))
 _SEND_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_SEND_DISABLED})
 _RECEIVE_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_RECEIVE_DISABLED})
 
@@ -111,7 +114,7 @@ class MessageFlow:
         self._timers = timers
         self._wakeups = wakeups
         self._op = wakeups.operation
-        self._lock_keys: list[LockKey] = []
+        self._lock_keys: list[tuple[LockKey, bytes]] = []  # (key, the token's uuid bytes)
         self._next_dup_prune = 0
         self.sessions = self._sessions = Sessions(store, clock, lookup, timers, wakeups, self)
 
@@ -153,16 +156,21 @@ class MessageFlow:
     def _now(self) -> int:
         return int(self.clock() * 1000)
 
-    def _new_lock_key(self) -> LockKey:
-        """The key of a random (version 4) lock token. ``uuid4()`` makes a getrandom system call per
-        token, one per delivered message; the pool makes one per 256, and sets the version and variant
-        bits where ``bytes_le`` has them without building a UUID."""
+    def _new_lock_key(self) -> tuple[LockKey, bytes]:
+        """The key of a random (version 4) lock token, and the token's own 16 bytes (``UUID.bytes``, what
+        a delivery's x-opt-lock-token annotation carries). ``uuid4()`` makes a getrandom system call per
+        token, one per delivered message; the pool makes one per 256, sets the version and variant bits
+        where ``bytes_le`` has them without building a UUID, and reorders all 256 keys into token bytes
+        with eight slice assignments instead of per delivery."""
         keys = self._lock_keys
         if not keys:
             raw = bytearray(os.urandom(16 * 256))
             raw[7::16] = raw[7::16].translate(_VERSION_4)  # byte 6 of the UUID, 7 of bytes_le
             raw[8::16] = raw[8::16].translate(_VARIANT_RFC_4122)
-            keys.extend([bytes(raw[i:i + 16]) for i in range(0, len(raw), 16)])
+            token = bytearray(raw)
+            for to, frm in _BYTES_LE_ORDER:
+                token[to::16] = raw[frm::16]
+            keys.extend([(bytes(raw[i:i + 16]), bytes(token[i:i + 16])) for i in range(0, len(raw), 16)])
         return keys.pop()
 
     # --- container primitives ----------------------------------------------------------------
@@ -630,7 +638,7 @@ class MessageFlow:
         """Lock ``msg`` for ``owner``. Its expiry timer is its own, or, given ``locks``, the one the
         caller sets for all the locks it appended there (they share ``now`` and so their deadline)."""
         keys = self._lock_keys
-        key = keys.pop() if keys else self._new_lock_key()
+        key, token = keys.pop() if keys else self._new_lock_key()
         msg.lock_key = key
         msg.lock_owner = owner
         ent.locks[key] = msg
@@ -646,7 +654,7 @@ class MessageFlow:
             else:
                 locks.append((msg, key))
         self.store.update_message(ent.key, msg)
-        return Delivery(msg, key, msg.locked_until_ms, msg.delivery_count - 1)
+        return Delivery(msg, key, msg.locked_until_ms, msg.delivery_count - 1, token)
 
     def receive_deferred(
         self, path: str, sequence_numbers: Iterable[int], mode: ReceiveMode, session_id: str | None = None

@@ -232,6 +232,8 @@ class Delivery:
     lock_key: LockKey | None
     locked_until_ms: int | None
     header_delivery_count: int
+    # The lock token's own 16 bytes (``lock_token.bytes``), as a delivery's x-opt-lock-token carries it.
+    lock_token_bytes: bytes | None = None
 
     @property
     def lock_token(self) -> uuid.UUID | None:

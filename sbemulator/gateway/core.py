@@ -808,7 +808,8 @@ class EntityReceiverLink(LinkHandler):
             conn.send_transfers(link, [
                 (d.lock_key or _presettled_tag(),
                  encode_delivery(d.message, header_delivery_count=d.header_delivery_count,
-                                 locked_until_ms=d.locked_until_ms, lock_key=d.lock_key, delivered=True),
+                                 locked_until_ms=d.locked_until_ms, lock_token=d.lock_token_bytes,
+                                 delivered=True),
                  d.lock_key)
                 for d in batch
             ], settled=not peek_lock)

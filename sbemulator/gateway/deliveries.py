@@ -222,11 +222,10 @@ _LOCK_TOKEN_KEY = codec.encode(LOCK_TOKEN)
 _LOCK_TOKEN_HEAD = b"\x00\x53\x71" + bytes((0xC1, 1 + len(_LOCK_TOKEN_KEY) + 17, 2)) + _LOCK_TOKEN_KEY + b"\x98"
 
 
-def lock_token_annotations(lock_key: bytes) -> bytes:
-    """The delivery-annotations section {x-opt-lock-token: uuid} for a lock key (the token's bytes_le):
-    the bytes ``codec.encode`` gives for that map, the uuid written big-endian."""
-    k = lock_key
-    return _LOCK_TOKEN_HEAD + k[3::-1] + k[5:3:-1] + k[7:5:-1] + k[8:]
+def lock_token_annotations(lock_token: bytes) -> bytes:
+    """The delivery-annotations section {x-opt-lock-token: uuid} for a lock token's 16 bytes
+    (``UUID.bytes``, not the delivery tag's bytes_le): the bytes ``codec.encode`` gives for that map."""
+    return _LOCK_TOKEN_HEAD + lock_token
 
 
 # The annotations of a plain locked delivery (no sender annotations, no optional broker ones) in one
@@ -240,13 +239,13 @@ _PLAIN_LOCKED_SIZE = _PLAIN_LOCKED.size - 3 - 2  # the map8's size byte counts f
 # A peek-locked delivery's delivery annotations and the plain locked message annotations in one struct:
 # the lock token's fields turned from the key's little-endian order into a uuid's big-endian one, then
 # the map above.
-_TOKEN_AND_PLAIN_LOCKED = struct.Struct(f">{len(_LOCK_TOKEN_HEAD)}s4s2s2s8s" + _PLAIN_LOCKED.format[1:])
+_TOKEN_AND_PLAIN_LOCKED = struct.Struct(f">{len(_LOCK_TOKEN_HEAD)}s16s" + _PLAIN_LOCKED.format[1:])
 
 
-def _annotations(message: BrokerMessage, locked_until_ms: int | None, lock_key: bytes | None = None) -> bytes:
+def _annotations(message: BrokerMessage, locked_until_ms: int | None, lock_token: bytes | None = None) -> bytes:
     """The message-annotations section: the sender's own, then the ones the broker sets, in the order
-    the generic encoder of the equivalent map would write them. With ``lock_key``: the lock token's
-    delivery-annotations section before it."""
+    the generic encoder of the equivalent map would write them. With ``lock_token`` (its 16 bytes): the
+    lock token's delivery-annotations section before it."""
     if (
         locked_until_ms is not None
         and message.sequence_number > 127
@@ -257,9 +256,8 @@ def _annotations(message: BrokerMessage, locked_until_ms: int | None, lock_key: 
         and message.enqueue_sequence_number is None
         and not message.state
     ):
-        if lock_key is not None:
-            k = lock_key
-            return _TOKEN_AND_PLAIN_LOCKED.pack(_LOCK_TOKEN_HEAD, k[3::-1], k[5:3:-1], k[7:5:-1], k[8:],
+        if lock_token is not None:
+            return _TOKEN_AND_PLAIN_LOCKED.pack(_LOCK_TOKEN_HEAD, lock_token,
                                                 _ANNOTATIONS_PREFIX, 0xC1, _PLAIN_LOCKED_SIZE, 6,
                                                 _ENQUEUED_KEY, 0x83, message.enqueued_time_ms,
                                                 _SEQUENCE_KEY, 0x81, message.sequence_number,
@@ -268,8 +266,8 @@ def _annotations(message: BrokerMessage, locked_until_ms: int | None, lock_key: 
                                   _ENQUEUED_KEY, 0x83, message.enqueued_time_ms,
                                   _SEQUENCE_KEY, 0x81, message.sequence_number,
                                   _LOCKED_KEY, 0x83, locked_until_ms)
-    if lock_key is not None:
-        return lock_token_annotations(lock_key) + _annotations(message, locked_until_ms)
+    if lock_token is not None:
+        return lock_token_annotations(lock_token) + _annotations(message, locked_until_ms)
     body = bytearray()
     count = 0
     encode = codec.encode_into
@@ -325,13 +323,13 @@ def encode_delivery(
     *,
     header_delivery_count: int,
     locked_until_ms: int | None,
-    lock_key: bytes | None = None,
+    lock_token: bytes | None = None,
     delivered: bool = False,
 ) -> bytes:
     """Encode a stored message as the payload of a delivery (or a peek/deferred response entry).
 
-    ``delivered``: a delivery, which carries delivery annotations: the lock token of ``lock_key``
-    when locked, else an empty section (a peeked message has none).
+    ``delivered``: a delivery, which carries delivery annotations: ``lock_token`` (the token's 16
+    bytes, ``Delivery.lock_token_bytes``) when locked, else an empty section (a peeked message has none).
     Written section by section with the annotation keys pre-encoded: this runs for every delivery,
     and building the annotation map and a Header object to hand to the generic encoder cost more
     than the bytes it produced (the result is the same, byte for byte).
@@ -341,7 +339,7 @@ def encode_delivery(
     (azservicebus ``newReceivedMessage``), as Service Bus sends it.
     """
     parts = [_header(message.header_fields, message.time_to_live_ms, header_delivery_count),
-             _annotations(message, locked_until_ms, lock_key) if lock_key is not None
+             _annotations(message, locked_until_ms, lock_token) if lock_token is not None
              else EMPTY_DELIVERY_ANNOTATIONS + _annotations(message, locked_until_ms) if delivered
              else _annotations(message, locked_until_ms),
              _properties_section(message)]

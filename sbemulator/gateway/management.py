@@ -19,7 +19,7 @@ from ..amqp.types import Array, Int, Long, Timestamp
 from ..auth import LISTEN, SEND
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError, InvalidOperationError, MessageSizeExceededError
-from ..broker.model import ReceiveMode, lock_key_of
+from ..broker.model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
 
@@ -230,7 +230,7 @@ class ManagementHandler:
                 message,
                 header_delivery_count=max(0, message.delivery_count - 1),
                 locked_until_ms=message.locked_until_ms if token is not None else None,
-                lock_key=lock_key_of(token) if token is not None else None,
+                lock_token=token.bytes if token is not None else None,
                 delivered=True,
             )
             entry: dict = {"message": payload}

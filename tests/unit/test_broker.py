@@ -62,6 +62,8 @@ def test_lock_tokens_are_distinct_random_version_4_uuids_whose_bytes_le_is_the_d
     assert len(set(tokens)) == 600
     assert all(t.version == 4 and t.variant == uuid.RFC_4122 for t in tokens)
     assert all(d.lock_key == d.lock_token.bytes_le and d.message.lock_token == d.lock_token for d in got)
+    # and the token's own bytes (the x-opt-lock-token annotation), reordered for the whole pool at once
+    assert all(d.lock_token_bytes == d.lock_token.bytes for d in got)
     (until,) = b.renew_lock("q", [tokens[5]])  # the management API takes the UUID the client has
     assert until == got[5].message.locked_until_ms
 

@@ -111,7 +111,8 @@ def test_encode_delivery_equals_the_generic_encoding(
     payload = encode_delivery(message, header_delivery_count=count, locked_until_ms=locked)
     assert payload == reference_delivery(message, count, locked)
     assert parse_message(payload).body_raw == message.body_raw
-    delivered = encode_delivery(message, header_delivery_count=count, locked_until_ms=locked, lock_key=lock_key,
+    token = uuid.UUID(bytes_le=lock_key).bytes if lock_key is not None else None
+    delivered = encode_delivery(message, header_delivery_count=count, locked_until_ms=locked, lock_token=token,
                                 delivered=True)
     assert delivered == reference_delivery(message, count, locked, lock_key, delivered=True)
     parsed = parse_message(delivered)
@@ -128,8 +129,8 @@ def test_a_plain_locked_delivery_equals_the_generic_encoding(sequence_number, en
     message = _message(sequence_number=sequence_number, enqueued_time_ms=enqueued, time_to_live_ms=ttl)
     key = uuid.UUID(int=sequence_number).bytes_le
     for _ in range(2):  # the second time the header comes from the (fields, ttl, count) cache
-        payload = encode_delivery(message, header_delivery_count=count, locked_until_ms=locked, lock_key=key,
-                                  delivered=True)
+        payload = encode_delivery(message, header_delivery_count=count, locked_until_ms=locked,
+                                  lock_token=uuid.UUID(bytes_le=key).bytes, delivered=True)
         assert payload == reference_delivery(message, count, locked, key, delivered=True)
 
 
@@ -140,7 +141,7 @@ def test_a_management_reply_message_carries_its_lock_token_as_a_delivery_annotat
     # 3.2 gives them: header, delivery-annotations, message-annotations, properties, ...
     token = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
     message = _message(sequence_number=7, enqueued_time_ms=1000, state=MessageState.DEFERRED)
-    payload = encode_delivery(message, header_delivery_count=1, locked_until_ms=5000, lock_key=token.bytes_le,
+    payload = encode_delivery(message, header_delivery_count=1, locked_until_ms=5000, lock_token=token.bytes,
                               delivered=True)
     parsed = parse_message(payload)
     assert parsed.delivery_annotations == {Symbol("x-opt-lock-token"): token}
