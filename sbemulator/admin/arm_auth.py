@@ -11,7 +11,7 @@ kept). ``infra/provision.py --credential sas`` mints one from the key; see docs/
 
 from __future__ import annotations
 
-from sbemulator.auth import AuthError, Grant, SasValidator, sign
+from sbemulator.auth import MANAGE, AuthError, Grant, SasValidator, claims_required, sign
 
 from .errors import Unauthorized
 
@@ -39,4 +39,6 @@ def authenticate(authorization: str, validator: SasValidator, now: float) -> Gra
     if grant.scope != "":
         raise Unauthorized(f"The access token is invalid: its resource covers only '{grant.scope}', the ARM "
                            "surface needs a token for the namespace root.", code="InvalidAuthenticationToken")
+    if not grant.allows(MANAGE):  # managing entities is the Manage right's ("Service Bus authentication")
+        raise Unauthorized(claims_required(MANAGE, "the namespace"), code="AuthorizationFailed")
     return grant

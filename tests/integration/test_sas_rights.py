@@ -31,10 +31,12 @@ from azure.servicebus.exceptions import (
 from azure.servicebus.management import AccessRights, AuthorizationRule, ServiceBusAdministrationClient
 
 from sbemulator import Emulator
+from sbemulator.admin import arm_auth
 from sbemulator.auth import DEFAULT_KEY, DEFAULT_KEY_NAME, LISTEN, SEND, sign
 from sbemulator.config import parse_config
 from sbemulator.descriptions import AuthorizationRuleConfig
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, receive
+from tests.integration.test_admin_hardening import API, ARM_QUEUE, arm
 
 LISTEN_KEY, SEND_KEY, MANAGE_KEY = "listen-secret", "send-secret", "manage-secret"
 QUEUE_RULE_KEY, TOPIC_RULE_KEY = "queue-rule-secret", "topic-rule-secret"
@@ -162,6 +164,17 @@ def test_the_management_plane_needs_manage(emu: Emulator) -> None:
     conn = f"{endpoint};SharedAccessKeyName=Manager;SharedAccessKey={MANAGE_KEY};"
     with ServiceBusAdministrationClient.from_connection_string(conn, connection_verify=emu.ca_path) as adm:
         assert adm.get_queue("orders").name == "orders"
+
+
+def test_the_arm_surface_needs_manage_too(emu: Emulator) -> None:
+    root = f"https://127.0.0.1:{emu.admin_port}/"
+    expiry = int(time.time()) + 300
+    listen = "Bearer " + arm_auth.bearer_token(root, "Listener", LISTEN_KEY, expiry)
+    status, body = arm(emu, "GET", ARM_QUEUE + API, listen)
+    assert (status, body["error"]["code"]) == (401, "AuthorizationFailed")
+    assert "'Manage' claim(s) are required" in body["error"]["message"]
+    manage = "Bearer " + arm_auth.bearer_token(root, "Manager", MANAGE_KEY, expiry)
+    assert arm(emu, "GET", ARM_QUEUE + API, manage)[0] == 200
 
 
 # --- entity-level rules, the authorization side (issue item 2) ----------------------------------------
