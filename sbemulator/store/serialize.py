@@ -137,5 +137,5 @@ def decode_message(data: bytes) -> BrokerMessage:
         hops=hops,
         annotations=annotations,
         properties_changed=changed,
-        header_fields=header_fields,  # type: ignore[arg-type]
+        header_fields=header_fields,
     )
