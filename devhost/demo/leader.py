@@ -10,6 +10,7 @@ measured by tests/integration/test_ordered_failover.py and docs/functions.md, no
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -31,8 +32,8 @@ class LeaderDemo:
         self.events: list[tuple[float, str, str]] = []  # (time.time(), replica, "elected" | "lost")
         self._lock = threading.Lock()
         self.electors = {name: LeaderElector(self._client, QUEUE_LEADER_ELECTION, self.session_id,
-                                             on_elected=lambda n=name: self._event(n, "elected"),
-                                             on_lost=lambda n=name: self._event(n, "lost"),
+                                             on_elected=functools.partial(self._event, name, "elected"),
+                                             on_lost=functools.partial(self._event, name, "lost"),
                                              lock_duration=30.0, retry_interval=0.2, acquire_wait=1.0)
                          for name in REPLICAS}
         self._threads = {name: threading.Thread(target=e.run, name=f"demo-{name}", daemon=True)

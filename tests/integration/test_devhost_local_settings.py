@@ -69,6 +69,7 @@ def test_devhost_with_the_example_settings_starts_the_emulator_and_azurite_and_r
     options = HostOptions(settings_file=settings, env={}, roles=("sender", "consumer-high", "consumer-low", "leveler"),
                           instances={"consumer-high": 1, "consumer-low": 1, "leveler": 1})
     with Host(options) as host:
+        assert host.settings is not None
         assert len(host.services.processes) == 2  # sbemulator and Azurite, both started by the host
         assert host.settings.get("ServiceBusConnection") != configured["ServiceBusConnection"]
         assert host.settings.get("TableStorageConnection") == host.services.storage_connection

@@ -37,7 +37,7 @@ def _publish(host: Host, strategy: str, n_high: int, n_low: int, aging_after: fl
     with host.service_bus_client() as client, client.get_topic_sender(TOPIC) as topic, \
             client.get_queue_sender(QUEUE_PRIORITY_FIFO) as fifo:
         route(strategy, messages, topic_sender=lambda: topic, fifo_sender=lambda: fifo, aging_after=aging_after)
-    return [m.message_id for m in messages]
+    return [str(m.message_id) for m in messages]
 
 
 @pytest.fixture
