@@ -307,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
                     ordered_note = (f"{stopped} stopped at {now - start:.0f} s (its session locks released; the "
                                     "other instances, or a new one, take its tenants over)")
                     events.append((now, f"{stopped} stopped"))
-            if phase == "load" and leaders.stopped is None and 0 <= stop_leader_at <= now - start:
+            # the leader may be elected late on a loaded machine: stop it as soon as there is one, in the
+            # drain too, so the failover is always shown
+            if leaders.stopped is None and 0 <= stop_leader_at <= now - start:
                 stopped_leader = leaders.stop_leader()
                 if stopped_leader is not None:
                     events.append((now, f"leader {stopped_leader} stopped"))
@@ -320,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                 reasons = probe.dead_letter_reasons()
                 ordered = ordered_panel(ordered_audit(host, DEMO_SETTINGS["ORDERED_TABLE"]))
                 last_audit = now
-            if phase == "drain" and all(c.active == 0 for c in counts.values()):
+            failover_pending = stop_leader_at >= 0 and (leaders.stopped is None or leaders.failover_gap() is None)
+            if phase == "drain" and not failover_pending and all(c.active == 0 for c in counts.values()):
                 drained = now - end
                 break
             view = build_view(host, collector, probe, counts, start, args.duration, cap, publisher,
