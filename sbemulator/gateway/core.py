@@ -833,30 +833,11 @@ class EntityReceiverLink(LinkHandler):
         try:
             if token is None:
                 return
-            if isinstance(state, Accepted):
-                receiver.complete(token)
-            elif isinstance(state, Released):
-                receiver.release(token)
-            elif isinstance(state, Modified):
-                props = state.message_annotations
-                props = {str(k): v for k, v in props.items()} if isinstance(props, dict) else None
-                if state.undeliverable_here:
-                    receiver.defer(token, props)
-                else:
-                    receiver.abandon(token, props)
-            elif isinstance(state, Rejected):
-                reason = description = None
-                props = None
-                err = state.error
-                if err is not None and isinstance(err.info, dict):
-                    info = {str(k): v for k, v in err.info.items()}
-                    reason = info.pop("DeadLetterReason", None)
-                    description = info.pop("DeadLetterErrorDescription", None)
-                    props = info or None
-                receiver.dead_letter(token, _str(reason), _str(description), props)
-                echo = Rejected()
-            else:
+            if not isinstance(state, (Accepted, Released, Modified, Rejected)):
                 return
+            _apply_outcome(receiver, token, state)
+            if isinstance(state, Rejected):
+                echo = Rejected()
         except BrokerError as exc:
             echo = Rejected(error(exc.condition, exc.description or str(exc)))
         if not event.settled:
@@ -913,28 +894,35 @@ class _StagedSettlement:
         self.receiver.check_lock(self.token)
 
     def apply(self) -> None:
-        outcome, receiver, token = self.outcome, self.receiver, self.token
-        if isinstance(outcome, Accepted):
-            receiver.complete(token)
-        elif isinstance(outcome, Released):
-            receiver.release(token)
-        elif isinstance(outcome, Modified):
-            props = outcome.message_annotations
-            props = {str(k): v for k, v in props.items()} if isinstance(props, dict) else None
-            if outcome.undeliverable_here:
-                receiver.defer(token, props)
-            else:
-                receiver.abandon(token, props)
+        _apply_outcome(self.receiver, self.token, self.outcome)
+
+
+def _apply_outcome(receiver: Any, token: Any, outcome: Accepted | Released | Modified | Rejected) -> None:
+    """A client's settlement of a peek-locked message, on the link or at a transaction's commit:
+    accepted completes, released returns uncounted, modified defers (undeliverable-here) or abandons
+    with the annotations as properties to modify, rejected dead-letters with the error's
+    DeadLetterReason / DeadLetterErrorDescription and the rest of its info as properties."""
+    if isinstance(outcome, Accepted):
+        receiver.complete(token)
+    elif isinstance(outcome, Released):
+        receiver.release(token)
+    elif isinstance(outcome, Modified):
+        props = outcome.message_annotations
+        props = {str(k): v for k, v in props.items()} if isinstance(props, dict) else None
+        if outcome.undeliverable_here:
+            receiver.defer(token, props)
         else:
-            reason = description = None
-            props = None
-            err = outcome.error
-            if err is not None and isinstance(err.info, dict):
-                info = {str(k): v for k, v in err.info.items()}
-                reason = info.pop("DeadLetterReason", None)
-                description = info.pop("DeadLetterErrorDescription", None)
-                props = info or None
-            receiver.dead_letter(token, _str(reason), _str(description), props)
+            receiver.abandon(token, props)
+    else:
+        reason = description = None
+        props = None
+        err = outcome.error
+        if err is not None and isinstance(err.info, dict):
+            info = {str(k): v for k, v in err.info.items()}
+            reason = info.pop("DeadLetterReason", None)
+            description = info.pop("DeadLetterErrorDescription", None)
+            props = info or None
+        receiver.dead_letter(token, _str(reason), _str(description), props)
 
 
 class CoordinatorLink:
