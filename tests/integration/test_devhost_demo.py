@@ -53,4 +53,26 @@ def test_demo_runs_to_the_end_and_writes_its_chart(tmp_path: Path) -> None:
     assert "    scale: " in out and "instances per app (peak of limit" in out  # scale events, each app's peak
     chart = tmp_path / "demo.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "Traceback" not in result.stderr
+    assert not _unexpected_tracebacks(result.stderr), result.stderr
+
+
+# A function that fails on a transient storage fault (Azurite resetting a pooled keep-alive connection on a
+# loaded machine) is logged with its traceback and the message is redelivered: at-least-once delivery, which
+# the ordered-writer audit above checks (nothing out of order, nothing applied twice). Any other traceback
+# is a failure of the demo.
+_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ", re.M)
+_TRANSIENT = ("ServiceResponseError", "ServiceRequestError", "ConnectionResetError")
+
+
+def _unexpected_tracebacks(stderr: str) -> list[str]:
+    starts = [m.start() for m in _RECORD.finditer(stderr)]
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)
+    records = [stderr[a:b] for a, b in zip(starts, [*starts[1:], len(stderr)], strict=True)]
+    return [r for r in records if "Traceback" in r and not _transient_function_failure(r)]
+
+
+def _transient_function_failure(record: str) -> bool:
+    lines = record.rstrip().splitlines()
+    exception = lines[-1].split(":")[0].rsplit(".", 1)[-1]
+    return " failed on message " in lines[0] and exception in _TRANSIENT
