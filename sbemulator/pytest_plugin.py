@@ -11,26 +11,33 @@ Configuration (a Config.json in the official emulator's schema; none: an empty n
     # or in pytest.ini / pyproject.toml [tool.pytest.ini_options]:
     sbemulator_config = "infra/servicebus.json"     # relative to the ini file
 
+    pytest --sbemulator-clock manual                 # or sbemulator_clock = "manual" in the ini file
+
 Fixtures:
 
 * ``servicebus_emulator`` (session): a :class:`ServiceBusEmulator` with ``connection_string``,
-  ``admin_url``, ``admin_connection_string``, ``ca_path`` and ``purge()`` / ``reset()``.
+  ``admin_url``, ``admin_connection_string``, ``ca_path``, ``purge()`` / ``reset()`` and, with a
+  manual clock, ``now()`` / ``advance(seconds)``.
 * ``clean_servicebus_emulator`` (function): the same object, every entity purged before the test.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .broker.clock import CLOCK_MODES, REAL
 from .config import ConfigError, NamespaceConfig, load_config
 from .runtime.emulator import Emulator
 
 CONFIG_OPTION = "--sbemulator-config"
 CONFIG_INI = "sbemulator_config"
+CLOCK_OPTION = "--sbemulator-clock"
+CLOCK_INI = "sbemulator_clock"
 _TOPOLOGY = pytest.StashKey[NamespaceConfig | None]()
 
 
@@ -85,6 +92,21 @@ class ServiceBusEmulator:
         paths = list(entities) or self.entity_paths()
         return self.emulator.call(_purge_all, namespace, paths)
 
+    # --- the clock (``--sbemulator-clock manual``; docs/emulator.md, "A clock you control")
+    @property
+    def clock_mode(self) -> str:
+        """``"manual"`` or ``"real"``."""
+        return self.emulator.clock_mode
+
+    def now(self) -> dt.datetime:
+        """The emulator's time (UTC); compute scheduled enqueue times from it under a manual clock."""
+        return self.emulator.now()
+
+    def advance(self, seconds: float | dt.timedelta) -> dt.datetime:
+        """Move the manual clock forward and run what became due (locks lapse, messages expire,
+        scheduled ones become active) before returning the new time."""
+        return self.emulator.advance(seconds)
+
     def reset(self) -> None:
         """Back to the configured topology: entities created at run time are deleted, every message goes."""
         self.emulator.call(self.emulator.admin.namespace.reset)
@@ -104,6 +126,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="topology (Config.json schema) for the servicebus_emulator fixture")
     parser.addini(CONFIG_INI, "topology (Config.json schema) for the servicebus_emulator fixture, "
                   "relative to the ini file", default="")
+    group.addoption(CLOCK_OPTION, dest="sbemulator_clock", default=None, choices=CLOCK_MODES,
+                    help="the emulator's clock: real (default) or manual (moved by servicebus_emulator.advance)")
+    parser.addini(CLOCK_INI, "the emulator's clock: real (default) or manual", default="")
 
 
 def config_path(config: pytest.Config) -> Path | None:
@@ -116,6 +141,14 @@ def config_path(config: pytest.Config) -> Path | None:
         return None
     base = config.inipath.parent if config.inipath is not None else config.rootpath
     return (base / value).resolve()
+
+
+def clock_option(config: pytest.Config) -> str:
+    """The command-line option wins over the ini option; real time by default."""
+    value = config.getoption("sbemulator_clock") or str(config.getini(CLOCK_INI) or "").strip() or REAL
+    if value not in CLOCK_MODES:
+        raise pytest.UsageError(f"sbemulator: {CLOCK_INI} must be one of {', '.join(CLOCK_MODES)}, not {value!r}")
+    return value
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -138,7 +171,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def servicebus_emulator(pytestconfig: pytest.Config) -> Iterator[ServiceBusEmulator]:
     """An in-memory emulator for the whole test session (one per xdist worker)."""
     topology = pytestconfig.stash.get(_TOPOLOGY, None)
-    with Emulator(config=topology, in_memory=True) as emulator:
+    with Emulator(config=topology, in_memory=True, clock=clock_option(pytestconfig)) as emulator:
         yield ServiceBusEmulator(emulator)
 
 

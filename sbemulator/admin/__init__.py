@@ -21,12 +21,14 @@ from sbemulator.broker.api import BrokerAPI
 
 from .app import AdminApp
 from .backend import Namespace
+from .control import Controls
 from .http import HttpServer, Upgrade
 from .tls import CertificatePaths, ensure_certificates, server_context
 
 DEFAULT_ADMIN_PORT = 5300
 
-__all__ = ["DEFAULT_ADMIN_PORT", "AdminApp", "AdminServer", "CertificatePaths", "Namespace", "ensure_certificates"]
+__all__ = ["DEFAULT_ADMIN_PORT", "AdminApp", "AdminServer", "CertificatePaths", "Controls", "Namespace",
+           "ensure_certificates"]
 
 
 class AdminServer:
@@ -46,6 +48,7 @@ class AdminServer:
         tls_key: str | Path | None = None,
         commit: Any = None,
         websocket: Upgrade | None = None,
+        controls: Controls | None = None,
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together")
@@ -58,8 +61,10 @@ class AdminServer:
                 cert_dir = self._temp_dir
             extra = () if host in ("127.0.0.1", "0.0.0.0", "::", "localhost", "::1") else (host,)
             self.certificates = ensure_certificates(cert_dir, extra)
-        self.namespace = Namespace(broker, broker.config.name, commit=commit)
-        self.app = AdminApp(self.namespace, validator)
+        # Entity times (created, updated, accessed) on the broker's clock, like its messages' times.
+        self.namespace = Namespace(broker, broker.config.name, clock=lambda: broker.now_ms() / 1000, commit=commit)
+        self.controls = controls or Controls(clock=lambda: broker.now_ms() / 1000)
+        self.app = AdminApp(self.namespace, validator, controls=self.controls)
         self.http = HttpServer(self.app, host, port, server_context(self.certificates.cert, self.certificates.key),
                                websocket=websocket, admit=self.app.admit)
 

@@ -4,7 +4,8 @@ Runs on the emulator's event loop; every broker call completes (and is committed
 is written, so an entity created here is usable over AMQP as soon as the client sees the answer.
 
 * ``GET /health``: 200 ``{"status": "ok"}`` once the emulator serves requests (no authentication).
-* ``POST /$admin/purge/{entity path}`` and ``POST /$admin/reset``: test support (SAS token required).
+* ``POST /$admin/purge/{entity path}`` and ``POST /$admin/reset``: test support (SAS token required);
+  ``/$admin/clock`` and ``/$admin/faults``: the clock and injected faults, as JSON (control.py).
 * ``/subscriptions/...``: the Azure Resource Manager subset (``Bearer`` + a namespace SAS token, arm_auth.py).
 * ``/console/...``: the web console (its own sign-in with a SAS key, see console.py).
 * everything else: the Service Bus Atom API (``Authorization: SharedAccessSignature ...``).
@@ -24,6 +25,7 @@ from . import arm, arm_auth, atom
 from .backend import QUEUE, SUBSCRIPTION, TOPIC, Namespace
 from .console import Console, is_console_request
 from .console_broker import ConsoleBroker
+from .control import Controls, handle_clock
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
 from .http import MAX_BODY, MAX_UNAUTHENTICATED_BODY, Request, Response, asks_for_websocket
 
@@ -34,8 +36,11 @@ MAX_PAGE = 1000
 
 
 class AdminApp:
-    def __init__(self, namespace: Namespace, validator: SasValidator, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, namespace: Namespace, validator: SasValidator, clock: Callable[[], float] = time.time,
+                 controls: Controls | None = None) -> None:
         self.ns = namespace
+        # the broker's clock and faults (control.py); ``clock`` above is real time, for credentials
+        self.controls = controls or Controls(clock=time.time)
         self.validator = validator
         self.clock = clock
         self.ready = True
@@ -246,6 +251,9 @@ class AdminApp:
     # ------------------------------------------------------------------ test support
     def _test_support(self, request: Request, rest: list[str]) -> Response:
         self._authorize(request)
+        lower = [r.lower() for r in rest]
+        if lower[:1] == ["clock"]:
+            return handle_clock(self.controls, request, lower[1:])
         self._only(request.method, "POST")
         if rest and rest[0].lower() == "purge" and len(rest) > 1:
             removed = self.ns.purge("/".join(rest[1:]))

@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..broker.clock import CLOCK_MODES, REAL
 from ..config import ConfigError, load_config
-from .emulator import build, connection_string, sas_keys
+from .emulator import build, connection_string, controls_for, sas_keys
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
 STARTED = time.perf_counter()
@@ -49,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     store.add_argument("--data-dir", default=None, help="where messages are kept (default .sbemulator/)")
     store.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
     parser.add_argument("--sas-key", default=None, help="key of RootManageSharedAccessKey (default SAS_KEY_VALUE)")
+    parser.add_argument("--clock", choices=CLOCK_MODES, default=REAL,
+                        help="real (default) or manual: the broker's time moves only when told to, through "
+                             "POST /$admin/clock/advance on the management endpoint (docs/emulator.md)")
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     parser.add_argument("--loop", choices=LOOPS, default="asyncio",
                         help="event loop: the standard asyncio one (default) or uvloop, when it is installed")
@@ -97,7 +101,7 @@ async def serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     server, broker = build(
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
-        host=args.host, port=args.port,
+        host=args.host, port=args.port, clock=args.clock,
     )
     admin = None
     websocket = None
@@ -112,7 +116,7 @@ async def serve(args: argparse.Namespace) -> int:
             cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
             admin = AdminServer(broker, server.validator, host=args.host, port=args.admin_port, cert_dir=cert_dir,
                                 tls_cert=args.tls_cert, tls_key=args.tls_key, commit=server.commit,
-                                websocket=upgrade_factory(server))
+                                websocket=upgrade_factory(server), controls=controls_for(server))
             await _listen(admin.start, "HTTPS management", args.host, args.admin_port,
                           "--admin-port N moves it (0 picks a free port), --no-admin turns it off")
         if not args.no_websocket:

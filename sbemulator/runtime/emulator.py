@@ -7,11 +7,13 @@ binds a free loopback port unless one is given, and stops cleanly on exit.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import threading
 from pathlib import Path
 from typing import Any
 
 from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasRule, SasValidator, parse_rights
+from ..broker.clock import Clock, ManualClock, clock_mode, make_clock, to_datetime
 from ..broker.core import Broker
 from ..config import NamespaceConfig, load_config, parse_config
 from ..store.memory import MemoryStore
@@ -56,18 +58,30 @@ def sas_rules(config: NamespaceConfig, sas_key: str | None) -> list[SasRule]:
 
 
 def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | None,
-          sas_key: str | None, host: str, port: int, **server_options: Any) -> tuple[AmqpServer, Any]:
-    """Wire store, broker and server together (shared by the CLI and ``Emulator``)."""
+          sas_key: str | None, host: str, port: int, clock: str | Clock | None = None,
+          **server_options: Any) -> tuple[AmqpServer, Any]:
+    """Wire store, broker and server together (shared by the CLI and ``Emulator``). ``clock``:
+    ``"real"`` (default), ``"manual"`` or a clock callable (broker/clock.py)."""
+    broker_clock = make_clock(clock)
     store: Any
     if in_memory:
         store = MemoryStore()
     else:
         directory = Path(data_dir or DEFAULT_DATA_DIR)
         store = SqliteStore(directory / "sbemulator.db")
-    broker = Broker(config, store)
+    broker = Broker(config, store, clock=broker_clock)
     validator = SasValidator(sas_rules(config, sas_key), entity_rules=broker.authorization_rules)
-    server = AmqpServer(broker, store, validator, host=host, port=port, **server_options)
+    server = AmqpServer(broker, store, validator, host=host, port=port, clock=broker_clock, **server_options)
     return server, broker
+
+
+def controls_for(server: AmqpServer) -> Any:
+    """What the management plane may control (admin/control.py): the broker's clock, how to move it
+    (a manual clock only) and the injected faults."""
+    from ..admin.control import Controls
+
+    manual = isinstance(server.clock, ManualClock)
+    return Controls(clock=server.clock, advance=server.advance_clock if manual else None)
 
 
 def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
@@ -101,13 +115,17 @@ class Emulator:
         tls_cert: str | Path | None = None,
         tls_key: str | Path | None = None,
         websocket_port: int | None = None,
+        clock: str | Clock | None = None,
         **server_options: Any,
     ) -> None:
         """``port``/``admin_port``/``websocket_port`` 0 pick free ports; ``admin_port=None`` serves no HTTPS
         management endpoint; ``websocket_port`` None serves AMQP over WebSockets only on the HTTPS endpoint
         (``wss://``), a number also on a port of its own (``ws://``, what the Python SDK dials in emulator
-        mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``)."""
+        mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``). ``clock="manual"``
+        runs the broker on a clock that moves only through :meth:`advance` (docs/emulator.md, "A clock
+        you control")."""
         self.config = resolve_config(config)
+        self.clock: Clock = make_clock(clock)
         self.websocket_port: int | None = websocket_port
         self.websocket: WebSocketListener | None = None
         # --- admin (HTTPS management) wiring: admin_port None disables it, 0 picks a free port.
@@ -120,7 +138,7 @@ class Emulator:
         self.key_name = DEFAULT_KEY_NAME
         self.key = sas_key or DEFAULT_KEY
         self._options = dict(in_memory=in_memory, data_dir=data_dir, sas_key=sas_key, host=host, port=port,
-                             **server_options)
+                             clock=self.clock, **server_options)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -164,6 +182,29 @@ class Emulator:
                 f"SharedAccessKey={self.key};UseDevelopmentEmulator=true;")
     # --- end admin accessors
 
+    # --- the clock (broker/clock.py)
+    @property
+    def clock_mode(self) -> str:
+        """``"manual"`` or ``"real"``."""
+        return clock_mode(self.clock)
+
+    def now(self) -> dt.datetime:
+        """The emulator's time (UTC): what enqueued times, locks, TTLs and schedules are measured by.
+        With a manual clock, compute scheduled enqueue times from this, not from the machine's clock."""
+        return to_datetime(self.clock())
+
+    def advance(self, seconds: float | dt.timedelta, timeout: float = 10.0) -> dt.datetime:
+        """Move a manual clock forward by ``seconds`` and run every timer that became due (locks lapse,
+        messages expire to the dead-letter queue, scheduled messages become active) before returning
+        the new time. ``ValueError`` on a real clock or a negative amount."""
+        if isinstance(seconds, dt.timedelta):
+            seconds = seconds.total_seconds()
+        if not isinstance(self.clock, ManualClock):
+            raise ValueError("The emulator runs on real time: start it with clock='manual' to move its time.")
+        assert self.server is not None
+        return to_datetime(self.call(self.server.advance_clock, float(seconds), timeout=timeout))
+    # --- end clock
+
     def start(self, timeout: float = 10.0) -> Emulator:
         self._thread = threading.Thread(target=self._run, name="sbemulator", daemon=True)
         self._thread.start()
@@ -187,7 +228,7 @@ class Emulator:
                     options = dict(self._admin_options)
                     self.admin = AdminServer(self.broker, self.server.validator, host=self.host,
                                              commit=self.server.commit, websocket=upgrade_factory(self.server),
-                                             **options)
+                                             controls=controls_for(self.server), **options)
                     loop.run_until_complete(self.admin.start())
                     self.admin_port = self.admin.port
                 if self.websocket_port is not None:

@@ -13,6 +13,7 @@ import time
 
 from ..auth import SasValidator
 from ..broker.api import BrokerAPI
+from ..broker.clock import Clock, ManualClock
 from ..broker.transactions import DEFAULT_TIMEOUT_S as DEFAULT_TRANSACTION_TIMEOUT_S
 from ..gateway.core import Gateway
 from ..gateway.limits import DEFAULT_LIMITS, Limits
@@ -167,8 +168,12 @@ class AmqpServer:
         idle_timeout_ms: int | None = 240_000,
         limits: Limits = DEFAULT_LIMITS,
         transaction_timeout_s: float = DEFAULT_TRANSACTION_TIMEOUT_S,
+        clock: Clock = time.time,
     ) -> None:
         self.broker = broker
+        # The broker's clock (broker/clock.py): what its timers are measured by. Connection-level
+        # timers (auth deadline, idle timeout, heartbeats, transaction timeouts) stay on real time.
+        self.clock = clock
         self.limits = limits
         self.store = store
         self.validator = validator
@@ -203,10 +208,17 @@ class AmqpServer:
 
     async def _tick_forever(self) -> None:
         self.broker.on_deadline_changed = self._wake.set
+        clock = self.clock
+        # A manual clock does not move while the ticker waits: a timer not yet due waits for an
+        # advance (which wakes the ticker), not for its distance in real seconds.
+        manual = isinstance(clock, ManualClock)
         while True:
             deadline = self.broker.next_deadline()
-            now = time.time()
-            delay = BROKER_TICK_MAX_S if deadline is None else min(BROKER_TICK_MAX_S, max(0.0, deadline - now))
+            now = clock()
+            if deadline is None or (manual and deadline > now):
+                delay = BROKER_TICK_MAX_S
+            else:
+                delay = min(BROKER_TICK_MAX_S, max(0.0, deadline - now))
             if delay > 0:
                 self._wake.clear()
                 try:
@@ -219,6 +231,21 @@ class AmqpServer:
                 self.commit()
             except Exception:
                 log.exception("broker timer failed")
+
+    def advance_clock(self, seconds: float) -> float:
+        """Move a manual clock forward and run every broker timer that became due, then commit, so
+        that what the time change did (locks lapsed, messages expired or activated) is done and
+        durable when this returns; receivers it gave work to are told as after any timer. On the
+        event loop only. Returns the new time (epoch seconds)."""
+        clock = self.clock
+        if not isinstance(clock, ManualClock):
+            raise ValueError("The emulator runs on real time: start it with --clock manual "
+                             "(Emulator(clock='manual')) to move its time.")
+        now = clock.advance(seconds)
+        self.broker.tick()
+        self.commit()
+        self._wake.set()  # the ticker recomputes its next deadline
+        return now
 
     async def stop(self) -> None:
         if self._ticker is not None:
