@@ -1,0 +1,188 @@
+"""A Service Bus-sized backlog in a durable emulator: memory, restart time and drain rates.
+
+Why: a durable emulator is used for what an in-memory one cannot do (soaks, replays, load tests that
+build a backlog on purpose). Its memory must follow the work in flight, not the messages waiting, its
+start-up must follow the index, not the data, and a drain must not slow down as it goes.
+
+What it does (one queue, loopback only, every phase bounded): starts the emulator with a data
+directory, sends ``--messages`` durable messages of ``--size`` bytes through the Python SDK in
+``ServiceBusMessageBatch`` transfers, reads the emulator's RSS, restarts it (SIGTERM, then the same data
+directory) and times the restart to its ``ready`` line, reads RSS again, then drains the first half
+peek-lock (receive + complete) and the second half receive-and-delete, timing the first and the last
+10% of each drain, checks that every message id arrived exactly once, and reads RSS after the drain.
+The SDK is the client on purpose: it is what users run; its own CPU is reported beside the
+emulator's so the reader can see which side bounds the rates.
+
+``python -m bench.large_backlog`` (1,000,000 messages: about 15 minutes on 2 cores);
+``python -m bench.large_backlog --messages 20000`` for a quick run; ``--write`` puts the table into
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusReceiver
+from azure.servicebus.exceptions import MessageSizeExceededError
+
+from ._util import (
+    Deadline,
+    command_line,
+    config_file,
+    load_average,
+    machine,
+    markdown_table,
+    process_cpu_seconds,
+    process_rss_mb,
+    queue_entry,
+    start_emulator,
+    today,
+    write_section,
+)
+
+QUEUE = "backlog"
+COMMON_ARGS = ("--no-admin",)
+
+
+def _config() -> dict:
+    q = queue_entry(QUEUE)
+    # A day's TTL: a slow machine's drain must not see messages expire.
+    q["Properties"].update(DefaultMessageTimeToLive="P1D", LockDuration="PT5M")
+    return {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [q], "Topics": []}],
+                           "Logging": {"Type": "File"}}}
+
+
+def send_all(client: ServiceBusClient, count: int, size: int, deadline: Deadline) -> None:
+    body = b"x" * size
+    with client.get_queue_sender(QUEUE) as sender:
+        batch = sender.create_message_batch()
+        for i in range(count):
+            message = ServiceBusMessage(body, message_id=str(i))
+            try:
+                batch.add_message(message)
+            except MessageSizeExceededError:
+                sender.send_messages(batch)
+                deadline.check(f"after {i} messages")
+                batch = sender.create_message_batch()
+                batch.add_message(message)
+        sender.send_messages(batch)
+
+
+def drain(receiver: ServiceBusReceiver, count: int, seen: list[int], deadline: Deadline,
+          *, peek_lock: bool) -> tuple[float, float, float]:
+    """Receive ``count`` messages; (whole-drain rate, first 10% rate, last 10% rate) in msg/s."""
+    tenth = max(1, count // 10)
+    received = 0
+    start = time.perf_counter()
+    first_done = last_start = None
+    while received < count:
+        wait = max(0.5, min(10.0, deadline.remaining()))
+        messages = receiver.receive_messages(max_message_count=min(100, count - received), max_wait_time=wait)
+        for message in messages:
+            if peek_lock:
+                receiver.complete_message(message)
+            seen[int(str(message.message_id))] += 1
+        received += len(messages)
+        now = time.perf_counter()
+        if first_done is None and received >= tenth:
+            first_done = (now, received)
+        if last_start is None and received >= count - tenth:
+            last_start = (now, received)
+        deadline.check(f"after {received}/{count} messages")
+    end = time.perf_counter()
+    assert first_done is not None and last_start is not None
+    first_rate = first_done[1] / max(1e-9, first_done[0] - start)
+    last_rate = (received - last_start[1]) / max(1e-9, end - last_start[0]) if received > last_start[1] else 0.0
+    return received / (end - start), first_rate, last_rate
+
+
+def run(count: int, size: int, phase_timeout: float, extra: tuple[str, ...]) -> dict:
+    result: dict = {}
+    with tempfile.TemporaryDirectory(prefix="sbbench-data-") as data_dir, config_file(_config()) as config:
+        args = ("--data-dir", data_dir, *COMMON_ARGS, *extra)
+        emu = start_emulator(config, *args, timeout=60)
+        try:
+            result["rss_idle"] = process_rss_mb(emu.pid)
+            t0, cpu0 = time.perf_counter(), process_cpu_seconds(emu.pid)
+            with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+                send_all(client, count, size, Deadline("send", phase_timeout))
+            result["send_rate"] = count / (time.perf_counter() - t0)
+            result["send_cpu_10k"] = (process_cpu_seconds(emu.pid) - cpu0) / count * 10_000
+            time.sleep(1)
+            result["rss_sent"] = process_rss_mb(emu.pid)
+        finally:
+            emu.terminate(timeout=120)
+        emu = start_emulator(config, *args, timeout=120)
+        try:
+            result["restart_measured"] = emu.measured_startup
+            result["restart_reported"] = emu.startup_seconds
+            result["rss_restarted"] = process_rss_mb(emu.pid)
+            seen = [0] * count
+            half = count // 2
+            with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+                # Peek-lock first: the messages its prefetch holds go back when it closes; a
+                # receive-and-delete receiver's prefetched messages would be gone.
+                for mode, n, peek_lock in (("peek", half, True), ("rad", count - half, False)):
+                    receive_mode = (ServiceBusReceiveMode.PEEK_LOCK if peek_lock
+                                    else ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+                    with client.get_queue_receiver(QUEUE, receive_mode=receive_mode, prefetch_count=100) as r:
+                        cpu0 = process_cpu_seconds(emu.pid)
+                        whole, first, last = drain(r, n, seen, Deadline(mode, phase_timeout), peek_lock=peek_lock)
+                        result[f"{mode}_cpu_10k"] = (process_cpu_seconds(emu.pid) - cpu0) / n * 10_000
+                    result[f"{mode}_rate"], result[f"{mode}_first"], result[f"{mode}_last"] = whole, first, last
+                with client.get_queue_receiver(QUEUE, max_wait_time=2) as r:
+                    result["left_over"] = len(r.receive_messages(max_message_count=10, max_wait_time=2))
+            result["missing"] = sum(1 for c in seen if c == 0)
+            result["duplicates"] = sum(1 for c in seen if c > 1)
+            time.sleep(2)
+            result["rss_drained"] = process_rss_mb(emu.pid)
+        finally:
+            emu.terminate(timeout=120)
+    return result
+
+
+def report(count: int, size: int, r: dict) -> str:
+    rows = [
+        ["RSS idle (before the sends)", f"{r['rss_idle']:.0f} MiB"],
+        ["send rate (SDK batches)", f"{r['send_rate']:,.0f} msg/s ({r['send_cpu_10k']:.2f} emulator CPU s per 10k)"],
+        ["RSS after the sends", f"{r['rss_sent']:.0f} MiB"],
+        ["restart to `ready` (measured / reported)", f"{r['restart_measured']:.2f} s / {r['restart_reported']:.2f} s"],
+        ["RSS after the restart", f"{r['rss_restarted']:.0f} MiB"],
+        ["receive-and-delete drain (second half)",
+         f"{r['rad_rate']:,.0f} msg/s; first 10% {r['rad_first']:,.0f}, last 10% {r['rad_last']:,.0f} "
+         f"({r['rad_last'] / r['rad_first']:.2f}x)"],
+        ["peek-lock drain (first half)",
+         f"{r['peek_rate']:,.0f} msg/s; first 10% {r['peek_first']:,.0f}, last 10% {r['peek_last']:,.0f} "
+         f"({r['peek_last'] / r['peek_first']:.2f}x)"],
+        ["exactly once", f"{r['missing']} missing, {r['duplicates']} duplicated, {r['left_over']} left over"],
+        ["RSS after the drain", f"{r['rss_drained']:.0f} MiB"],
+    ]
+    return (
+        f"{count:,} durable messages of {size} bytes in one queue, sent and drained through the Python SDK.\n"
+        f"Command: `{command_line()}`; {machine()}; load average {load_average()}; {today()}.\n\n"
+        + markdown_table(["phase", "result"], rows)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=500)
+    parser.add_argument("--phase-timeout", type=float, default=1800.0, help="seconds allowed per phase")
+    parser.add_argument("--emulator-arg", action="append", default=[],
+                        help="an extra emulator command-line argument (repeatable)")
+    parser.add_argument("--write", action="store_true", help="write the result into docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    result = run(args.messages, args.size, args.phase_timeout, tuple(args.emulator_arg))
+    text = report(args.messages, args.size, result)
+    print(text)
+    if args.write:
+        write_section("large-backlog", text)
+    return 0 if result["missing"] == 0 and result["duplicates"] == 0 and result["left_over"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
