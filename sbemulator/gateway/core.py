@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..amqp import events as ev
-from ..amqp.connection import Connection, Link
+from ..amqp.connection import Connection, Link, Phase
 from ..amqp.message import MessageDecodeError, encode_message, parse_message
 from ..amqp.performatives import (
     SND_SETTLED,
@@ -133,9 +133,9 @@ class Gateway:
         self._pump_pending: set[EntityReceiverLink] = set()
         # Backpressure: while the transport's buffer is above its high-water mark (write_paused) or
         # this connection's own unwritten output is, receivers take nothing from the broker; the ones
-        # that stopped for that reason wait in _blocked until there is room again.
+        # that stopped for that reason wait in ``blocked`` until there is room again.
         self.write_paused = False
-        self._blocked: set[EntityReceiverLink] = set()
+        self.blocked: set[EntityReceiverLink] = set()
         self._auth_timer: Any = call_later(limits.auth_timeout_s, self._auth_deadline_passed)
         self.transaction_timeout_s = transaction_timeout_s
         self._transactions: TransactionCoordinator | None = None
@@ -186,11 +186,7 @@ class Gateway:
 
     def block(self, handler: EntityReceiverLink) -> None:
         """``handler`` stopped for backpressure: pump it again once there is room."""
-        self._blocked.add(handler)
-
-    @property
-    def has_blocked(self) -> bool:
-        return bool(self._blocked)
+        self.blocked.add(handler)
 
     def pause_writing(self) -> None:
         """The transport's write buffer went above its high-water mark."""
@@ -203,9 +199,9 @@ class Gateway:
 
     def unblock(self) -> None:
         """Output has room again (written to a transport that did not pause): pump the stopped receivers."""
-        if self._blocked and not self.write_paused:
-            self._pump_pending |= self._blocked
-            self._blocked.clear()
+        if self.blocked and not self.write_paused:
+            self._pump_pending |= self.blocked
+            self.blocked.clear()
             self.request_flush(self)
 
     def on_timer(self) -> None:
@@ -227,9 +223,13 @@ class Gateway:
         """The AMQP connection is closed: once its last frames are written, the socket can close."""
         return self.connection.closed
 
-    def wants_heartbeats(self) -> bool:
-        """The peer's open announced an idle timeout, so frames are due before our own idle check."""
-        return bool(self.connection.remote_idle_timeout_ms)
+    def wants_heartbeats(self) -> bool | None:
+        """Whether the peer's open announced an idle timeout, so frames are due before our own idle
+        check; None while its open has not arrived (the server asks once per read until it has)."""
+        connection = self.connection
+        if connection.phase is not Phase.OPENED:
+            return None
+        return bool(connection.remote_idle_timeout_ms)
 
     def next_timer(self) -> float | None:
         """When :meth:`on_timer` next has work (``time.monotonic`` seconds), or None."""
@@ -285,7 +285,7 @@ class Gateway:
             return
         self.closed = True
         self._cancel_auth_timer()
-        self._blocked.clear()
+        self.blocked.clear()
         if self._transactions is not None:
             self._transactions.rollback_all()  # the connection is gone: nothing it did not commit applies
         if self._transaction_timer is not None:
@@ -833,11 +833,14 @@ class EntityReceiverLink(LinkHandler):
         try:
             if token is None:
                 return
-            if not isinstance(state, (Accepted, Released, Modified, Rejected)):
+            if type(state) is Accepted:
+                receiver.complete(token)  # the SDK's complete, one per message: no dispatch on the outcome
+            elif isinstance(state, (Released, Modified, Rejected)):
+                _apply_outcome(receiver, token, state)
+                if isinstance(state, Rejected):
+                    echo = Rejected()
+            else:
                 return
-            _apply_outcome(receiver, token, state)
-            if isinstance(state, Rejected):
-                echo = Rejected()
         except BrokerError as exc:
             echo = Rejected(error(exc.condition, exc.description or str(exc)))
         if not event.settled:

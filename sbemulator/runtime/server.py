@@ -38,7 +38,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         self._flush_scheduled = False
         self._receiving = False  # inside data_received, which flushes when it is done
         self._timer: asyncio.TimerHandle | None = None
-        self._heartbeat_armed = False
+        self._heartbeats_known = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport's interface without subclassing it.
@@ -80,10 +80,12 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         finally:
             self._receiving = False
         self.flush()  # commit, then answer: no extra loop iteration on the request/response path
-        if not self._heartbeat_armed and gateway.wants_heartbeats():
-            # The peer's open announced an idle timeout: heartbeats are due before our own check.
-            self._heartbeat_armed = True
-            self._arm_timer()
+        if not self._heartbeats_known:
+            wanted = gateway.wants_heartbeats()  # None until the peer's open arrived; asked once after
+            if wanted is not None:
+                self._heartbeats_known = True
+                if wanted:  # the peer's open announced an idle timeout: heartbeats are due before our check
+                    self._arm_timer()
 
     def request_flush(self, _gateway: Gateway | None = None) -> None:
         # A flush asked for while handling input is the one data_received ends with; scheduling
@@ -105,7 +107,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             transport.write(out)  # may call pause_writing, before it returns
         if gateway.connection_closed:
             transport.close()
-        elif gateway.has_blocked:
+        elif gateway.blocked:
             gateway.unblock()  # receivers stopped at the output's high-water mark; written and not paused
 
     def pause_writing(self) -> None:
