@@ -225,6 +225,20 @@ class Console:
             page = self.data.peek(_required(q, "path"), q.get("subqueue", "active"),
                                   _int(q, "from", 0), _int(q, "count", DEFAULT_PAGE))
             return self._json(200, page)
+        if name == "schema":
+            _only(method, "GET")
+            return self._json(200, self.data.schema(_required(q, "kind")))
+        if name == "body":
+            _only(method, "GET")
+            data, content_type, filename = self.data.body(_required(q, "path"), q.get("subqueue", "active"),
+                                                          _int(q, "seq", 0))
+            # Always a download, never rendered: the body is untrusted (and the CSP would apply anyway).
+            return Response(200, data, "application/octet-stream", [
+                ("Content-Disposition", f'attachment; filename="{_safe_filename(filename)}"'),
+                ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-store"),
+                ("X-Message-Content-Type", _safe_header(content_type or ""))])
+        if name in ENTITY_CHANGES:
+            return self._change(request, name, session.key_name)
         if name in ("send", "resubmit", "purge"):
             _only(method, "POST")
             body = _json_body(request)
@@ -245,10 +259,53 @@ class Console:
             return self._json(200, result)
         raise NotFound(f"No console API '{name}'.")
 
+    def _change(self, request: Request, name: str, key_name: str) -> Response:
+        """Receive, settle and the entity and rule changes: POST with a JSON body, logged like a send."""
+        _only(request.method, "POST")
+        body = _json_body(request)
+        data = self.data
+        if name == "receive":
+            count = body.get("count", 1)
+            if isinstance(count, bool) or not isinstance(count, int):
+                raise BadRequest("'count' must be an integer.")
+            result = data.receive(str(body.get("path") or ""), str(body.get("subQueue") or "active"),
+                                  str(body.get("mode") or ""), count, _text(body, "sessionId"))
+        elif name == "settle":
+            result = data.settle(str(body.get("path") or ""), str(body.get("subQueue") or "active"),
+                                 str(body.get("lockToken") or ""), str(body.get("action") or ""),
+                                 _text(body, "sessionId"), _text(body, "reason"), _text(body, "description"))
+        elif name in ("create-entity", "update-entity"):
+            result = data.put_entity(body, create=name == "create-entity")
+        elif name == "delete-entity":
+            result = data.delete_entity(str(body.get("path") or ""))
+        elif name in ("create-rule", "update-rule"):
+            result = data.put_rule(body, create=name == "create-rule")
+        else:
+            result = data.delete_rule(str(body.get("path") or ""), str(body.get("name") or ""))
+        log.info("console %s by %s: %s", name, key_name, {k: v for k, v in result.items() if k != "messages"})
+        return self._json(200, result)
+
     @staticmethod
     def _json(status: int, data: Any, headers: list[tuple[str, str]] | None = None) -> Response:
         extra = [("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"), *(headers or [])]
         return Response(status, json.dumps(data).encode(), "application/json; charset=utf-8", extra)
+
+
+ENTITY_CHANGES = ("receive", "settle", "create-entity", "update-entity", "delete-entity", "create-rule",
+                  "update-rule", "delete-rule")
+
+
+def _text(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    return str(value).strip() or None if value is not None else None
+
+
+def _safe_filename(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:120] or "body"
+
+
+def _safe_header(value: str) -> str:
+    return "".join(c for c in value if 32 <= ord(c) < 127)[:200]
 
 
 def _only(method: str, allowed: str) -> None:

@@ -1,5 +1,6 @@
-"""The web console's door into the broker: what it reads (counts, entities, peeked messages) and what
-it changes (send, resubmit, purge), as plain JSON-ready data.
+"""The web console's door into the broker: what it reads (counts, entities, peeked messages, a body)
+and what it changes (send, receive and settle, resubmit, purge, entities and rules), as plain
+JSON-ready data.
 
 A thin adapter: every operation is the broker's public management API (:mod:`sbemulator.broker.inspection`)
 or the namespace's (:mod:`sbemulator.admin.backend`); this module only turns the console's requests into
@@ -22,23 +23,34 @@ from sbemulator.amqp.performatives import Header, Properties
 from sbemulator.amqp.types import Symbol, Timestamp, UInt
 from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError, MessageNotFoundError
-from sbemulator.broker.model import BrokerMessage, MessageState
+from sbemulator.broker.model import BrokerMessage, Delivery, MessageState, Outcome, ReceiveMode
+from sbemulator.broker.receiver import Receiver
 from sbemulator.broker.views import SUB_QUEUES, EntityView, SessionView
-from sbemulator.descriptions import Codec, by_atom, by_field
+from sbemulator.config import RuleConfig
+from sbemulator.descriptions import MAX_TIMESPAN_SECONDS, STATUSES, Codec, by_atom, by_field, for_kind, parse_duration
 from sbemulator.gateway.deliveries import SCHEDULED_ENQUEUE_TIME, incoming_messages
 
-from .backend import Namespace
-from .errors import BadRequest, NotFound
+from .backend import Namespace, admin_error_from
+from .errors import AdminError, BadRequest, NotFound
 
 ACTIVE = "active"  # the console's name for the entity itself, beside the SDKs' sub-queue names
 MAX_PEEK = 100
 MAX_BODY_PREVIEW = 256 * 1024  # bytes shown as text/hex; larger bodies are cut (and say so)
 APP_PROPERTY_TYPES = {"string", "int", "double", "boolean"}
+MAX_RECEIVE = 50  # messages one console receive takes
+MAX_HELD_SESSIONS = 16  # session receivers the console keeps open for peek-locked messages (oldest closed)
+SETTLE_ACTIONS = {"complete": Outcome.COMPLETED, "abandon": Outcome.ABANDONED, "defer": Outcome.DEFERRED,
+                  "deadletter": Outcome.DEAD_LETTERED}
+DEAD_LETTER_SUB_QUEUES = ("deadletter", "transferdeadletter")
 
 class ConsoleBroker:
     def __init__(self, namespace: Namespace) -> None:
         self.ns = namespace
         self.broker = namespace.broker
+        # Peek-locked messages of a session entity stay locked only while their session receiver is
+        # open: the console keeps those receivers here until their messages are settled. A plain
+        # receiver is closed at once; its locks last, and settle by token.
+        self._held: dict[tuple[str, str], Receiver] = {}
 
     # ------------------------------------------------------------------ plumbing
     def _view(self, path: str, *kinds: str) -> EntityView:
@@ -102,7 +114,7 @@ class ConsoleBroker:
         return {
             "path": view.path,
             "subQueue": sub_queue,
-            "messages": [_message(m) for m in messages],
+            "messages": [_message(m, sub_queue) for m in messages],
             "nextFromSequenceNumber": next_from,
             "more": more,
         }
@@ -175,6 +187,190 @@ class ConsoleBroker:
             self.ns.commit()
 
 
+    def body(self, path: str, sub_queue: str, sequence_number: int) -> tuple[bytes, str | None, str]:
+        """One message's whole body (its data sections joined, or an AMQP value's text), its content
+        type and a file name, for a download."""
+        view = self._view(path, QUEUE, TOPIC, SUBSCRIPTION)
+        target = self._sub_queue_path(view, sub_queue)
+        peeked = self.broker.peek(target, max(sequence_number, 0), 1)
+        found = [m for m in peeked if m.sequence_number == sequence_number]
+        if not found:
+            raise NotFound(f"No message with sequence number {sequence_number} in {target}.")
+        m = found[0]
+        data = _body_bytes(m.body_raw)
+        extension = ".json" if "json" in (m.content_type or "") else ".txt" if _is_text(data) else ".bin"
+        name = f"{view.name}-{sequence_number}{extension}"
+        return data, m.content_type, name
+
+    def receive(self, path: str, sub_queue: str, mode: str, count: int, session_id: str | None) -> dict[str, Any]:
+        """Receive up to ``count`` available messages as an SDK receiver would: ``peeklock`` locks them
+        (settle them with :meth:`settle` before the lock lapses) and counts the delivery;
+        ``receiveanddelete`` removes them. A session entity's receive takes one session: the given one
+        or the next available."""
+        view = self._view(path, QUEUE, SUBSCRIPTION)
+        target = self._sub_queue_path(view, sub_queue)
+        if mode not in ("peeklock", "receiveanddelete"):
+            raise BadRequest("The receive mode must be 'peeklock' or 'receiveanddelete'.")
+        receive_mode = ReceiveMode.PEEK_LOCK if mode == "peeklock" else ReceiveMode.RECEIVE_AND_DELETE
+        count = max(1, min(count, MAX_RECEIVE))
+        sessions = view.requires_session and sub_queue == ACTIVE
+        deliveries: list[Delivery] = []
+        held_before = self._held.get((target.lower(), session_id)) if sessions and session_id else None
+        try:
+            receiver = held_before if held_before is not None and held_before.mode is receive_mode else \
+                self.broker.open_receiver(target, receive_mode, _nothing, session_id=session_id or None,
+                                          next_available_session=sessions and not session_id)
+            try:
+                if sessions and receiver.session is None:
+                    receiver.try_acquire_session()
+                deliveries = receiver.take(count) if not sessions or receiver.session is not None else []
+            finally:
+                self.ns.commit()
+                if sessions and receive_mode is ReceiveMode.PEEK_LOCK and receiver.locks:
+                    self._hold(target, receiver)
+                else:
+                    self._held.pop((target.lower(), receiver.session_id or ""), None)
+                    receiver.close()
+        except AdminError:
+            raise
+        except BrokerError as exc:
+            raise admin_error_from(exc) from None
+        return {"path": view.path, "subQueue": sub_queue, "mode": mode,
+                "sessionId": receiver.session_id,
+                "messages": [_received(d, sub_queue) for d in deliveries]}
+
+    def _hold(self, target: str, receiver: Receiver) -> None:
+        key = (target.lower(), receiver.session_id or "")
+        old = self._held.pop(key, None)
+        if old is not None and old is not receiver:
+            old.close()
+        self._held[key] = receiver
+        while len(self._held) > MAX_HELD_SESSIONS:
+            self._held.pop(next(iter(self._held))).close()
+
+    def settle(self, path: str, sub_queue: str, lock_token: str, action: str, session_id: str | None,
+               reason: str | None, description: str | None) -> dict[str, Any]:
+        """Settle one peek-locked message by its lock token: complete, abandon, defer or dead-letter
+        (with a reason and a description, as ``ServiceBusReceiver.dead_letter_message`` takes them)."""
+        view = self._view(path, QUEUE, SUBSCRIPTION)
+        target = self._sub_queue_path(view, sub_queue)
+        outcome = SETTLE_ACTIONS.get(action)
+        if outcome is None:
+            raise BadRequest(f"Unknown settlement '{action}': use {', '.join(SETTLE_ACTIONS)}.")
+        try:
+            token = uuid.UUID(lock_token)
+        except ValueError:
+            raise BadRequest(f"The lock token '{lock_token}' is not a UUID.") from None
+        held = self._held.get((target.lower(), session_id or "")) if session_id else None
+        try:
+            if held is not None:
+                if outcome is Outcome.COMPLETED:
+                    held.complete(token)
+                elif outcome is Outcome.ABANDONED:
+                    held.abandon(token)
+                elif outcome is Outcome.DEFERRED:
+                    held.defer(token)
+                else:
+                    held.dead_letter(token, reason, description)
+                if not held.locks:
+                    self._held.pop((target.lower(), session_id or ""), None)
+                    held.close()
+            else:
+                self.broker.update_disposition(target, [token], outcome, reason, description,
+                                               session_id=session_id or None)
+        except BrokerError as exc:
+            raise admin_error_from(exc) from None
+        finally:
+            self.ns.commit()
+        return {"settled": action, "lockToken": lock_token}
+
+    # ------------------------------------------------------------------ entities and rules
+    @staticmethod
+    def schema(kind: str) -> dict[str, Any]:
+        """The properties a console form offers for ``kind``, straight from the one table
+        (sbemulator.descriptions): name, type, the management API's default, bounds in words, and
+        whether it is fixed once the entity exists."""
+        if kind not in (QUEUE, TOPIC, SUBSCRIPTION):
+            raise BadRequest("The kind must be queue, topic or subscription.")
+        out = []
+        for prop in for_kind(kind):
+            if prop.codec is Codec.RUNTIME or prop.atom == "AuthorizationRules":
+                continue
+            default = prop.api_default
+            if prop.codec is Codec.DURATION:
+                default = "unlimited" if default is None else _duration(default)
+            out.append({"name": prop.atom, "type": prop.codec.value, "default": default,
+                        "bounds": prop.bound_doc, "immutable": prop.immutable,
+                        "choices": list(STATUSES) if prop.codec is Codec.STATUS else None})
+        return {"kind": kind, "properties": out}
+
+    def put_entity(self, spec: dict[str, Any], *, create: bool) -> dict[str, Any]:
+        """Create or update a queue, topic or subscription from the console's form. Properties are read
+        under their Service Bus names (sbemulator.descriptions), durations as ISO 8601 or TimeSpan
+        text, and checked by the admin API's own rules (Namespace.put): an update sends them all."""
+        kind = str(spec.get("kind") or "")
+        if kind not in (QUEUE, TOPIC, SUBSCRIPTION):
+            raise BadRequest("The entity 'kind' must be queue, topic or subscription.")
+        name = str(spec.get("name") or "").strip()
+        topic = str(spec.get("topic") or "").strip() or None
+        if kind == SUBSCRIPTION and topic is None:
+            raise BadRequest("A subscription needs its 'topic'.")
+        raw = spec.get("properties") or {}
+        if not isinstance(raw, dict):
+            raise BadRequest("'properties' must be an object of Service Bus property names and values.")
+        props = {p.atom: p for p in for_kind(kind) if p.codec is not Codec.RUNTIME and p.atom != "AuthorizationRules"}
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            prop = props.get(key)
+            if prop is None:
+                raise BadRequest(f"'{key}' is not a property a {kind} can be given.")
+            if value is None or value == "":
+                continue
+            values[key] = _form_value(prop.atom, prop.codec, value)
+        info, created = self.ns.put(kind, name, values, mode="create" if create else "update", topic=topic)
+        path = f"{info.topic}/Subscriptions/{info.name}" if kind == SUBSCRIPTION else info.name
+        return {"path": path, "kind": kind, "created": created}
+
+    def delete_entity(self, path: str) -> dict[str, Any]:
+        view = self._view(path, QUEUE, TOPIC, SUBSCRIPTION)
+        self.ns.delete(view.kind, view.path)
+        return {"deleted": view.path, "kind": view.kind}
+
+    def put_rule(self, spec: dict[str, Any], *, create: bool) -> dict[str, Any]:
+        """Add or replace a subscription's rule: a SQL filter, or a correlation filter (its system
+        properties and application properties), with an optional SQL action."""
+        view = self._view(str(spec.get("path") or ""), SUBSCRIPTION)
+        name = str(spec.get("name") or "").strip()
+        filter_type = str(spec.get("filterType") or "Sql")
+        action = _optional_text(spec, "action")
+        if filter_type == "Sql":
+            rule = RuleConfig(name, "Sql", _optional_text(spec, "sqlExpression") or "1=1", action_expression=action)
+        elif filter_type == "Correlation":
+            raw = spec.get("correlation") or {}
+            if not isinstance(raw, dict):
+                raise BadRequest("'correlation' must be an object of filter properties.")
+            correlation: dict[str, Any] = {k: str(v) for k, v in raw.items()
+                                           if k in CORRELATION_KEYS and v not in (None, "")}
+            unknown = [k for k in raw if k not in CORRELATION_KEYS and k != "Properties"]
+            if unknown:
+                raise BadRequest(f"Unknown correlation filter property '{unknown[0]}'.")
+            app = _app_properties(raw.get("Properties") or [])
+            if app:
+                correlation["Properties"] = app
+            rule = RuleConfig(name, "Correlation", correlation=correlation, action_expression=action)
+        else:
+            raise BadRequest("The filter type must be Sql or Correlation.")
+        assert view.topic is not None
+        self.ns.put_rule(view.topic, view.name, rule, mode="create" if create else "update")
+        return {"path": view.path, "rule": name, "created": create}
+
+    def delete_rule(self, path: str, name: str) -> dict[str, Any]:
+        view = self._view(path, SUBSCRIPTION)
+        assert view.topic is not None
+        self.ns.delete_rule(view.topic, view.name, name)
+        return {"path": view.path, "deletedRule": name}
+
+
 # ---------------------------------------------------------------------- formatting helpers
 def _summary(view: EntityView) -> dict[str, Any]:
     counts = view.counts
@@ -204,12 +400,20 @@ def _session(s: SessionView) -> dict[str, Any]:
     }
 
 
-def _message(m: BrokerMessage) -> dict[str, Any]:
+def _state(m: BrokerMessage, sub_queue: str) -> str:
+    """The state the portal's explorer shows: a message of a dead-letter queue is dead-lettered there
+    (the broker's x-opt-message-state stays Active: it is receivable from that queue)."""
+    if sub_queue in DEAD_LETTER_SUB_QUEUES:
+        return "DeadLettered"
+    return MessageState(m.state).name.capitalize()
+
+
+def _message(m: BrokerMessage, sub_queue: str = ACTIVE) -> dict[str, Any]:
     system = {
         "MessageId": m.message_id,
         "SequenceNumber": m.sequence_number,
         "EnqueuedTimeUtc": _iso(m.enqueued_time_ms),
-        "State": MessageState(m.state).name.capitalize(),
+        "State": _state(m, sub_queue),
         "DeliveryCount": m.delivery_count,
         "ContentType": m.content_type,
         "SessionId": m.session_id,
@@ -240,6 +444,78 @@ def _message(m: BrokerMessage) -> dict[str, Any]:
         "applicationProperties": [_app_property(k, v) for k, v in m.application_properties.items()],
         "body": _body(m.body_raw),
     }
+
+
+def _received(d: Delivery, sub_queue: str) -> dict[str, Any]:
+    out = _message(d.message, sub_queue)
+    out["lockToken"] = str(d.lock_token) if d.lock_token is not None else None
+    out["lockedUntil"] = _iso(d.locked_until_ms)
+    return out
+
+
+def _nothing() -> None:
+    """The console's receivers take once, when asked: they need no wake-up."""
+
+
+CORRELATION_KEYS = ("ContentType", "CorrelationId", "Label", "MessageId", "ReplyTo", "ReplyToSessionId",
+                    "SessionId", "To")
+
+
+def _form_value(atom: str, kind: Codec, value: Any) -> Any:
+    """A form field (text, a number or a checkbox's boolean) -> the value Namespace.put checks."""
+    if kind is Codec.DURATION:
+        text = str(value).strip()
+        if text.lower() in ("unlimited", "never", "max"):
+            return MAX_TIMESPAN_SECONDS
+        try:
+            return parse_duration(text)
+        except ValueError:
+            raise BadRequest(f"The value supplied for {atom} is invalid: '{text}' is not a duration "
+                             "(ISO 8601 such as PT1M, or a TimeSpan such as 00:01:00).") from None
+    if kind is Codec.BOOL:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text not in ("true", "false"):
+            raise BadRequest(f"The value supplied for {atom} is invalid: expected true or false.")
+        return text == "true"
+    if kind is Codec.INT:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise BadRequest(f"The value supplied for {atom} is invalid: expected an integer.") from None
+    return value if not isinstance(value, str) else value.strip()
+
+
+def _body_bytes(body_raw: bytes) -> bytes:
+    """The body as the SDKs hand it to an application: data sections joined, or the AMQP value's
+    text (its repr for a non-string value)."""
+    if not body_raw:
+        return b""
+    try:
+        sections = parse_sections(body_raw).body_sections
+    except ValueError:
+        return body_raw
+    data = [v for code, v in sections if code == SECTION_DATA]
+    if data:
+        return b"".join(bytes(v) for v in data)
+    values = [v for code, v in sections if code in (SECTION_AMQP_VALUE, SECTION_AMQP_SEQUENCE)]
+    if not values:
+        return b""
+    value = values[0]
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    return (value if isinstance(value, str) else repr(value)).encode("utf-8")
+
+
+def _is_text(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _iso(ms: int | None) -> str | None:
@@ -298,7 +574,8 @@ def _rule(rc: Any) -> dict[str, Any]:
         filter_text = " AND ".join(parts) or "(matches every message)"
     else:
         filter_text = rc.sql_expression or "1=1"
-    return {"name": rc.name, "filterType": rc.filter_type, "filter": filter_text, "action": rc.action_expression}
+    return {"name": rc.name, "filterType": rc.filter_type, "filter": filter_text, "action": rc.action_expression,
+            "correlation": rc.correlation}
 
 
 def _app_property(name: Any, value: Any) -> dict[str, Any]:

@@ -246,7 +246,7 @@ def test_entity_views_rules_sessions_and_purge(page: Any, console_emulator: Emul
     page.get_by_label("Page size").select_option("10")
     page.locator('.messages li[data-seq="3"]').wait_for()
     # Purge everything of the queue; the SDK sees it empty.
-    page.get_by_role("button", name="Purge all messages").click()
+    page.get_by_role("button", name="Purge entity (every message, dead-lettered too)").click()
     page.get_by_role("status").filter(has_text="Purged 3 messages").wait_for()
     count(page, "Active").filter(has_text="0").wait_for()
     with ServiceBusClient.from_connection_string(console_emulator.connection_string) as client:

@@ -218,3 +218,54 @@ def test_peek_pages_and_body_views(console: Console, emu: Emulator) -> None:
         with client.get_queue_receiver("orders", max_wait_time=WAIT_S) as receiver:
             [m] = receiver.receive_messages(max_wait_time=WAIT_S)
             assert str(m) == "m0" and m.delivery_count == 0
+
+
+def test_new_operations_need_a_session(console: Console) -> None:
+    for name in ("receive", "settle", "create-entity", "update-entity", "delete-entity", "create-rule",
+                 "update-rule", "delete-rule"):
+        status, _, _ = console.call("POST", f"/console/api/{name}", {"path": "orders"})
+        assert status == 401, name
+    assert console.call("GET", "/console/api/body?path=orders&seq=1")[0] == 401
+
+
+def test_settle_refuses_what_service_bus_refuses(console: Console, emu: Emulator) -> None:
+    console.login()
+    with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+        with client.get_queue_sender("orders") as sender:
+            sender.send_messages(ServiceBusMessage("x"))
+    status, _, data = console.call("POST", "/console/api/receive", {"path": "orders", "mode": "peeklock"})
+    assert status == 200
+    [m] = data["messages"]
+    token = m["lockToken"]
+    bad = [({"action": "vanish"}, "Unknown settlement"), ({"lockToken": "not-a-uuid"}, "not a UUID")]
+    for change, text in bad:
+        status, _, error = console.call("POST", "/console/api/settle",
+                                        {"path": "orders", "lockToken": token, "action": "complete", **change})
+        assert status == 400 and text in error["message"]
+    ok = console.call("POST", "/console/api/settle", {"path": "orders", "lockToken": token, "action": "complete"})
+    assert ok[0] == 200
+    # Settled once: a second settlement finds no lock (MessageLockLost in the SDKs' terms).
+    status, _, error = console.call("POST", "/console/api/settle",
+                                    {"path": "orders", "lockToken": token, "action": "complete"})
+    assert status == 400 and "lock" in error["message"].lower()
+    status, _, error = console.call("POST", "/console/api/receive", {"path": "events", "mode": "peeklock"})
+    assert status == 404  # a topic is not received from; its subscriptions are
+
+
+def test_entity_changes_follow_the_management_api_rules(console: Console) -> None:
+    """The console's forms are checked by the Atom API's own rules (the one table in descriptions.py)."""
+    console.login()
+    status, _, schema = console.call("GET", "/console/api/schema?kind=queue")
+    assert status == 200
+    names = {p["name"]: p for p in schema["properties"]}
+    assert names["RequiresSession"]["immutable"] and "MessageCount" not in names
+    cases = [({"LockDuration": "PT6M"}, "the maximum is 5 minutes"),
+             ({"MaxDeliveryCount": "0"}, "expected an integer >= 1"),
+             ({"LockDuration": "soon"}, "is not a duration"), ({"Nope": 1}, "not a property")]
+    for props, text in cases:
+        status, _, error = console.call("POST", "/console/api/create-entity",
+                                        {"kind": "queue", "name": "q1", "properties": props})
+        assert status == 400 and text in error["message"], (props, error)
+    status, _, error = console.call("POST", "/console/api/create-entity", {"kind": "queue", "name": "bad name!"})
+    assert status == 400 and "invalid" in error["message"]
+    assert console.call("POST", "/console/api/create-entity", {"kind": "queue", "name": "orders"})[0] == 409

@@ -5,8 +5,15 @@
 const API = "api/";
 const POLL_MS = 2000;
 const SUB_QUEUE_LABELS = { active: "Messages", deadletter: "Dead-letter queue", transferdeadletter: "Transfer dead-letter queue" };
+// The entity-wide purge and the one of a single list must not read alike.
+const PURGE_LABELS = {
+  all: "Purge entity (every message, dead-lettered too)",
+  active: "Purge active, scheduled and deferred only",
+  deadletter: "Purge dead-letter queue only",
+  transferdeadletter: "Purge transfer dead-letter queue only",
+};
 
-const state = { signedIn: false, route: null, timer: null, entity: null, page: null };
+const state = { signedIn: false, route: null, timer: null, entity: null, page: null, draft: null, received: null };
 
 // ---------------------------------------------------------------- helpers
 function h(tag, attrs, ...children) {
@@ -54,10 +61,16 @@ function fail(err) {
   box.textContent = err instanceof Error ? err.message : String(err);
   box.hidden = false;
 }
-function clearMessages() { $("#error").hidden = true; $("#error").textContent = ""; say(""); }
+function clearMessages() {
+  $("#error").hidden = true; $("#error").textContent = ""; say("");
+  $("#poll-error").hidden = true; $("#poll-error").textContent = "";
+}
 
 function show(view) {
-  for (const id of ["login-view", "overview-view", "entity-view"]) $("#" + id).hidden = id !== view;
+  for (const id of ["login-view", "overview-view", "entity-view", "edit-view"]) $("#" + id).hidden = id !== view;
+  // Hidden views keep no forms: their ids (and labels) would be found twice.
+  if (view !== "edit-view") $("#edit-body").replaceChildren();
+  if (view !== "entity-view") $("#tab-body").replaceChildren();
 }
 function encodePath(path) { return path.split("/").map(encodeURIComponent).join("/"); }
 function entityHref(path, tab) { return "#/entity/" + encodePath(path) + (tab ? "?tab=" + tab : ""); }
@@ -120,6 +133,9 @@ function parseRoute() {
     const path = pathPart.slice("/entity/".length).split("/").map(decodeURIComponent).join("/");
     return { view: "entity", path, tab: query.get("tab") || "overview" };
   }
+  if (pathPart.startsWith("/new/")) {
+    return { view: "new", kind: pathPart.slice("/new/".length), topic: query.get("topic") || "" };
+  }
   return { view: "overview" };
 }
 
@@ -127,12 +143,14 @@ async function route() {
   if (!state.signedIn) return;
   stopPolling();
   clearMessages();
+  if (state.flash) { say(state.flash); state.flash = null; }  // said before a change of view
   const r = parseRoute();
   const previous = state.route;
   state.route = r;
   await keepFocus(async () => {
     try {
       if (r.view === "entity") await showEntity(r, previous);
+      else if (r.view === "new") await showNewEntity(r);
       else await showOverview();
     } catch (err) { fail(err); }
   });
@@ -153,12 +171,26 @@ async function keepFocus(render) {
 }
 
 function stopPolling() { if (state.timer) { clearInterval(state.timer); state.timer = null; } }
-function poll(fn) {
+// A failed refresh is shown (and retried on the next tick; the notice goes once one succeeds); `onError`
+// may decide the failure is final (an entity that no longer exists) and stop the polling.
+function poll(fn, onError) {
   stopPolling();
-  state.timer = setInterval(() => {
+  let failing = false;
+  const timer = setInterval(async () => {
     if (document.hidden || !$("#live").checked) return;
-    fn().catch(() => { /* a failed refresh is retried on the next tick */ });
+    try {
+      await fn();
+      if (failing) { failing = false; $("#poll-error").hidden = true; }
+    } catch (err) {
+      if (state.timer !== timer) return;  // the view changed meanwhile
+      if (onError && onError(err)) { stopPolling(); return; }
+      failing = true;
+      const box = $("#poll-error");
+      box.textContent = "Live update failed: " + (err instanceof Error ? err.message : String(err)) + " (retrying)";
+      box.hidden = false;
+    }
   }, POLL_MS);
+  state.timer = timer;
 }
 
 // ---------------------------------------------------------------- overview
@@ -215,7 +247,9 @@ function tabsFor(e) {
   tabs.push(["messages", e.kind === "topic" ? "Scheduled messages" : "Messages"]);
   if (e.kind !== "topic") tabs.push(["deadletter", "Dead-letter queue"]);
   if (e.kind !== "topic" && e.counts.transferDeadLetter > 0) tabs.push(["transferdeadletter", "Transfer dead-letter"]);
+  if (e.kind !== "topic") tabs.push(["receive", "Receive"]);
   if (e.kind !== "subscription") tabs.push(["send", "Send"]);
+  tabs.push(["settings", "Settings"]);
   return tabs;
 }
 
@@ -229,13 +263,39 @@ function renderCounts(e) {
     h("div", { className: dead && value ? "dead" : "", "data-count": label }, h("dt", {}, label), h("dd", {}, value))));
 }
 
+function entityGone(path, message) {
+  // Nothing of the previous entity may stay on screen: title, counts, tabs and actions all go.
+  state.entity = null;
+  $("#entity-title").textContent = "Entity not found";
+  $("#entity-crumb").textContent = path;
+  $("#entity-kind").textContent = "";
+  $("#entity-counts").replaceChildren();
+  $("#tabs").replaceChildren();
+  $("#entity-actions").hidden = true;
+  $("#tab-body").replaceChildren(h("p", { className: "empty", id: "gone" }, message, " "),
+    h("p", {}, h("a", { href: "#/" }, "Back to the namespace")));
+}
+
 async function showEntity(r, previous) {
   show("entity-view");
-  if (!previous || previous.view !== "entity" || previous.path !== r.path || previous.tab !== r.tab) {
-    $("#tab-body").replaceChildren(h("p", { className: "muted" }, "Loading…"));
+  const same = previous && previous.view === "entity" && previous.path === r.path;
+  if (!same) {
+    $("#entity-title").textContent = r.path.split("/").pop();
+    $("#entity-crumb").textContent = r.path;
+    $("#entity-kind").textContent = "";
+    $("#entity-counts").replaceChildren();
+    $("#tabs").replaceChildren();
   }
-  const e = await api("entity", { query: { path: r.path } });
+  if (!same || previous.tab !== r.tab) $("#tab-body").replaceChildren(h("p", { className: "muted" }, "Loading…"));
+  let e;
+  try {
+    e = await api("entity", { query: { path: r.path } });
+  } catch (err) {
+    if (err.status === 404) { entityGone(r.path, `There is no queue, topic or subscription '${r.path}'.`); return; }
+    throw err;
+  }
   state.entity = e;
+  $("#entity-actions").hidden = false;
   $("#entity-title").textContent = e.kind === "subscription" ? e.topic + " / " + e.name : e.name;
   $("#entity-crumb").textContent = e.path;
   $("#entity-kind").textContent = e.kind + (e.requiresSession ? " · sessions" : "");
@@ -246,7 +306,9 @@ async function showEntity(r, previous) {
     h("a", { href: entityHref(e.path, id), id: "tab-" + id, "aria-current": id === tab ? "page" : null }, label))));
   const body = $("#tab-body");
   if (tab === "overview") body.replaceChildren(...renderEntityOverview(e));
-  else if (tab === "send") body.replaceChildren(renderSendForm(e));
+  else if (tab === "send") body.replaceChildren(await renderSendForm(e));
+  else if (tab === "receive") body.replaceChildren(...renderReceive(e));
+  else if (tab === "settings") body.replaceChildren(await renderEntityForm(e.kind, e, e.topic || ""));
   else {
     const samePage = previous && previous.view === "entity" && previous.path === r.path && previous.tab === tab;
     if (!samePage || !state.page) state.page = { stack: [], from: 0, count: 20 };
@@ -257,6 +319,10 @@ async function showEntity(r, previous) {
     state.entity = fresh;
     renderCounts(fresh);
     if (tab === "overview") refreshLiveParts(fresh);
+  }, (err) => {
+    if (err.status !== 404) return false;
+    entityGone(r.path, `The entity '${r.path}' no longer exists: it was deleted while it was open.`);
+    return true;
   });
 }
 
@@ -265,13 +331,20 @@ function propertyList(props, className = "props") {
     [h("dt", {}, k), h("dd", {}, v === null || v === undefined ? "—" : String(v))]));
 }
 
-function rulesTable(rules) {
-  return h("table", { className: "grid rules" },
+function rulesTable(rules, editable) {
+  return h("div", { className: "scroll" }, h("table", { className: "grid rules" + (editable ? " editable" : "") },
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Rule"), h("th", { scope: "col" }, "Filter type"),
-      h("th", { scope: "col" }, "Filter"), h("th", { scope: "col" }, "Action"))),
-    h("tbody", {}, rules.map((rule) => h("tr", {},
+      h("th", { scope: "col" }, "Filter"), h("th", { scope: "col" }, "Action"),
+      editable ? h("th", { scope: "col" }, "Change") : null)),
+    h("tbody", {}, rules.map((rule) => h("tr", { "data-rule": rule.name },
       h("td", {}, rule.name), h("td", {}, rule.filterType), h("td", {}, h("code", {}, rule.filter)),
-      h("td", {}, rule.action ? h("code", {}, rule.action) : h("span", { className: "zero" }, "none"))))));
+      h("td", {}, rule.action ? h("code", {}, rule.action) : h("span", { className: "zero" }, "none")),
+      editable ? h("td", {}, h("div", { className: "toolbar" },
+        h("button", { type: "button", className: "secondary", onclick: () => {
+          $("#rule-form-box").replaceChildren(ruleForm(state.entity, rule)); $("#rule-action").focus();
+        } }, "Edit rule " + rule.name),
+        h("button", { type: "button", className: "danger", onclick: () => onDeleteRule(state.entity, rule.name) },
+          "Delete rule " + rule.name))) : null)))));
 }
 
 function sessionsTable(sessions) {
@@ -288,7 +361,8 @@ function sessionsTable(sessions) {
 function renderEntityOverview(e) {
   const parts = [];
   if (e.kind === "topic") {
-    parts.push(h("h2", {}, "Subscriptions"));
+    parts.push(h("h2", {}, "Subscriptions"),
+      h("p", {}, h("a", { href: "#/new/subscription?topic=" + encodeURIComponent(e.path), id: "new-subscription" }, "New subscription")));
     if (!e.subscriptions.length) parts.push(h("p", { className: "empty" }, "No subscriptions."));
     const box = h("div", { id: "subscriptions" });
     for (const s of e.subscriptions) {
@@ -297,7 +371,9 @@ function renderEntityOverview(e) {
     }
     parts.push(box);
   }
-  if (e.kind === "subscription") parts.push(h("h2", {}, "Rules"), rulesTable(e.rules));
+  if (e.kind === "subscription") {
+    parts.push(h("h2", {}, "Rules"), rulesTable(e.rules, true), h("div", { id: "rule-form-box" }, ruleForm(e, null)));
+  }
   if (e.requiresSession) parts.push(h("h2", {}, "Sessions"), h("div", { id: "sessions-box" }, sessionsTable(e.sessions)));
   parts.push(h("h2", {}, "Properties"), propertyList(e.properties, "props two-columns"));
   return parts;
@@ -341,7 +417,46 @@ function initialView(body, contentType) {
   return contentType && contentType.includes("json") ? "json" : "text";
 }
 
-function messageItem(m, selectable) {
+async function downloadBody(path, subQueue, seq) {
+  clearMessages();
+  try {
+    const url = API + "body?" + new URLSearchParams({ path, subqueue: subQueue, seq }).toString();
+    const response = await fetch(url, { headers: { "X-Requested-With": "sbconsole" }, credentials: "same-origin",
+      cache: "no-store", signal: AbortSignal.timeout(15000) });
+    if (!response.ok) {
+      let message = response.statusText;
+      try { message = (await response.json()).message || message; } catch (_) { /* not JSON */ }
+      throw new ApiError(response.status, message);
+    }
+    const disposition = response.headers.get("Content-Disposition") || "";
+    const match = /filename="([^"]+)"/.exec(disposition);
+    const blob = await response.blob();
+    const link = h("a", { href: URL.createObjectURL(blob), download: match ? match[1] : "body.bin", hidden: true });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+    say(`Downloaded the body of message #${seq} (${blob.size} bytes).`);
+  } catch (err) { fail(err); }
+}
+
+// Edit and re-send: the message's body and properties fill the send form, whose target may be any
+// queue or topic (a subscription's or dead-letter queue's message goes to its topic by default).
+function editAndResend(m, e) {
+  state.draft = m;
+  const target = e.kind === "subscription" ? e.topic : e.path;
+  location.hash = entityHref(target, "send");
+}
+
+function messageActions(m, e, subQueue) {
+  return h("div", { className: "toolbar message-actions" },
+    h("button", { type: "button", className: "secondary", onclick: () => downloadBody(e.path, subQueue, m.sequenceNumber) },
+      "Download body #" + m.sequenceNumber),
+    h("button", { type: "button", className: "secondary", onclick: () => editAndResend(m, e) },
+      "Edit and re-send #" + m.sequenceNumber));
+}
+
+function messageItem(m, selectable, actions) {
   const sys = m.systemProperties;
   const summary = h("summary", {},
     h("span", { className: "seq" }, "#" + m.sequenceNumber),
@@ -371,6 +486,7 @@ function messageItem(m, selectable) {
       "aria-label": "Select message #" + m.sequenceNumber }));
   }
   li.append(details);
+  if (actions) li.append(actions);
   if (selectable) {
     li.append(h("button", { type: "button", className: "secondary",
       onclick: () => resubmit([m.sequenceNumber]) }, "Resubmit #" + m.sequenceNumber));
@@ -380,6 +496,14 @@ function messageItem(m, selectable) {
 
 async function renderMessages(e, subQueue) {
   const page = state.page;
+  const fromInput = h("input", { id: "from-seq", type: "number", min: "0", step: "1", inputmode: "numeric",
+    value: page.from || "", placeholder: "first" });
+  const fromForm = h("form", { className: "inline-form", id: "from-form", onsubmit: (ev) => {
+    ev.preventDefault();
+    page.stack = []; page.from = Math.max(0, Number(fromInput.value) || 0);
+    keepFocus(() => renderMessages(e, subQueue).catch(fail));
+  } }, h("label", { className: "inline", for: "from-seq" }, "From sequence number"), fromInput,
+    h("button", { type: "submit", className: "secondary", id: "peek-from" }, "Peek from"));
   const data = await api("messages", { query: { path: e.path, subqueue: subQueue, from: page.from, count: page.count } });
   const dead = subQueue === "deadletter";
   const first = data.messages.length ? data.messages[0].sequenceNumber : null;
@@ -398,7 +522,8 @@ async function renderMessages(e, subQueue) {
       keepFocus(() => renderMessages(e, subQueue).catch(fail));
     } }, "Next page"),
     h("label", { className: "inline", for: "page-size" }, "Page size"), sizeSelect,
-    h("span", { className: "muted", id: "page-info" }, first === null ? "No messages" : `Sequence numbers ${first} to ${last}`));
+    h("span", { className: "muted", id: "page-info" }, first === null ? "No messages" : `Sequence numbers ${first} to ${last}`),
+    fromForm);
   const actions = h("div", { className: "toolbar" });
   if (dead) {
     actions.append(
@@ -410,9 +535,10 @@ async function renderMessages(e, subQueue) {
       h("button", { type: "button", id: "resubmit-all", onclick: () => resubmit(null) }, "Resubmit all"));
   }
   actions.append(h("button", { type: "button", className: "danger", id: "purge-queue",
-    onclick: () => purge(subQueue) }, "Purge " + SUB_QUEUE_LABELS[subQueue].toLowerCase()));
+    onclick: () => purge(subQueue) }, PURGE_LABELS[subQueue]));
   const list = data.messages.length
-    ? h("ul", { className: "messages", "aria-label": SUB_QUEUE_LABELS[subQueue] }, data.messages.map((m) => messageItem(m, dead)))
+    ? h("ul", { className: "messages", "aria-label": SUB_QUEUE_LABELS[subQueue] },
+      data.messages.map((m) => messageItem(m, dead, messageActions(m, e, subQueue))))
     : h("p", { className: "empty" }, dead ? "The dead-letter queue is empty." : "No messages.");
   const intro = h("p", { className: "muted" }, dead
     ? "Resubmitting sends a copy of the message to the entity it was dead-lettered from (without the dead-letter reason) and removes it from this queue."
@@ -436,7 +562,9 @@ async function resubmit(sequenceNumbers) {
 
 async function purge(subQueue) {
   const e = state.entity;
-  const what = subQueue === "all" ? "every message (dead-lettered and scheduled ones too)" : "the " + SUB_QUEUE_LABELS[subQueue].toLowerCase();
+  const what = subQueue === "all" ? "every message (dead-lettered and scheduled ones too)"
+    : subQueue === "active" ? "the active, scheduled and deferred messages (not the dead-letter queue)"
+    : "the " + SUB_QUEUE_LABELS[subQueue].toLowerCase();
   if (!confirm(`Purge ${what} of ${e.path}? This cannot be undone.`)) return;
   clearMessages();
   try {
@@ -463,28 +591,48 @@ function propertyRow() {
   return row;
 }
 
-function renderSendForm(e) {
+async function renderSendForm(e) {
+  const overview = await api("overview");
+  const targets = overview.entities.map((x) => x.path);
+  const draft = state.draft;
+  state.draft = null;
   const rows = h("tbody", {});
+  const sys = draft ? draft.systemProperties : {};
+  const draftText = draft ? (draft.body.text === null ? "" : draft.body.text) : "";
   const form = h("form", { id: "send-form", className: "form-grid", onsubmit: (ev) => onSend(ev, e) },
-    h("div", { className: "wide" }, field("send-body", "Body", h("textarea", { id: "send-body", name: "body" }))),
-    field("send-content-type", "Content type", h("input", { id: "send-content-type", name: "contentType", list: "content-types", placeholder: "application/json" })),
-    field("send-message-id", "Message id", h("input", { id: "send-message-id", name: "messageId", placeholder: "generated when empty" })),
-    field("send-subject", "Subject", h("input", { id: "send-subject", name: "subject" })),
+    draft ? h("p", { className: "wide notice", id: "draft-note" },
+      `Editing a copy of message #${draft.sequenceNumber}${draft.body.truncated ? " (its body was cut for display: the copy holds only the part shown)" : ""}. ` +
+      "Change what you need, pick where it goes and send it; the original is left as it is.") : null,
+    field("send-target", "Send to", h("select", { id: "send-target", name: "target" },
+      targets.map((t) => h("option", { value: t, selected: t === e.path }, t)))),
+    h("div", { className: "wide" }, field("send-body", "Body", h("textarea", { id: "send-body", name: "body" }, draftText))),
+    field("send-content-type", "Content type", h("input", { id: "send-content-type", name: "contentType", list: "content-types", placeholder: "application/json", value: sys.ContentType || "" })),
+    field("send-message-id", "Message id", h("input", { id: "send-message-id", name: "messageId", placeholder: "generated when empty" }),
+      "Cleared after each send, so that the next message gets its own id."),
+    field("send-subject", "Subject", h("input", { id: "send-subject", name: "subject", value: sys.Subject || "" })),
     field("send-session", "Session id" + (e.requiresSession ? " (required)" : ""),
-      h("input", { id: "send-session", name: "sessionId", required: e.requiresSession })),
-    field("send-correlation", "Correlation id", h("input", { id: "send-correlation", name: "correlationId" })),
+      h("input", { id: "send-session", name: "sessionId", required: e.requiresSession, value: sys.SessionId || "" })),
+    field("send-correlation", "Correlation id", h("input", { id: "send-correlation", name: "correlationId", value: sys.CorrelationId || "" })),
     field("send-ttl", "Time to live (seconds)", h("input", { id: "send-ttl", name: "ttl", type: "number", min: "1", step: "any" }),
       "Empty: the entity's default."),
     field("send-scheduled", "Scheduled enqueue time (local time)", h("input", { id: "send-scheduled", name: "scheduled", type: "datetime-local", step: "1" }),
       "Empty: enqueue now."),
     h("div", { className: "wide" },
       h("h3", {}, "Application properties"),
-      h("table", { className: "props-editor" }, rows),
+      h("div", { className: "scroll" }, h("table", { className: "props-editor" }, rows)),
       h("button", { type: "button", className: "secondary", id: "add-property", onclick: () => {
         const row = propertyRow(); rows.append(row); row.querySelector("input").focus();
       } }, "Add property")),
     h("div", { className: "wide" }, h("button", { type: "submit", id: "send-button" }, "Send message")),
     h("datalist", { id: "content-types" }, ["application/json", "text/plain", "application/xml", "application/octet-stream"].map((v) => h("option", { value: v }))));
+  for (const p of draft ? draft.applicationProperties : []) {
+    const row = propertyRow();
+    row.querySelector(".prop-name").value = p.name;
+    row.querySelector(".prop-value").value = p.value === null ? "" : String(p.value);
+    const type = { long: "int", int: "int", double: "double", boolean: "boolean" }[p.type] || "string";
+    row.querySelector(".prop-type").value = type;
+    rows.append(row);
+  }
   return form;
 }
 
@@ -496,8 +644,9 @@ async function onSend(event, e) {
     name: row.querySelector(".prop-name").value, value: row.querySelector(".prop-value").value,
     type: row.querySelector(".prop-type").value,
   })).filter((p) => p.name.trim());
+  const target = f.target.value || e.path;
   const body = {
-    path: e.path, body: f.body.value, contentType: f.contentType.value, messageId: f.messageId.value,
+    path: target, body: f.body.value, contentType: f.contentType.value, messageId: f.messageId.value,
     subject: f.subject.value, sessionId: f.sessionId.value, correlationId: f.correlationId.value,
     timeToLiveSeconds: f.ttl.value || null,
     scheduledEnqueueTimeUtc: f.scheduled.value ? new Date(f.scheduled.value).toISOString() : null,
@@ -505,9 +654,230 @@ async function onSend(event, e) {
   };
   try {
     const result = await api("send", { method: "POST", body });
-    say(`Sent message ${result.messageId} to ${e.path}${result.scheduled ? " (scheduled)" : ""}.`);
-    const fresh = await api("entity", { query: { path: e.path } });
-    renderCounts(fresh);
+    f.messageId.value = "";  // a second send must not reuse the id (duplicate detection would drop it)
+    say(`Sent message ${result.messageId} to ${target}${result.scheduled ? " (scheduled)" : ""}.`);
+    if (target === e.path) {
+      const fresh = await api("entity", { query: { path: e.path } });
+      renderCounts(fresh);
+    }
+  } catch (err) { fail(err); }
+}
+
+// ---------------------------------------------------------------- receive and settle
+function renderReceive(e) {
+  const sessions = e.requiresSession;
+  const form = h("form", { id: "receive-form", className: "form-grid", onsubmit: (ev) => onReceive(ev, e) },
+    field("receive-mode", "Receive mode", h("select", { id: "receive-mode", name: "mode" },
+      h("option", { value: "peeklock" }, "Peek-lock (settle each message)"),
+      h("option", { value: "receiveanddelete" }, "Receive and delete"))),
+    field("receive-from", "From", h("select", { id: "receive-from", name: "subQueue" },
+      h("option", { value: "active" }, "The entity"), h("option", { value: "deadletter" }, "Its dead-letter queue"))),
+    field("receive-count", "Number of messages", h("input", { id: "receive-count", name: "count", type: "number", min: "1", max: "50", value: "1" })),
+    sessions ? field("receive-session", "Session id", h("input", { id: "receive-session", name: "sessionId" }),
+      "Empty: the next session with available messages.") : null,
+    h("div", { className: "wide" }, h("button", { type: "submit", id: "receive-button" }, "Receive")));
+  const intro = h("p", { className: "muted" },
+    "Receiving takes messages as an SDK receiver does: in peek-lock mode they are locked (until the time shown) and their delivery count rises; " +
+    "settle each one below. Receive and delete removes them at once.");
+  return [intro, form, h("div", { id: "received" })];
+}
+
+async function onReceive(event, e) {
+  event.preventDefault();
+  clearMessages();
+  const f = event.target;
+  const body = { path: e.path, mode: f.mode.value, subQueue: f.subQueue.value, count: Number(f.count.value) || 1,
+    sessionId: f.sessionId ? f.sessionId.value : null };
+  try {
+    const result = await api("receive", { method: "POST", body });
+    state.received = result;
+    renderReceived(e);
+    const n = result.messages.length;
+    say(n ? `Received ${n} message${n === 1 ? "" : "s"}` + (result.sessionId ? ` of session ${result.sessionId}` : "") +
+      (result.mode === "peeklock" ? ": settle them before their locks lapse." : " (removed).") : "No message was available.");
+    renderCounts(await api("entity", { query: { path: e.path } }));
+  } catch (err) { fail(err); }
+}
+
+function renderReceived(e) {
+  const result = state.received;
+  const box = $("#received");
+  if (!box || !result) return;
+  if (!result.messages.length) { box.replaceChildren(h("p", { className: "empty" }, "No message was available.")); return; }
+  box.replaceChildren(h("h2", {}, "Received"), h("ul", { className: "messages", "aria-label": "Received messages" },
+    result.messages.map((m) => {
+      const actions = m.lockToken ? settleControls(m, e, result) : h("p", { className: "muted" }, "Removed from the entity (receive and delete).");
+      const item = messageItem(m, false, actions);
+      if (m.lockedUntil) item.querySelector("summary").append(h("span", { className: "muted" }, "locked until " + formatTime(m.lockedUntil)));
+      return item;
+    })));
+}
+
+function settleControls(m, e, result) {
+  const n = m.sequenceNumber;
+  const reason = h("input", { id: "dl-reason-" + n, placeholder: "e.g. InvalidOrder" });
+  const description = h("input", { id: "dl-description-" + n });
+  const deadLetterBox = h("div", { className: "dead-letter-box", hidden: true },
+    field("dl-reason-" + n, "Dead-letter reason", reason), field("dl-description-" + n, "Dead-letter description", description),
+    h("button", { type: "button", className: "danger", onclick: () => settle(m, e, result, "deadletter", reason.value, description.value) },
+      "Dead-letter #" + n));
+  return h("div", { className: "settle" },
+    h("div", { className: "toolbar" },
+      h("button", { type: "button", onclick: () => settle(m, e, result, "complete") }, "Complete #" + n),
+      h("button", { type: "button", className: "secondary", onclick: () => settle(m, e, result, "abandon") }, "Abandon #" + n),
+      h("button", { type: "button", className: "secondary", onclick: () => settle(m, e, result, "defer") }, "Defer #" + n),
+      h("button", { type: "button", className: "secondary", "aria-expanded": "false", onclick: (ev) => {
+        deadLetterBox.hidden = !deadLetterBox.hidden;
+        ev.target.setAttribute("aria-expanded", String(!deadLetterBox.hidden));
+        if (!deadLetterBox.hidden) reason.focus();
+      } }, "Dead-letter… #" + n)),
+    deadLetterBox);
+}
+
+const SETTLED = { complete: "Completed", abandon: "Abandoned", defer: "Deferred", deadletter: "Dead-lettered" };
+
+async function settle(m, e, result, action, reason, description) {
+  clearMessages();
+  try {
+    await api("settle", { method: "POST", body: { path: e.path, subQueue: result.subQueue, lockToken: m.lockToken, action,
+      sessionId: result.sessionId, reason: reason || null, description: description || null } });
+    result.messages = result.messages.filter((x) => x !== m);
+    renderReceived(e);
+    say(`${SETTLED[action]} message #${m.sequenceNumber}.`);
+    const heading = document.querySelector("#received h2") || $("#receive-button");
+    if (heading) { heading.setAttribute("tabindex", "-1"); heading.focus(); }
+    renderCounts(await api("entity", { query: { path: e.path } }));
+  } catch (err) { fail(err); }
+}
+
+// ---------------------------------------------------------------- entities and rules
+const KIND_LABELS = { queue: "queue", topic: "topic", subscription: "subscription" };
+
+async function showNewEntity(r) {
+  show("edit-view");
+  if (!KIND_LABELS[r.kind]) throw new Error(`Unknown entity kind '${r.kind}'.`);
+  $("#edit-title").textContent = r.kind === "subscription" ? `New subscription of ${r.topic}` : `New ${r.kind}`;
+  $("#edit-body").replaceChildren(await renderEntityForm(r.kind, null, r.topic));
+}
+
+function propertyInput(p, value, editing) {
+  const id = "prop-" + p.name;
+  const disabled = editing && p.immutable;
+  let input;
+  if (p.type === "bool") {
+    input = h("input", { id, type: "checkbox", "data-prop": p.name, checked: value === true, disabled });
+    return h("div", { className: "check" }, h("label", { className: "inline", for: id }, input, p.name),
+      disabled ? h("p", { className: "help" }, "Fixed once the entity exists.") : null);
+  }
+  if (p.type === "status") {
+    input = h("select", { id, "data-prop": p.name }, p.choices.map((c) => h("option", { value: c, selected: c === value }, c)));
+  } else {
+    const shown = value === null || value === undefined ? "" : String(value);
+    input = h("input", { id, "data-prop": p.name, value: shown, disabled, type: p.type === "int" ? "number" : "text",
+      placeholder: p.default === null || p.default === undefined ? "" : String(p.default),
+      "aria-describedby": id + "-help" });
+  }
+  const help = [p.type === "duration" ? "ISO 8601 (PT5M) or TimeSpan (00:05:00); 'unlimited' for none." : "",
+    p.bounds ? p.bounds.charAt(0).toUpperCase() + p.bounds.slice(1) + "." : "",
+    disabled ? "Fixed once the entity exists." : ""].filter(Boolean).join(" ");
+  return field(id, p.name, input, help || "Empty: " + (p.default === null ? "none" : String(p.default)) + ".");
+}
+
+async function renderEntityForm(kind, e, topic) {
+  const schema = await api("schema", { query: { kind } });
+  const editing = e !== null;
+  const values = editing ? e.properties : {};
+  const nameInput = h("input", { id: "entity-name", name: "name", required: true, disabled: editing, spellcheck: "false",
+    value: editing ? e.name : "" });
+  const form = h("form", { id: "entity-form", className: "form-grid", onsubmit: (ev) => onSaveEntity(ev, kind, e, topic) },
+    field("entity-name", KIND_LABELS[kind].charAt(0).toUpperCase() + KIND_LABELS[kind].slice(1) + " name", nameInput),
+    ...schema.properties.map((p) => propertyInput(p, editing ? values[p.name] : (p.type === "bool" ? p.default : null), editing)),
+    h("div", { className: "wide toolbar" },
+      h("button", { type: "submit", id: "save-entity" }, editing ? "Save changes" : "Create " + KIND_LABELS[kind]),
+      editing ? h("button", { type: "button", className: "danger", id: "delete-entity", onclick: () => onDeleteEntity(e) },
+        "Delete " + KIND_LABELS[kind]) : null));
+  return form;
+}
+
+async function onSaveEntity(event, kind, e, topic) {
+  event.preventDefault();
+  clearMessages();
+  const f = event.target;
+  const properties = {};
+  for (const input of f.querySelectorAll("[data-prop]")) {
+    properties[input.dataset.prop] = input.type === "checkbox" ? input.checked : input.value.trim();
+  }
+  const name = e ? e.name : f.name.value.trim();
+  try {
+    const result = await api(e ? "update-entity" : "create-entity", { method: "POST",
+      body: { kind, name, topic: topic || null, properties } });
+    const message = `${e ? "Saved" : "Created"} ${kind} ${result.path}.`;
+    if (e) { await route(); say(message); } else { state.flash = message; location.hash = entityHref(result.path); }
+  } catch (err) { fail(err); }
+}
+
+async function onDeleteEntity(e) {
+  if (!confirm(`Delete the ${e.kind} ${e.path} and every message in it? This cannot be undone.`)) return;
+  clearMessages();
+  try {
+    await api("delete-entity", { method: "POST", body: { path: e.path } });
+    state.flash = `Deleted ${e.kind} ${e.path}.`;
+    location.hash = e.kind === "subscription" ? entityHref(e.topic) : "#/";
+  } catch (err) { fail(err); }
+}
+
+function ruleForm(e, rule) {
+  const editing = !!rule;
+  const filterType = h("select", { id: "rule-type", name: "filterType" },
+    ["Sql", "Correlation"].map((t) => h("option", { value: t, selected: rule ? rule.filterType === t : t === "Sql" }, t)));
+  const sqlBox = h("div", { className: "wide", id: "rule-sql-box" },
+    field("rule-sql", "SQL filter", h("input", { id: "rule-sql", name: "sqlExpression", spellcheck: "false",
+      value: rule && rule.filterType === "Sql" ? rule.filter : "", placeholder: "1=1" })));
+  const corr = (rule && rule.correlation) || {};
+  const corrBox = h("div", { className: "wide form-grid", id: "rule-corr-box" },
+    ["CorrelationId", "MessageId", "Label", "SessionId", "ReplyTo", "ReplyToSessionId", "To", "ContentType"].map((k) =>
+      field("rule-c-" + k, k === "Label" ? "Label (subject)" : k, h("input", { id: "rule-c-" + k, "data-corr": k, value: corr[k] || "" }))),
+    h("div", { className: "wide" }, field("rule-c-props", "Application properties (name=value, one a line)",
+      h("textarea", { id: "rule-c-props", className: "short" },
+        Object.entries(corr.Properties || {}).map(([k, v]) => `${k}=${v}`).join("\n")))));
+  const sync = () => { const sql = filterType.value === "Sql"; sqlBox.hidden = !sql; corrBox.hidden = sql; };
+  filterType.addEventListener("change", sync);
+  sync();
+  return h("form", { id: "rule-form", className: "form-grid card", onsubmit: (ev) => onSaveRule(ev, e, rule) },
+    h("h3", { className: "wide" }, editing ? `Edit rule ${rule.name}` : "Add a rule"),
+    field("rule-name", "Rule name", h("input", { id: "rule-name", name: "name", required: true, disabled: editing,
+      value: editing ? rule.name : "" })),
+    field("rule-type", "Filter type", filterType),
+    sqlBox, corrBox,
+    h("div", { className: "wide" }, field("rule-action", "SQL action (optional)", h("input", { id: "rule-action", name: "action",
+      spellcheck: "false", value: rule && rule.action ? rule.action : "", placeholder: "SET Priority = 'High'" }))),
+    h("div", { className: "wide" }, h("button", { type: "submit", id: "save-rule" }, editing ? "Save rule" : "Add rule")));
+}
+
+async function onSaveRule(event, e, rule) {
+  event.preventDefault();
+  clearMessages();
+  const f = event.target;
+  const correlation = {};
+  for (const input of f.querySelectorAll("[data-corr]")) if (input.value.trim()) correlation[input.dataset.corr] = input.value.trim();
+  correlation.Properties = f.querySelector("#rule-c-props").value.split("\n").map((line) => line.trim()).filter(Boolean)
+    .map((line) => { const at = line.indexOf("="); return { name: at < 0 ? line : line.slice(0, at).trim(), value: at < 0 ? "" : line.slice(at + 1).trim(), type: "string" }; });
+  const name = rule ? rule.name : f.name.value.trim();
+  try {
+    await api(rule ? "update-rule" : "create-rule", { method: "POST", body: { path: e.path, name,
+      filterType: f.filterType.value, sqlExpression: f.sqlExpression.value, correlation, action: f.action.value } });
+    await route();
+    say(`${rule ? "Saved" : "Added"} rule ${name} on ${e.path}.`);
+  } catch (err) { fail(err); }
+}
+
+async function onDeleteRule(e, name) {
+  if (!confirm(`Delete the rule ${name} of ${e.path}?`)) return;
+  clearMessages();
+  try {
+    await api("delete-rule", { method: "POST", body: { path: e.path, name } });
+    await route();
+    say(`Deleted rule ${name} of ${e.path}.`);
   } catch (err) { fail(err); }
 }
 
