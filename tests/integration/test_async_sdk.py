@@ -45,7 +45,7 @@ async def test_async_send_receive_settle_and_dead_letter(sb_connection_string):
             assert (str(dead), dead.dead_letter_reason, dead.dead_letter_error_description) == ("a3", "R", "D")
 
 
-async def test_async_schedule_peek_and_renew(sb_connection_string):
+async def test_async_schedule_and_peek(sb_connection_string):
     async with ServiceBusClient.from_connection_string(sb_connection_string) as client:
         async with client.get_queue_sender("short-lock") as sender:
             at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
@@ -57,9 +57,21 @@ async def test_async_schedule_peek_and_renew(sb_connection_string):
             (message,) = await _receive_all(receiver, 1, wait=5)
             # active now, appended with a new sequence number ("Message sequencing and timestamps")
             assert message.sequence_number > seq
-            await asyncio.sleep(1)
-            await receiver.renew_message_lock(message)
-            await asyncio.sleep(1.5)  # past the original 2 s lock, inside the renewed one
+            await receiver.complete_message(message)
+
+
+async def test_async_renew_lock_keeps_the_message_past_its_first_lock(sb_connection_string):
+    async with ServiceBusClient.from_connection_string(sb_connection_string) as client:
+        async with client.get_queue_sender("renew-lock") as sender:
+            await sender.send_messages(ServiceBusMessage("r"))
+        async with client.get_queue_receiver("renew-lock") as receiver:  # LockDuration 4 s
+            (message,) = await _receive_all(receiver, 1, wait=5)
+            first_until = message.locked_until_utc
+            for _ in range(3):  # each renewal 1.5 s after the last, 2.5 s inside the lock
+                await asyncio.sleep(1.5)
+                await receiver.renew_message_lock(message)
+            assert message.locked_until_utc > first_until
+            assert dt.datetime.now(dt.UTC) > first_until  # past the original lock, inside the renewed one
             await receiver.complete_message(message)
 
 

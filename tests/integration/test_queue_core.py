@@ -174,16 +174,18 @@ def test_abandon_until_max_delivery_count_dead_letters(sb_connection_string):
 
 def test_renew_lock_extends_the_lock(sb_connection_string):
     with _client(sb_connection_string) as client:
-        with client.get_queue_sender("short-lock") as sender:
+        with client.get_queue_sender("renew-lock") as sender:
             sender.send_messages(ServiceBusMessage("renew me"))
-        with client.get_queue_receiver("short-lock") as receiver:
+        with client.get_queue_receiver("renew-lock") as receiver:
             (message,) = _receive_all(receiver, 1)
             first_until = message.locked_until_utc
-            for _ in range(3):
-                time.sleep(1)
+            for _ in range(3):  # each renewal 1.5 s after the last, 2.5 s inside the 4 s lock
+                time.sleep(1.5)
                 receiver.renew_message_lock(message)
             assert message.locked_until_utc > first_until
-            receiver.complete_message(message)  # 3 s after receipt, past the original 2 s lock
+            # at least 4.5 s after receipt: past the original 4 s lock, inside the renewed one
+            assert dt.datetime.now(dt.UTC) > first_until
+            receiver.complete_message(message)
 
 
 def test_ttl_expiry_dead_letters_when_configured(sb_connection_string):
