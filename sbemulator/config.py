@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_LOCK_DURATION",
     "DEFAULT_MAX_DELIVERY_COUNT",
     "DEFAULT_MAX_MESSAGE_SIZE_KB",
+    "DEFAULT_MAX_SIZE_MB",
     "DEFAULT_MESSAGE_TTL",
     "MAX_LOCK_DURATION",
     "AuthorizationRuleConfig",
@@ -65,6 +66,7 @@ DEFAULT_LOCK_DURATION: float = by_atom(QUEUE)["LockDuration"].config_default
 DEFAULT_MAX_DELIVERY_COUNT: int = by_atom(QUEUE)["MaxDeliveryCount"].config_default
 DEFAULT_DUPLICATE_DETECTION_WINDOW: float = by_atom(QUEUE)["DuplicateDetectionHistoryTimeWindow"].config_default
 DEFAULT_MAX_MESSAGE_SIZE_KB: int = by_atom(QUEUE)["MaxMessageSizeInKilobytes"].config_default
+DEFAULT_MAX_SIZE_MB: int = by_atom(QUEUE)["MaxSizeInMegabytes"].config_default
 MAX_LOCK_DURATION: float = by_atom(QUEUE)["LockDuration"].maximum
 
 
@@ -131,6 +133,7 @@ class QueueConfig:
     forward_dead_lettered_messages_to: str | None = None
     requires_session: bool = False
     max_message_size_kb: int = DEFAULT_MAX_MESSAGE_SIZE_KB
+    max_size_in_megabytes: int = DEFAULT_MAX_SIZE_MB  # "Service Bus quotas", queue or topic size
     # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
     # (set through the management APIs; the config file has no such property).
     status: str = STATUS_ACTIVE
@@ -145,6 +148,7 @@ class TopicConfig:
     duplicate_detection_window: float = DEFAULT_DUPLICATE_DETECTION_WINDOW
     requires_duplicate_detection: bool = False
     max_message_size_kb: int = DEFAULT_MAX_MESSAGE_SIZE_KB
+    max_size_in_megabytes: int = DEFAULT_MAX_SIZE_MB  # "Service Bus quotas", queue or topic size
     subscriptions: tuple[SubscriptionConfig, ...] = ()
     # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
     # (set through the management APIs; the config file has no such property).

@@ -103,6 +103,7 @@ class Property:
     minimum: float | None = None
     maximum: float | None = None
     bound_doc: str = ""  # the bounds in words, for error messages
+    choices: tuple[Any, ...] = ()  # the only values the management API takes (empty: any within the bounds)
     file_bounds: bool = False  # Config.json is held to the bounds too (otherwise only the management API)
     enforced: bool = False  # the broker behaves by it; otherwise stored and echoed only
     in_config_file: bool = False  # Config.json accepts it
@@ -130,7 +131,13 @@ PROPERTIES: tuple[Property, ...] = (
     _p("LockDuration", {Q: 1, S: 1}, Codec.DURATION, arm="lockDuration", field="lock_duration",
        config_default=60.0, api_default=60.0, maximum=300.0, bound_doc="the maximum is 5 minutes (PT5M)",
        file_bounds=True, enforced=True, in_config_file=True),
-    _p("MaxSizeInMegabytes", {Q: 2, T: 2}, Codec.INT, arm="maxSizeInMegabytes", api_default=1024, minimum=1),
+    # "Service Bus quotas", queue or topic size: 1, 2, 3, 4 or 5 GB on Standard (1 GB by default), 80 GB
+    # only on Premium or with partitioning (which the emulator does not have). The config file keeps its
+    # extension: any size from 1 MB, so that a test fills an entity with a few messages.
+    _p("MaxSizeInMegabytes", {Q: 2, T: 2}, Codec.INT, arm="maxSizeInMegabytes", field="max_size_in_megabytes",
+       config_default=1024, api_default=1024, minimum=1, choices=(1024, 2048, 3072, 4096, 5120),
+       bound_doc="the Standard tier allows 1024, 2048, 3072, 4096 or 5120 (1 to 5 GB)", enforced=True,
+       in_config_file=True),
     _p("RequiresDuplicateDetection", {Q: 3, T: 3}, Codec.BOOL, arm="requiresDuplicateDetection",
        field="requires_duplicate_detection", config_default=False, api_default=False, enforced=True,
        in_config_file=True, immutable=True),

@@ -279,7 +279,10 @@ class Namespace:
                     raise BadRequest(f"The value supplied for {prop.atom} is invalid: expected a string.")
                 values[prop.field] = self._forward_target(raw, name if kind == QUEUE else None)
             elif prop.field is not None:
-                values[prop.field] = prop.api_default if raw is None else _checked(prop, raw)
+                if raw is not None and existing is not None and raw == getattr(existing.config, prop.field):
+                    values[prop.field] = raw  # unchanged: a config file's value outside the API's choices stays
+                else:
+                    values[prop.field] = prop.api_default if raw is None else _checked(prop, raw)
             elif raw is not None:
                 extras[prop.atom] = _checked(prop, raw)
         config = _CONFIG_TYPES[kind](**values)
@@ -426,7 +429,7 @@ def _checked(prop: Property, value: Any) -> Any:
         minimum = int(prop.minimum or 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise BadRequest(f"The value supplied for {key} is invalid: expected an integer >= {minimum}.")
-        if prop.maximum is not None and value > prop.maximum:
+        if (prop.maximum is not None and value > prop.maximum) or (prop.choices and value not in prop.choices):
             raise BadRequest(f"The value supplied for {key} is invalid: {prop.bound_doc}.")
         return value
     if prop.codec is Codec.STATUS:

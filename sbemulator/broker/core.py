@@ -98,6 +98,7 @@ class Broker:
         # flow reads the topology's entities, so the topology is told through a late-bound call.
         self._topology = topology = Topology(config, store, wakeups, lambda ent, error: flow.end_receivers(ent, error))
         self._flow = flow = MessageFlow(store, clock, topology.entities, topology.entity, timers, wakeups)
+        flow.namespace = config.name
         self._sessions = sessions = flow.sessions
         self._settlement = settlement = Settlement(store, clock, topology.entity, flow, sessions, wakeups)
         self._inspection = Inspection(topology, flow, clock, wakeups)

@@ -70,6 +70,8 @@ class Entity:
     forward_to: str | None = None
     forward_dead_lettered_to: str | None = None
     max_message_size: int = 256 * 1024
+    # MaxSizeInMegabytes of a queue or topic, in bytes (1 GB: Service Bus's default)
+    max_size_bytes: int = 1024 * 1024 * 1024
     requires_duplicate_detection: bool = False
     duplicate_window_ms: int = 20_000
     status: str = "Active"  # "Suspend and reactivate messaging entities" (config.STATUS_*)
@@ -87,9 +89,17 @@ class Entity:
     parent: Entity | None = None  # DLQ -> owner; subscription -> topic
     subscriptions: dict[str, Entity] = field(default_factory=dict)  # topics: lower name -> subscription
     rules: list[tuple[Any, Any]] = field(default_factory=list)  # subscriptions: (RuleConfig, compiled rule)
+    # The queue or topic whose MaxSizeInMegabytes this container's messages count against (itself, its
+    # owner for a dead-letter queue, the topic for a subscription and its sub-queues; set from ``parent``
+    # when built), and, on that queue or topic, the bytes all of them hold (its SizeInBytes).
+    quota: Entity = field(init=False, repr=False)
+    held_bytes: int = 0
     # sequence numbers and duplicate detection (queues and topics)
     last_sequence: int = 0
     duplicates: OrderedDict[str, int] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        self.quota = self if self.parent is None else self.parent.quota
 
     def ref(self) -> EntityRef:
         return EntityRef(

@@ -53,6 +53,14 @@ class EntityDisabledError(BrokerError):
     status_code = 400
 
 
+class QuotaExceededError(BrokerError):
+    """A quota of the entity or namespace is used up ("Service Bus messaging exceptions",
+    QuotaExceededException: the SDKs raise ServiceBusQuotaExceededError / QuotaExceeded)."""
+
+    condition = "amqp:resource-limit-exceeded"
+    status_code = 403
+
+
 class MessageNotFoundError(BrokerError):
     condition = "com.microsoft:message-not-found"
     status_code = 404

@@ -45,6 +45,7 @@ from .errors import (
     InvalidOperationError,
     MessageNotFoundError,
     MessageSizeExceededError,
+    QuotaExceededError,
     SessionCannotBeLockedError,
     SessionLockLostError,
     SessionRequiredError,
@@ -116,6 +117,7 @@ class MessageFlow:
         self._op = wakeups.operation
         self._lock_keys: list[tuple[LockKey, bytes]] = []  # (key, the token's uuid bytes)
         self._next_dup_prune = 0
+        self.namespace = "sbemulatorns"  # the broker sets its namespace's name (QuotaExceeded names it)
         self.sessions = self._sessions = Sessions(store, clock, lookup, timers, wakeups, self)
 
     def load(self) -> None:
@@ -176,6 +178,7 @@ class MessageFlow:
     # --- container primitives ----------------------------------------------------------------
     def insert(self, ent: Entity, msg: BrokerMessage) -> None:
         ent.messages[msg.sequence_number] = msg
+        ent.quota.held_bytes += msg.size
         if ent.requires_session and msg.session_id is not None:
             ent.session(msg.session_id).count += 1
 
@@ -193,6 +196,7 @@ class MessageFlow:
     def remove(self, ent: Entity, msg: BrokerMessage) -> None:
         if ent.messages.pop(msg.sequence_number, None) is None:
             return
+        ent.quota.held_bytes -= msg.size
         msg.queued = False
         self.unlock(ent, msg)
         if ent.requires_session and msg.session_id is not None:
@@ -312,7 +316,21 @@ class MessageFlow:
                     "Entities that have session support enabled can only receive messages that have the "
                     "SessionId set to a valid value."
                 )
+        if ent.held_bytes >= ent.max_size_bytes:  # a queue or topic is its own quota
+            self._refuse_full(ent)
         return ent, batch
+
+    def _refuse_full(self, ent: Entity) -> None:
+        """"Service Bus quotas", queue or topic size: once an entity holds MaxSizeInMegabytes, subsequent
+        incoming messages are refused (QuotaExceeded, QuotaType EntitySize). Service Bus's own reports show
+        sizes above the maximum: the send that crosses it is taken, the ones after it are refused, until
+        receivers have taken the size below it again. The text is Service Bus's."""
+        raise QuotaExceededError(
+            f"The maximum entity size has been reached or exceeded for {ent.kind.title()}: "
+            f"'{self.namespace}:{ent.kind.upper()}:{ent.path}'. Size of entity in bytes:{ent.held_bytes}, "
+            f"Max entity size in bytes: {ent.max_size_bytes}. For more information please see "
+            "https://aka.ms/ServiceBusExceptions . QuotaType: EntitySize"
+        )
 
     @staticmethod
     def _check_property_sizes(m: IncomingMessage) -> None:

@@ -113,6 +113,10 @@ class Inspection:
                 size += m.size
                 if m.enqueued_time_ms > last:
                     last = m.enqueued_time_ms
+        if ent.kind != SUBSCRIPTION:
+            # A queue's or topic's SizeInBytes is what counts against its MaxSizeInMegabytes: a topic's is
+            # what its subscriptions hold (each subscription's copy counts) and its scheduled messages.
+            size = ent.held_bytes
         return EntityView(
             kind=ent.kind,
             path=ent.path,

@@ -288,6 +288,9 @@ class Topology:
             self.entities.pop(key).live = False  # its timers no longer matter
         if ent.kind == SUBSCRIPTION and ent.parent is not None:
             ent.parent.subscriptions.pop(ent.key.rsplit("/", 1)[1], None)
+            # what the subscription held no longer counts against its topic's MaxSizeInMegabytes
+            ent.quota.held_bytes -= sum(m.size for c in (ent, ent.dlq, ent.transfer_dlq) if c is not None
+                                        for m in c.messages.values())
 
     def _check_new_name(self, name: str, *, child: bool = False) -> None:
         problem = entity_name_problem(name, child=child)
@@ -526,6 +529,7 @@ def _configure(ent: Entity, config: Any) -> None:
         ent.forward_dead_lettered_to = _other(config.forward_dead_lettered_messages_to, ent.path)
     if ent.kind in (QUEUE, TOPIC):
         ent.max_message_size = config.max_message_size_kb * 1024
+        ent.max_size_bytes = config.max_size_in_megabytes * 1024 * 1024
         ent.requires_duplicate_detection = config.requires_duplicate_detection
         ent.duplicate_window_ms = _ms(config.duplicate_detection_window)
     if ent.kind == SUBSCRIPTION:
