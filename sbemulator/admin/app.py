@@ -5,7 +5,8 @@ is written, so an entity created here is usable over AMQP as soon as the client 
 
 * ``GET /health``: 200 ``{"status": "ok"}`` once the emulator serves requests (no authentication).
 * ``POST /$admin/purge/{entity path}`` and ``POST /$admin/reset``: test support (SAS token required);
-  ``/$admin/clock`` and ``/$admin/faults``: the clock and injected faults, as JSON (control.py).
+  ``/$admin/clock`` and ``/$admin/faults``: the clock and injected faults, as JSON (control.py);
+  ``GET /$admin/snapshot``: the namespace's entities and messages as a snapshot (sbemulator/snapshot.py).
 * ``/subscriptions/...``: the Azure Resource Manager subset (``Bearer`` + a namespace SAS token, arm_auth.py).
 * ``/console/...``: the web console (its own sign-in with a SAS key, see console.py).
 * everything else: the Service Bus Atom API (``Authorization: SharedAccessSignature ...``).
@@ -28,6 +29,7 @@ from .console_broker import ConsoleBroker
 from .control import Controls, handle_clock
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
 from .http import MAX_BODY, MAX_UNAUTHENTICATED_BODY, Request, Response, asks_for_websocket
+from .snapshots import snapshot_response
 
 log = logging.getLogger("sbemulator.admin")
 
@@ -254,6 +256,9 @@ class AdminApp:
         lower = [r.lower() for r in rest]
         if lower[:1] == ["clock"]:
             return handle_clock(self.controls, request, lower[1:])
+        if lower == ["snapshot"]:
+            self._only(request.method, "GET")
+            return snapshot_response(self.ns)
         self._only(request.method, "POST")
         if rest and rest[0].lower() == "purge" and len(rest) > 1:
             removed = self.ns.purge("/".join(rest[1:]))

@@ -35,6 +35,7 @@ from sbemulator.auth import MANAGE, SasValidator
 from .console_broker import ConsoleBroker
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
 from .http import Request, Response
+from .snapshots import snapshot_response
 
 log = logging.getLogger("sbemulator.admin.console")
 
@@ -225,6 +226,9 @@ class Console:
             page = self.data.peek(_required(q, "path"), q.get("subqueue", "active"),
                                   _int(q, "from", 0), _int(q, "count", DEFAULT_PAGE))
             return self._json(200, page)
+        if name == "snapshot":
+            _only(method, "GET")
+            return snapshot_response(self.data.ns)
         if name == "schema":
             _only(method, "GET")
             return self._json(200, self.data.schema(_required(q, "kind")))

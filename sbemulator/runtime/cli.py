@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--clock", choices=CLOCK_MODES, default=REAL,
                         help="real (default) or manual: the broker's time moves only when told to, through "
                              "POST /$admin/clock/advance on the management endpoint (docs/emulator.md)")
+    parser.add_argument("--snapshot", default=None, metavar="FILE",
+                        help="start from a snapshot (entities and messages, exported through GET /$admin/snapshot "
+                             "or the console; docs/emulator.md, Snapshots)")
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     parser.add_argument("--loop", choices=LOOPS, default="asyncio",
                         help="event loop: the standard asyncio one (default) or uvloop, when it is installed")
@@ -101,7 +104,7 @@ async def serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     server, broker = build(
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
-        host=args.host, port=args.port, clock=args.clock,
+        host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot,
     )
     admin = None
     websocket = None

@@ -16,6 +16,7 @@ from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasRule, SasValidator, parse_r
 from ..broker.clock import Clock, ManualClock, clock_mode, make_clock, to_datetime
 from ..broker.core import Broker
 from ..config import NamespaceConfig, load_config, parse_config
+from ..snapshot import read_snapshot, seed_store
 from ..store.memory import MemoryStore
 from ..store.sqlite import SqliteStore
 from .server import AmqpServer
@@ -59,9 +60,10 @@ def sas_rules(config: NamespaceConfig, sas_key: str | None) -> list[SasRule]:
 
 def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | None,
           sas_key: str | None, host: str, port: int, clock: str | Clock | None = None,
-          **server_options: Any) -> tuple[AmqpServer, Any]:
+          snapshot: str | Path | bytes | dict | None = None, **server_options: Any) -> tuple[AmqpServer, Any]:
     """Wire store, broker and server together (shared by the CLI and ``Emulator``). ``clock``:
-    ``"real"`` (default), ``"manual"`` or a clock callable (broker/clock.py)."""
+    ``"real"`` (default), ``"manual"`` or a clock callable (broker/clock.py). ``snapshot``: a snapshot
+    (a file, its bytes or the parsed object, sbemulator/snapshot.py) the broker starts from."""
     broker_clock = make_clock(clock)
     store: Any
     if in_memory:
@@ -69,6 +71,8 @@ def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | No
     else:
         directory = Path(data_dir or DEFAULT_DATA_DIR)
         store = SqliteStore(directory / "sbemulator.db")
+    if snapshot is not None:
+        store = seed_store(store, read_snapshot(snapshot), durable=not in_memory)
     broker = Broker(config, store, clock=broker_clock)
     validator = SasValidator(sas_rules(config, sas_key), entity_rules=broker.authorization_rules)
     server = AmqpServer(broker, store, validator, host=host, port=port, clock=broker_clock, **server_options)
@@ -116,6 +120,7 @@ class Emulator:
         tls_key: str | Path | None = None,
         websocket_port: int | None = None,
         clock: str | Clock | None = None,
+        snapshot: str | Path | bytes | dict | None = None,
         **server_options: Any,
     ) -> None:
         """``port``/``admin_port``/``websocket_port`` 0 pick free ports; ``admin_port=None`` serves no HTTPS
@@ -123,8 +128,10 @@ class Emulator:
         (``wss://``), a number also on a port of its own (``ws://``, what the Python SDK dials in emulator
         mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``). ``clock="manual"``
         runs the broker on a clock that moves only through :meth:`advance` (docs/emulator.md, "A clock
-        you control")."""
+        you control"). ``snapshot`` starts it from a snapshot file (or its bytes, or the parsed object;
+        docs/emulator.md, "Snapshots"): refused at once (SnapshotError) when it cannot be read."""
         self.config = resolve_config(config)
+        self.snapshot = read_snapshot(snapshot) if snapshot is not None else None
         self.clock: Clock = make_clock(clock)
         self.websocket_port: int | None = websocket_port
         self.websocket: WebSocketListener | None = None
@@ -138,7 +145,7 @@ class Emulator:
         self.key_name = DEFAULT_KEY_NAME
         self.key = sas_key or DEFAULT_KEY
         self._options = dict(in_memory=in_memory, data_dir=data_dir, sas_key=sas_key, host=host, port=port,
-                             clock=self.clock, **server_options)
+                             clock=self.clock, snapshot=self.snapshot, **server_options)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()

@@ -343,3 +343,19 @@ def test_keyboard_only_receive_and_complete(page: Any, console_emulator: Emulato
     page.keyboard.press("Enter")
     page.get_by_role("status").filter(has_text="Completed message #1").wait_for()
     assert peek_all(console_emulator, "orders") == []
+
+
+def test_download_a_snapshot_and_start_from_it(page: Any, console_emulator: Emulator) -> None:
+    send(console_emulator, "orders", ServiceBusMessage("kept", application_properties={"k": 1}))
+    sign_in_by_keyboard(page, console_emulator.key)
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download snapshot").click()
+    download = info.value
+    assert download.suggested_filename.startswith("sbemulatorns-") and download.suggested_filename.endswith(
+        ".snapshot.json")
+    with open(download.path(), "rb") as f:
+        data = f.read()
+    with Emulator(config={"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [], "Topics": []}]}},
+                  in_memory=True, snapshot=data) as fresh:
+        [m] = peek_all(fresh, "orders")
+        assert str(m) == "kept" and m.sequence_number == 1 and m.application_properties == {b"k": 1}

@@ -440,6 +440,28 @@ async function downloadBody(path, subQueue, seq) {
   } catch (err) { fail(err); }
 }
 
+// A snapshot of the namespace (entities and messages; docs/emulator.md, "Snapshots") as a file.
+async function downloadSnapshot() {
+  clearMessages();
+  try {
+    const response = await fetch(API + "snapshot", { headers: { "X-Requested-With": "sbconsole" },
+      credentials: "same-origin", cache: "no-store", signal: AbortSignal.timeout(60000) });
+    if (!response.ok) {
+      let message = response.statusText;
+      try { message = (await response.json()).message || message; } catch (_) { /* not JSON */ }
+      throw new ApiError(response.status, message);
+    }
+    const match = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "");
+    const blob = await response.blob();
+    const link = h("a", { href: URL.createObjectURL(blob), download: match ? match[1] : "namespace.snapshot.json", hidden: true });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+    say(`Downloaded a snapshot of the namespace (${blob.size} bytes).`);
+  } catch (err) { fail(err); }
+}
+
 // Edit and re-send: the message's body and properties fill the send form, whose target may be any
 // queue or topic (a subscription's or dead-letter queue's message goes to its topic by default).
 function editAndResend(m, e) {
@@ -886,6 +908,7 @@ async function start() {
   $("#login-form").addEventListener("submit", onLogin);
   $("#signout").addEventListener("click", onSignOut);
   $("#purge-all").addEventListener("click", () => purge("all"));
+  $("#download-snapshot").addEventListener("click", downloadSnapshot);
   window.addEventListener("hashchange", route);
   try {
     signedIn(await api("session"));
