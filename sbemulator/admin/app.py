@@ -47,7 +47,7 @@ class AdminApp:
         self.clock = clock
         self.ready = True
         self._arm_namespaces: dict[str, dict[str, Any]] = {}
-        self.console = Console(ConsoleBroker(namespace), validator, clock)
+        self.console = Console(ConsoleBroker(namespace), validator, clock, controls=self.controls)
 
     async def __call__(self, request: Request) -> Response:
         return self.handle(request)

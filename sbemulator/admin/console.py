@@ -33,6 +33,7 @@ from typing import Any
 from sbemulator.auth import MANAGE, SasValidator
 
 from .console_broker import ConsoleBroker
+from .control import Controls, clock_body
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
 from .http import Request, Response
 from .snapshots import snapshot_response
@@ -107,8 +108,11 @@ class _Session:
 
 
 class Console:
-    def __init__(self, data: ConsoleBroker, validator: SasValidator, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, data: ConsoleBroker, validator: SasValidator, clock: Callable[[], float] = time.time,
+                 controls: Controls | None = None) -> None:
         self.data = data
+        # The broker's clock (and how to move it, on a manual clock): shown and advanced by the console.
+        self.controls = controls or Controls(clock=time.time)
         self.validator = validator
         self.clock = clock
         self._sessions: dict[str, _Session] = {}
@@ -226,6 +230,20 @@ class Console:
             page = self.data.peek(_required(q, "path"), q.get("subqueue", "active"),
                                   _int(q, "from", 0), _int(q, "count", DEFAULT_PAGE))
             return self._json(200, page)
+        if name == "clock":
+            _only(method, "GET")
+            return self._json(200, {**clock_body(self.controls.clock), "canAdvance": self.controls.advance is not None})
+        if name == "clock-advance":
+            _only(method, "POST")
+            seconds = _json_body(request).get("seconds")
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+                raise BadRequest("'seconds' must be a number of seconds, zero or more.")
+            if self.controls.advance is None:
+                raise AdminError("The emulator runs on real time: start it with --clock manual to move its time.",
+                                 409, "Conflict")
+            self.controls.advance(float(seconds))
+            log.info("console clock advanced %.3f s by %s", seconds, session.key_name)
+            return self._json(200, {**clock_body(self.controls.clock), "canAdvance": True})
         if name == "snapshot":
             _only(method, "GET")
             return snapshot_response(self.data.ns)

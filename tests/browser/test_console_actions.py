@@ -10,6 +10,8 @@ description https://learn.microsoft.com/azure/service-bus-messaging/service-bus-
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -18,8 +20,8 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbemulator import Emulator
 
-from .conftest import screenshot
-from .test_console import WAIT_S, count, sign_in_by_keyboard
+from .conftest import TOPOLOGY, UI_TIMEOUT_MS, screenshot
+from .test_console import WAIT_S, count, row, sign_in_by_keyboard
 
 
 def admin_client(emu: Emulator) -> ServiceBusAdministrationClient:
@@ -359,3 +361,39 @@ def test_download_a_snapshot_and_start_from_it(page: Any, console_emulator: Emul
                   in_memory=True, snapshot=data) as fresh:
         [m] = peek_all(fresh, "orders")
         assert str(m) == "kept" and m.sequence_number == 1 and m.application_properties == {b"k": 1}
+
+
+def test_the_clock_is_shown_and_a_manual_clock_advanced(browser: Any) -> None:
+    """A scheduled message (https://learn.microsoft.com/azure/service-bus-messaging/message-sequencing,
+    "Scheduled messages") becomes active when the console moves a manual clock past its time."""
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True, clock="manual") as emu:
+        context = browser.new_context(ignore_https_errors=True, viewport={"width": 1366, "height": 800},
+                                      base_url=emu.admin_url)
+        context.set_default_timeout(UI_TIMEOUT_MS)
+        page = context.new_page()
+        try:
+            when = emu.now() + dt.timedelta(hours=1)
+            with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+                with client.get_queue_sender("orders") as sender:
+                    sender.schedule_messages(ServiceBusMessage("wake up"), when)
+            sign_in_by_keyboard(page, emu.key)
+            page.locator("#clock-mode").filter(has_text="manual clock").wait_for()
+            row(page, "orders").locator("td").nth(4).filter(has_text="1").wait_for()  # scheduled
+            page.get_by_label("Advance by (seconds)").fill("3600")
+            page.get_by_role("button", name="Advance the clock").click()
+            page.get_by_role("status").filter(has_text="Advanced the emulator's clock by 3600 s").wait_for()
+            row(page, "orders").locator("td").nth(2).filter(has_text="1").wait_for()  # active now
+            screenshot(page, "clock")
+            with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+                with client.get_queue_receiver("orders", max_wait_time=WAIT_S) as receiver:
+                    [m] = receiver.receive_messages(max_wait_time=WAIT_S)
+                    assert str(m) == "wake up"
+                    receiver.complete_message(m)
+        finally:
+            context.close()
+
+
+def test_a_real_clock_is_shown_and_not_movable(page: Any, console_emulator: Emulator) -> None:
+    sign_in_by_keyboard(page, console_emulator.key)
+    page.locator("#clock-mode").filter(has_text="real time").wait_for()
+    assert page.locator("#clock-form").is_hidden()

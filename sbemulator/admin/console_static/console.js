@@ -209,7 +209,28 @@ function entityRow(e, isSub) {
     countCell(c.scheduled), countCell(c.deferred), countCell(c.transfer), countCell(c.transferDeadLetter, true));
 }
 
+// The broker's clock: a manual one (--clock manual) can be moved from here; every timer follows it.
+function renderClock(clock) {
+  $("#clock-box").hidden = false;
+  $("#clock-now").textContent = formatTime(clock.now) + " (" + clock.now + ")";
+  $("#clock-mode").textContent = clock.mode === "manual" ? "manual clock" : "real time";
+  $("#clock-form").hidden = !clock.canAdvance;
+}
+
+async function onAdvanceClock(event) {
+  event.preventDefault();
+  clearMessages();
+  const seconds = Number(event.target.seconds.value);
+  try {
+    const clock = await api("clock-advance", { method: "POST", body: { seconds } });
+    renderClock(clock);
+    await refreshOverview();
+    say(`Advanced the emulator's clock by ${seconds} s: it is now ${clock.now}.`);
+  } catch (err) { fail(err); }
+}
+
 async function refreshOverview() {
+  renderClock(await api("clock"));
   const data = await api("overview");
   const rows = [];
   for (const e of data.entities) {
@@ -909,6 +930,7 @@ async function start() {
   $("#signout").addEventListener("click", onSignOut);
   $("#purge-all").addEventListener("click", () => purge("all"));
   $("#download-snapshot").addEventListener("click", downloadSnapshot);
+  $("#clock-form").addEventListener("submit", onAdvanceClock);
   window.addEventListener("hashchange", route);
   try {
     signedIn(await api("session"));
