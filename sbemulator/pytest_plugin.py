@@ -18,7 +18,9 @@ Fixtures:
 * ``servicebus_emulator`` (session): a :class:`ServiceBusEmulator` with ``connection_string``,
   ``admin_url``, ``admin_connection_string``, ``ca_path``, ``purge()`` / ``reset()`` and, with a
   manual clock, ``now()`` / ``advance(seconds)``.
-* ``clean_servicebus_emulator`` (function): the same object, every entity purged before the test.
+* ``clean_servicebus_emulator`` (function): the same object, every entity purged and every injected
+  fault removed before the test. Faults: ``servicebus_emulator.faults.add(...)`` or
+  ``with servicebus_emulator.inject(operation, effect, entity, count=..., probability=...)``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import pytest
 
 from .broker.clock import CLOCK_MODES, REAL
 from .config import ConfigError, NamespaceConfig, load_config
+from .gateway.faults import Faults
 from .runtime.emulator import Emulator
 
 CONFIG_OPTION = "--sbemulator-config"
@@ -107,6 +110,18 @@ class ServiceBusEmulator:
         scheduled ones become active) before returning the new time."""
         return self.emulator.advance(seconds)
 
+    # --- injected faults (docs/emulator.md, "Fault injection")
+    @property
+    def faults(self) -> Faults:
+        """The emulator's fault rules: ``add(...)`` (returns the rule), ``remove(rule)``, ``list()``,
+        ``clear()``; ``clean_servicebus_emulator`` clears them before each test."""
+        return self.emulator.faults
+
+    def inject(self, operation: str, effect: str, entity: str = "*", **options: Any) -> Any:
+        """A context manager: ``with servicebus_emulator.inject("send", "server-busy", "orders", count=2)
+        as rule:`` the fault applies inside the block only (see ``Faults.add`` for the options)."""
+        return self.emulator.faults.injected(operation, effect, entity, **options)
+
     def reset(self) -> None:
         """Back to the configured topology: entities created at run time are deleted, every message goes."""
         self.emulator.call(self.emulator.admin.namespace.reset)
@@ -178,5 +193,6 @@ def servicebus_emulator(pytestconfig: pytest.Config) -> Iterator[ServiceBusEmula
 @pytest.fixture
 def clean_servicebus_emulator(servicebus_emulator: ServiceBusEmulator) -> ServiceBusEmulator:
     """The session's emulator with every entity purged, so this test starts from empty entities."""
+    servicebus_emulator.faults.clear()
     servicebus_emulator.purge()
     return servicebus_emulator

@@ -26,7 +26,7 @@ from . import arm, arm_auth, atom
 from .backend import QUEUE, SUBSCRIPTION, TOPIC, Namespace
 from .console import Console, is_console_request
 from .console_broker import ConsoleBroker
-from .control import Controls, handle_clock
+from .control import Controls, handle_clock, handle_faults
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
 from .http import MAX_BODY, MAX_UNAUTHENTICATED_BODY, Request, Response, asks_for_websocket
 from .snapshots import snapshot_response
@@ -259,6 +259,8 @@ class AdminApp:
         if lower == ["snapshot"]:
             self._only(request.method, "GET")
             return snapshot_response(self.ns)
+        if lower[:1] == ["faults"]:
+            return handle_faults(self.controls, request, rest[1:])
         self._only(request.method, "POST")
         if rest and rest[0].lower() == "purge" and len(rest) > 1:
             removed = self.ns.purge("/".join(rest[1:]))

@@ -1,4 +1,4 @@
-"""Test control over HTTPS: the emulator's clock (and, through ``faults``, injected faults), as JSON.
+"""Test control over HTTPS: the emulator's clock and its injected faults, as JSON.
 
 These are what a test in another process (or the web console) uses to move a manual clock and to
 inject faults; in-process code has ``Emulator.advance`` and ``Emulator.faults``. The requests are
@@ -8,6 +8,13 @@ Routes (under ``/$admin``)::
 
     GET  /$admin/clock                  {"mode": "manual"|"real", "now": ISO-8601 UTC, "nowMs": epoch ms}
     POST /$admin/clock/advance          {"seconds": 3600}  -> the same shape, after the due timers ran
+    GET  /$admin/faults                 {"faults": [rule, ...], "operations": [...], "effects": {...}}
+    POST /$admin/faults                 a rule: {"operation": "send", "effect": "server-busy",
+                                        "entity": "orders", "count": 2, "probability": 1.0, "seed": 7,
+                                        "seconds": 0, "description": null}  -> 201 the rule with its "id"
+    GET  /$admin/faults/{id}            the rule, with "matched" (operations it covered) and
+                                        "applied" (how many it failed) and "spent"
+    DELETE /$admin/faults/{id}          204; DELETE /$admin/faults: every rule, {"removed": n}
 
 Errors are JSON too: ``{"error": {"code": ..., "message": ...}}`` with the HTTP status.
 
@@ -23,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sbemulator.broker.clock import Clock, clock_mode
+from sbemulator.gateway.faults import EFFECTS, OPERATIONS, Faults
 
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound
 from .http import Request, Response
@@ -37,7 +45,7 @@ class Controls:
 
     clock: Clock
     advance: Callable[[float], float] | None = None
-    faults: Any = None  # sbemulator.gateway.faults.Faults, when the runtime has one
+    faults: Faults | None = None
 
 
 def iso(seconds: float) -> str:
@@ -88,5 +96,42 @@ def handle_clock(controls: Controls, request: Request, rest: list[str]) -> Respo
             controls.advance(float(seconds))
             return json_response(200, clock_body(controls.clock))
         raise NotFound("Clock operations: GET /$admin/clock, POST /$admin/clock/advance.")
+    except AdminError as exc:
+        return error_response(exc)
+
+
+def handle_faults(controls: Controls, request: Request, rest: list[str]) -> Response:
+    """``rest``: the path after ``/$admin/faults`` (as given: rule ids are lower-case anyway)."""
+    try:
+        faults = controls.faults
+        if faults is None:
+            raise NotFound("This emulator has no fault injection.")
+        method = request.method
+        if not rest:
+            if method in ("GET", "HEAD"):
+                effects = {e.name: {"condition": e.condition, "statusCode": e.status_code or None,
+                                    "sdkException": e.sdk_exception} for e in EFFECTS.values()}
+                return json_response(200, {"faults": faults.list(), "operations": list(OPERATIONS),
+                                           "effects": effects})
+            if method == "POST":
+                try:
+                    rule = faults.add_from(read_json(request))
+                except (TypeError, ValueError) as exc:
+                    raise BadRequest(str(exc)) from None
+                return json_response(201, rule.as_dict())
+            if method == "DELETE":
+                return json_response(200, {"removed": faults.clear()})
+            raise MethodNotAllowed("Use GET, POST or DELETE on /$admin/faults.")
+        if len(rest) == 1:
+            rule = faults.get(rest[0].lower())
+            if rule is None:
+                raise NotFound(f"No fault with id '{rest[0]}'.")
+            if method in ("GET", "HEAD"):
+                return json_response(200, rule.as_dict())
+            if method == "DELETE":
+                faults.remove(rule)
+                return Response(204)
+            raise MethodNotAllowed("Use GET or DELETE on /$admin/faults/{id}.")
+        raise NotFound("Fault operations: /$admin/faults, /$admin/faults/{id}.")
     except AdminError as exc:
         return error_response(exc)

@@ -37,12 +37,15 @@ from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError
 from ..broker.model import ReceiveMode
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
-from .cbs import handle_put_token
+from .cbs import audience_entity, handle_put_token
 from .deliveries import encode_delivery, incoming_messages
+from .faults import CONNECT, DROP, LATENCY, MANAGEMENT, PUT_TOKEN, RECEIVE, SETTLE, Faults, Refusal
+from .faults import SEND as SEND_OPERATION
 from .limits import DEFAULT_LIMITS, RESOURCE_LIMIT_EXCEEDED, UNAUTHORIZED_ACCESS, Limits
 from .management import ManagementHandler, MgmtReply, required_right
 
 log = logging.getLogger("sbemulator")
+UPDATE_DISPOSITION = "com.microsoft:update-disposition"
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
@@ -105,8 +108,16 @@ class Gateway:
         peer: str = "",
         limits: Limits = DEFAULT_LIMITS,
         over_capacity: bool = False,
+        faults: Faults | None = None,
+        hold_output: Callable[[float], None] | None = None,
+        abort: Callable[[], None] | None = None,
     ) -> None:
         self.broker = broker
+        # Injected faults (faults.py): the emulator's rules; hold_output delays what this connection
+        # writes (a latency fault), abort closes its socket without a close frame (a dropped connection).
+        self.faults = faults if faults is not None else Faults()
+        self.hold_output = hold_output
+        self.abort = abort
         self.limits = limits
         # The namespace already has limits.max_connections connections: this one is refused at its open.
         self.over_capacity = over_capacity
@@ -277,6 +288,10 @@ class Gateway:
                     f"The maximum number of concurrent connections ({self.limits.max_connections}) on the "
                     "namespace has been reached.",
                 )
+            elif self.faults.active:
+                refusal = self.fault(CONNECT)
+                if refusal is not None and refusal.effect is not DROP:
+                    self.connection.close(refusal.condition, refusal.description)
         elif kind is ev.ConnectionClosed:
             self._close_all()
 
@@ -313,6 +328,28 @@ class Gateway:
         """A put-token succeeded: the connection is authenticated (for the token's scope)."""
         self.grants.append(grant)
         self._cancel_auth_timer()
+
+    # ------------------------------------------------------------------ faults
+    def fault(self, operation: str, entity: str = "") -> Refusal | None:
+        """The injected fault for this operation now (call only while ``faults.active``): None to go on
+        (no rule applied, or a latency one, which holds this connection's output and lets the operation
+        proceed); a refusal to answer with, or one whose effect is DROP after the socket was dropped
+        (then do nothing more)."""
+        uri = f"sb://{self.hostname or 'localhost'}/{entity}" if entity else ""
+        refusal = self.faults.check(operation, entity, uri)
+        if refusal is None:
+            return None
+        if refusal.effect is LATENCY:
+            if self.hold_output is not None:
+                self.hold_output(refusal.rule.seconds)
+            return None
+        if refusal.effect is DROP:
+            if self.abort is not None:
+                self.abort()
+            else:  # no socket to drop (a test of the gateway alone): end the connection at once
+                self.connection.close("amqp:connection:forced", "The connection was dropped (injected fault).")
+            self._close_all()
+        return refusal
 
     def _cancel_auth_timer(self) -> None:
         if self._auth_timer is not None:
@@ -582,6 +619,13 @@ class _RequestLink(LinkHandler):
 
 class CbsRequestLink(_RequestLink):
     def answer(self, request: Any) -> None:
+        if self.gateway.faults.active:
+            audience = (request.application_properties or {}).get("name")
+            refusal = self.gateway.fault(PUT_TOKEN, audience_entity(audience) if isinstance(audience, str) else "")
+            if refusal is not None:
+                if refusal.effect is not DROP:
+                    self.answer_error(request, refusal.status_code, refusal.description, refusal.condition)
+                return
         outcome = handle_put_token(request, self.gateway.validator, self.gateway.wall_clock(),
                                    self.gateway.entity_exists)
         if outcome.grant is not None:
@@ -623,6 +667,14 @@ class ManagementRequestLink(_RequestLink):
         if missing is not None:
             self._reply(request, MgmtReply(401, missing, None, "amqp:unauthorized-access"))
             return
+        if gateway.faults.active:
+            # a settlement by lock token over $management (the SDKs' fallback) is a settlement too
+            operation = (request.application_properties or {}).get("operation")
+            refusal = gateway.fault(SETTLE if operation == UPDATE_DISPOSITION else MANAGEMENT, self.entity)
+            if refusal is not None:
+                if refusal.effect is not DROP:
+                    self._reply(request, MgmtReply(refusal.status_code, refusal.description, None, refusal.condition))
+                return
         txn_id = self._txn_id
         if txn_id is None:
             reply = gateway.management.handle(self.entity, request)
@@ -662,6 +714,8 @@ class EntitySenderLink(LinkHandler):
     def on_message(self, event: Any) -> None:
         conn = self.gateway.connection
         state: Any
+        if self.gateway.faults.active and self._faulted(event):
+            return
         txn = event.state if type(event.state) is TransactionalState else None
         try:
             messages = incoming_messages(event.payload, event.message_format)
@@ -683,6 +737,23 @@ class EntitySenderLink(LinkHandler):
             conn.settle_incoming(self.link, event.delivery_id, state)
         if self.link.link_credit < SENDER_CREDIT // 2:
             conn.grant_credit(self.link, SENDER_CREDIT)
+
+    def _faulted(self, event: Any) -> bool:
+        """An injected send fault: the transfer is refused (``rejected`` with the condition, nothing
+        stored) or the connection dropped. False when no rule applied."""
+        refusal = self.gateway.fault(SEND_OPERATION, self.path)
+        if refusal is None:
+            return False
+        if refusal.effect is not DROP:
+            conn = self.gateway.connection
+            state: Any = Rejected(error(refusal.condition, refusal.description))
+            if type(event.state) is TransactionalState:
+                state = TransactionalState(event.state.txn_id, state)
+            if not event.settled:
+                conn.settle_incoming(self.link, event.delivery_id, state)
+            if self.link.link_credit < SENDER_CREDIT // 2:
+                conn.grant_credit(self.link, SENDER_CREDIT)
+        return True
 
 
 class EntityReceiverLink(LinkHandler):
@@ -818,6 +889,14 @@ class EntityReceiverLink(LinkHandler):
 
     # -- AMQP events ----------------------------------------------------------------------
     def on_credit(self, event: Any) -> None:
+        if self.gateway.faults.active and event.link.link_credit > 0:
+            refusal = self.gateway.fault(RECEIVE, self.path)
+            if refusal is not None:
+                if refusal.effect is not DROP:
+                    # Service Bus ends the receive link with the error; the SDK reopens it to retry.
+                    self.gateway.connection.detach(self.link, refusal.condition, refusal.description)
+                    self._release()
+                return
         self.pump()
         if event.drain and self.link.drain and self.link.link_credit > 0:
             self.gateway.connection.drain_complete(self.link)
@@ -833,6 +912,12 @@ class EntityReceiverLink(LinkHandler):
         try:
             if token is None:
                 return
+            if self.gateway.faults.active and isinstance(state, (Accepted, Modified, Rejected)):
+                refusal = self.gateway.fault(SETTLE, self.path)
+                if refusal is not None:
+                    if refusal.effect is DROP:
+                        return
+                    raise BrokerError(refusal.description, refusal.condition)  # the message stays locked
             if type(state) is Accepted:
                 receiver.complete(token)  # the SDK's complete, one per message: no dispatch on the outcome
             elif isinstance(state, (Released, Modified, Rejected)):

@@ -16,6 +16,7 @@ from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasRule, SasValidator, parse_r
 from ..broker.clock import Clock, ManualClock, clock_mode, make_clock, to_datetime
 from ..broker.core import Broker
 from ..config import NamespaceConfig, load_config, parse_config
+from ..gateway.faults import Faults
 from ..snapshot import read_snapshot, seed_store
 from ..store.memory import MemoryStore
 from ..store.sqlite import SqliteStore
@@ -85,7 +86,7 @@ def controls_for(server: AmqpServer) -> Any:
     from ..admin.control import Controls
 
     manual = isinstance(server.clock, ManualClock)
-    return Controls(clock=server.clock, advance=server.advance_clock if manual else None)
+    return Controls(clock=server.clock, advance=server.advance_clock if manual else None, faults=server.faults)
 
 
 def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
@@ -133,6 +134,8 @@ class Emulator:
         self.config = resolve_config(config)
         self.snapshot = read_snapshot(snapshot) if snapshot is not None else None
         self.clock: Clock = make_clock(clock)
+        # Injected faults (docs/emulator.md, "Fault injection"): emu.faults.add(...) from any thread.
+        self.faults = Faults(self.config.name)
         self.websocket_port: int | None = websocket_port
         self.websocket: WebSocketListener | None = None
         # --- admin (HTTPS management) wiring: admin_port None disables it, 0 picks a free port.
@@ -145,7 +148,7 @@ class Emulator:
         self.key_name = DEFAULT_KEY_NAME
         self.key = sas_key or DEFAULT_KEY
         self._options = dict(in_memory=in_memory, data_dir=data_dir, sas_key=sas_key, host=host, port=port,
-                             clock=self.clock, snapshot=self.snapshot, **server_options)
+                             clock=self.clock, snapshot=self.snapshot, faults=self.faults, **server_options)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()

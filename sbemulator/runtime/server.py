@@ -16,6 +16,7 @@ from ..broker.api import BrokerAPI
 from ..broker.clock import Clock, ManualClock
 from ..broker.transactions import DEFAULT_TIMEOUT_S as DEFAULT_TRANSACTION_TIMEOUT_S
 from ..gateway.core import Gateway
+from ..gateway.faults import Faults
 from ..gateway.limits import DEFAULT_LIMITS, Limits
 from ..store.base import Store
 
@@ -39,6 +40,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         self._receiving = False  # inside data_received, which flushes when it is done
         self._timer: asyncio.TimerHandle | None = None
         self._heartbeats_known = False
+        self._held = False  # a latency fault holds this connection's output (hold_output)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport's interface without subclassing it.
@@ -60,6 +62,9 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             peer=str(peer),
             limits=limits,
             over_capacity=len(self.server.connections) >= limits.max_connections,
+            faults=self.server.faults,
+            hold_output=self.hold_output,
+            abort=self.abort,
         )
         self.server.connections.add(self)
         self._arm_timer()
@@ -102,6 +107,8 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             return
         gateway.run_pending()
         self.server.store.commit()
+        if self._held:
+            return  # a latency fault: written when the hold ends
         out = gateway.data_to_send()
         if out and not transport.is_closing():
             transport.write(out)  # may call pause_writing, before it returns
@@ -109,6 +116,27 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             transport.close()
         elif gateway.blocked:
             gateway.unblock()  # receivers stopped at the output's high-water mark; written and not paused
+
+    def hold_output(self, seconds: float) -> None:
+        """A latency fault: nothing this connection produces is written, and nothing more is read from
+        it, for ``seconds`` (real time); then everything goes out in order."""
+        if self._held or self.transport is None or self.transport.is_closing():
+            return
+        self._held = True
+        self.transport.pause_reading()
+        self.server.loop.call_later(seconds, self._release_hold)
+
+    def _release_hold(self) -> None:
+        self._held = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+            self.flush()
+
+    def abort(self) -> None:
+        """A dropped-connection fault: the socket closes without a close frame (asyncio then calls
+        connection_lost, which ends the gateway as for any lost connection)."""
+        if self.transport is not None:
+            self.transport.abort()
 
     def pause_writing(self) -> None:
         """The peer does not read as fast as we write: stop producing (and reading, so a peer that never
@@ -119,7 +147,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        if self.transport is not None and not self.transport.is_closing() and not self._held:
             self.transport.resume_reading()
         if self.gateway is not None:
             self.gateway.resume_writing()
@@ -171,6 +199,7 @@ class AmqpServer:
         limits: Limits = DEFAULT_LIMITS,
         transaction_timeout_s: float = DEFAULT_TRANSACTION_TIMEOUT_S,
         clock: Clock = time.time,
+        faults: Faults | None = None,
     ) -> None:
         self.broker = broker
         # The broker's clock (broker/clock.py): what its timers are measured by. Connection-level
@@ -184,6 +213,7 @@ class AmqpServer:
         self.max_frame_size = max_frame_size
         self.idle_timeout_ms = idle_timeout_ms
         self.transaction_timeout_s = transaction_timeout_s
+        self.faults = faults if faults is not None else Faults(broker.config.name)
         self.connections: set[_AmqpProtocol] = set()
         self.read_buffer = memoryview(bytearray(READ_BUFFER_SIZE))
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
