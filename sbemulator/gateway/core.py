@@ -45,7 +45,7 @@ from .limits import DEFAULT_LIMITS, RESOURCE_LIMIT_EXCEEDED, UNAUTHORIZED_ACCESS
 from .management import ManagementHandler, MgmtReply, required_right
 
 log = logging.getLogger("sbemulator")
-UPDATE_DISPOSITION = "com.microsoft:update-disposition"
+_MANAGEMENT_FAULT_KINDS = {"com.microsoft:update-disposition": SETTLE, "com.microsoft:schedule-message": SEND_OPERATION}
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
@@ -668,9 +668,11 @@ class ManagementRequestLink(_RequestLink):
             self._reply(request, MgmtReply(401, missing, None, "amqp:unauthorized-access"))
             return
         if gateway.faults.active:
-            # a settlement by lock token over $management (the SDKs' fallback) is a settlement too
+            # a settlement by lock token over $management (the SDKs' fallback) is a settlement too,
+            # and scheduling a message is sending one
             operation = (request.application_properties or {}).get("operation")
-            refusal = gateway.fault(SETTLE if operation == UPDATE_DISPOSITION else MANAGEMENT, self.entity)
+            kind = _MANAGEMENT_FAULT_KINDS.get(operation, MANAGEMENT) if isinstance(operation, str) else MANAGEMENT
+            refusal = gateway.fault(kind, self.entity)
             if refusal is not None:
                 if refusal.effect is not DROP:
                     self._reply(request, MgmtReply(refusal.status_code, refusal.description, None, refusal.condition))

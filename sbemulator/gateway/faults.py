@@ -12,7 +12,8 @@ Operations and where their failure is sent (what the SDKs read it from):
 =============  ==========================================================================
 connect        the connection is closed after its open, with the effect's condition
 put-token      the ``$cbs`` reply carries the effect's status code and description
-send           the transfer is settled ``rejected`` with the condition and description
+send           the transfer is settled ``rejected`` with the condition and description; a
+               ``$management`` schedule-message (scheduling is sending) gets the error reply
 receive        the receiver link is detached with the condition when the client asks for
                messages (a flow that gives credit)
 settle         the disposition is answered ``rejected`` with the condition, and a

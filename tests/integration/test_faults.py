@@ -12,6 +12,7 @@ MessageLockLostException, MessagingEntityNotFoundException).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Iterator
@@ -211,3 +212,17 @@ def test_faults_over_the_admin_endpoint(emu: Emulator) -> None:
     assert status == 400 and "Unknown effect" in json.loads(body)["error"]["message"]
     assert call(emu, "GET", "/$admin/faults", auth=None)[0] == 401
     assert emu.faults.list() == []
+
+
+def test_the_readme_example_a_retried_schedule_and_a_clock_moved_an_hour() -> None:
+    """README, "Use sbemulator in your own tests": scheduling is sending, so a send rule covers it and
+    the SDK's retries ride it out; the clock then moves an hour at once."""
+    with Emulator(config=TOPOLOGY, clock="manual") as emu, _client(emu, retries=3) as client:
+        with client.get_queue_sender("orders") as sender:
+            with emu.faults.injected("send", "server-busy", "orders", count=2) as rule:
+                sender.schedule_messages(ServiceBusMessage("later"), emu.now() + dt.timedelta(hours=1))
+            emu.advance(3600)
+        assert rule.applied == 2
+        with client.get_queue_receiver("orders") as receiver:
+            (message,) = receiver.receive_messages(max_wait_time=WAIT)
+            assert str(message) == "later"
