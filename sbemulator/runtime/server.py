@@ -273,8 +273,23 @@ class AmqpServer:
         if not isinstance(clock, ManualClock):
             raise ValueError("The emulator runs on real time: start it with --clock manual "
                              "(Emulator(clock='manual')) to move its time.")
-        now = clock.advance(seconds)
-        self.broker.tick()
+        if not seconds >= 0:
+            raise ValueError(f"The clock moves forward only: cannot advance by {seconds!r} seconds.")
+        target = clock() + seconds
+        broker = self.broker
+        # Step through every deadline on the way, so each timer fires at its own time: a scheduled
+        # message is enqueued at its scheduled time and a lock lapses at its end, as if the time had
+        # passed (half a millisecond past a deadline, so the broker's whole-ms reading reaches it).
+        while True:
+            deadline = broker.next_deadline()
+            if deadline is None or deadline > target:
+                break
+            clock.set(min(target, max(clock(), deadline + 0.0005)))
+            broker.tick()
+            if clock() >= target:
+                break
+        now = clock.set(target)
+        broker.tick()
         self.commit()
         self._wake.set()  # the ticker recomputes its next deadline
         return now

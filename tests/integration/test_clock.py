@@ -230,3 +230,4 @@ def test_the_command_line_clock_is_moved_over_the_management_endpoint(tmp_path: 
     finally:
         emu.process.terminate()
         emu.process.wait(10)
+
