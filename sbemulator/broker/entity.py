@@ -83,6 +83,11 @@ class Entity:
     sessions: dict[str, Session] = field(default_factory=dict)
     locks: dict[bytes, BrokerMessage] = field(default_factory=dict)  # by lock key (model.LockKey)
     receivers: dict[int, Receiver] = field(default_factory=dict)
+    # Who a new message wakes (by id, like ``receivers``; wakeups.py): the plain receivers that can take
+    # one now (their link has credit), least recently served first, and the next-available session
+    # receivers that have no session yet. Idle receivers are in neither, so a send does not pay for them.
+    waiting: dict[int, Receiver] = field(default_factory=dict)
+    seekers: dict[int, Receiver] = field(default_factory=dict)
     # relations
     dlq: Entity | None = None
     transfer_dlq: Entity | None = None

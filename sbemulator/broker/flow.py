@@ -604,6 +604,10 @@ class MessageFlow:
                     self._sessions.lose_session(ent, s, now)
                 self._sessions.lock_session(ent, ent.session(session_id), r, now)
             ent.receivers[id(r)] = r
+            if not ent.requires_session:
+                ent.waiting[id(r)] = r
+            elif r.next_available_session and r.session is None:
+                ent.seekers[id(r)] = r
             if not ent.requires_session or r.session is not None:
                 self._wakeups.notify_one(ent, r)
             return r
@@ -649,6 +653,12 @@ class MessageFlow:
                     out.append(Delivery(msg, None, None, msg.delivery_count - 1))
             if locks:
                 self._timers.add(TakeExpiry(now + ent.lock_duration_ms, ent, self, locks))
+            if out:
+                # Fairness: the receiver just served is woken last by the next message.
+                waiting = ent.waiting
+                rid = id(r)
+                if waiting.pop(rid, None) is not None:
+                    waiting[rid] = r
             return out
 
     def lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int,
@@ -752,7 +762,10 @@ class MessageFlow:
                 return
             r.closed = True
             ent = r.entity
-            ent.receivers.pop(id(r), None)
+            rid = id(r)
+            ent.receivers.pop(rid, None)
+            ent.waiting.pop(rid, None)
+            ent.seekers.pop(rid, None)
             self._wakeups.forget(r)
             now = self._now()
             s = r.session

@@ -44,6 +44,11 @@ class Receiver:
     whenever messages may have become available to this receiver; the server answers by calling
     :meth:`take` if the link has credit. It is also called when the session lock of a session
     receiver is lost, so that the next :meth:`take` raises :class:`SessionLockLostError`.
+
+    A receiver that cannot take messages for now (its link has no credit) says so with
+    :meth:`set_waiting`: new messages then do not wake it, so a send costs nothing per idle receiver.
+    Its owner takes again when it can (the next flow), and says ``set_waiting(True)`` if that finds
+    nothing. A new receiver is waiting until it says otherwise.
     """
 
     def __init__(
@@ -67,6 +72,7 @@ class Receiver:
         self.ended_by: BrokerError | None = None
         self.closed = False
         self.locks: set[bytes] = set()  # lock keys (model.LockKey)
+        self.waiting = True
         self._requested_session = session_id
 
     # --- info ------------------------------------------------------------------------------
@@ -84,6 +90,19 @@ class Receiver:
         return self.session.locked_until_ms if self.session is not None else None
 
     # --- receiving ---------------------------------------------------------------------------
+    def set_waiting(self, waiting: bool) -> None:
+        """Whether a new message should wake this receiver: True while it could take one now (credit left
+        after taking everything available), False while it cannot (no credit, or its output is full)."""
+        if waiting is self.waiting:
+            return
+        self.waiting = waiting
+        if self.closed or self.entity.requires_session:  # a session's messages wake its owner (or seekers)
+            return
+        if waiting:
+            self.entity.waiting[id(self)] = self
+        else:
+            self.entity.waiting.pop(id(self), None)
+
     def try_acquire_session(self) -> str | None:
         """Next-available receivers: lock the session with the oldest available message, if any."""
         return self._ops.acquire_session(self)

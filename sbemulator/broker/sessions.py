@@ -57,6 +57,7 @@ class Sessions:
         s.generation += 1
         s.locked_until_ms = now + ent.lock_duration_ms
         r.session = s
+        ent.seekers.pop(id(r), None)  # it has a session now: other sessions' messages are not for it
         self._timers.add(SessionLockExpiry(s.locked_until_ms, ent, self, s))
 
     def lose_session(self, ent: Entity, s: Session, now: int) -> None:

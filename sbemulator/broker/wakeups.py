@@ -6,6 +6,9 @@ wrapped). Receivers marked while it runs are told (``Receiver.on_available``) wh
 ends, each once, so a callback that calls back into the broker finds it consistent. A failing
 callback is logged and does not starve the others.
 
+Only receivers that can take a message now are marked by a new message (``Entity.waiting`` and
+``Entity.seekers``, kept by the message flow, the sessions and ``Receiver.set_waiting``).
+
 Imports only ``entity`` (and ``receiver`` for types).
 """
 
@@ -56,18 +59,20 @@ class Wakeups:
         self.pending.pop(id(r), None)
 
     def notify(self, ent: Entity, session: Session | None = None) -> None:
-        """A message became available in ``ent`` (in ``session``): its owner, or every receiver that
-        could take it (a plain receiver; for a session without owner, next-available receivers)."""
-        receivers = ent.receivers
-        if not receivers:
+        """A message became available in ``ent`` (in ``session``): wake who can take it now, the
+        session's owner, or for a session without owner the next-available receivers still seeking
+        one, or for a plain message the receivers whose links have credit (``Entity.waiting``, least
+        recently served first). Receivers without credit are not in those sets, so the cost of a
+        send does not grow with idle receivers; they take when their next flow comes."""
+        if session is not None:
+            owner = session.owner
+            if owner is not None:
+                self.pending[id(owner)] = owner
+            elif ent.seekers:
+                self.pending.update(ent.seekers)
             return
-        if session is not None and session.owner is not None:
-            self.pending[id(session.owner)] = session.owner
-            return
-        pending = self.pending
-        for rid, r in receivers.items():
-            if session is None or (r.session is None and r.next_available_session):
-                pending[rid] = r
+        if ent.waiting:
+            self.pending.update(ent.waiting)
 
     def notify_one(self, ent: Entity, r: Receiver) -> None:
         """``r`` was just attached or given a session: tell it if it has messages waiting."""

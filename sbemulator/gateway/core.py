@@ -798,6 +798,8 @@ class EntityReceiverLink(LinkHandler):
             gateway.connection.reject_attach(link, exc.condition, exc.description or str(exc))
             return
         gateway.receivers.add(handler)
+        if not gateway.connection.can_send(link):
+            handler.receiver.set_waiting(False)  # no credit yet: the first flow pumps it
         if session_requested and session_id is None:
             handler.waiting_for_session = True
             wait_ms = link.properties.get(TIMEOUT_PROPERTY) if link.properties else None
@@ -866,6 +868,7 @@ class EntityReceiverLink(LinkHandler):
                 # Backpressure: nothing more is taken from the broker (no locks, no delivery counts)
                 # until the output has room; resume_writing or unblock pumps this receiver again.
                 gateway.block(self)
+                self.receiver.set_waiting(False)
                 return
             try:
                 batch = self.receiver.take(min(link.link_credit, 128, link.session.remote_incoming_window))
@@ -888,6 +891,9 @@ class EntityReceiverLink(LinkHandler):
             ], settled=not peek_lock)
         if link.drain and link.link_credit > 0 and conn.can_send(link):
             conn.drain_complete(link)
+        # New messages wake this receiver only while it could take them; without credit (or session
+        # window) the next flow pumps it (on_credit), so idle links cost a send nothing.
+        self.receiver.set_waiting(conn.can_send(link))
 
     # -- AMQP events ----------------------------------------------------------------------
     def on_credit(self, event: Any) -> None:

@@ -164,7 +164,7 @@ def test_wakeups_tell_each_receiver_once_when_the_outermost_operation_ends(caplo
     w, calls = Wakeups(), []
     ent = Entity(key="q", path="q", kind=QUEUE)
     a, b = FakeReceiver("a", calls, fail=True), FakeReceiver("b", calls)
-    ent.receivers = {id(a): a, id(b): b}
+    ent.receivers = ent.waiting = {id(a): a, id(b): b}
     with caplog.at_level(logging.ERROR), w.operation:
         with w.operation:
             w.notify(ent)
