@@ -110,10 +110,14 @@ def sign(resource_uri: str, key_name: str, key: str, expiry: int) -> str:
 class EntityRule(Protocol):
     """An entity's authorization rule as the broker stores it (``descriptions.AuthorizationRuleConfig``)."""
 
-    key_name: str
-    primary_key: str
-    secondary_key: str
-    rights: tuple[str, ...]
+    @property
+    def key_name(self) -> str: ...
+    @property
+    def primary_key(self) -> str: ...
+    @property
+    def secondary_key(self) -> str: ...
+    @property
+    def rights(self) -> tuple[str, ...]: ...
 
 
 EntityRules = Callable[[str], Sequence[EntityRule]]
