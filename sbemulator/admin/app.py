@@ -220,8 +220,9 @@ class AdminApp:
                             atom.ENTRY_CONTENT_TYPE)
         if method == "PUT":
             rule = atom.parse_rule(request.body, rule_name)
-            info, created = ns.put_rule(topic, sub, rule, mode=self._mode(request))
-            return Response(201 if created else 200, atom.render_rule(info, base, ns.name), atom.ENTRY_CONTENT_TYPE)
+            rule_info, created = ns.put_rule(topic, sub, rule, mode=self._mode(request))
+            return Response(201 if created else 200, atom.render_rule(rule_info, base, ns.name),
+                            atom.ENTRY_CONTENT_TYPE)
         if method == "DELETE":
             ns.delete_rule(topic, sub, rule_name)
             return Response(200)

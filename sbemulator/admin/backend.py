@@ -269,12 +269,14 @@ class Namespace:
         for prop in for_kind(kind):
             raw = spec.get(prop.atom)
             if prop.atom == "AuthorizationRules":
+                assert prop.field is not None  # the table gives every configured property its field
                 previous = existing.config.authorization_rules if existing is not None else ()
                 values[prop.field] = previous if raw is None else _authorization_rules(raw, previous, now)
                 continue
             if prop.codec is Codec.RUNTIME:
                 continue
             if prop.codec is Codec.ENTITY:
+                assert prop.field is not None
                 if raw is not None and not isinstance(raw, str):
                     raise BadRequest(f"The value supplied for {prop.atom} is invalid: expected a string.")
                 values[prop.field] = self._forward_target(raw, name if kind == QUEUE else None)

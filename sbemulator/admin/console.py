@@ -154,7 +154,7 @@ class Console:
     def _session(self, request: Request) -> _Session:
         token = _cookie(request.headers.get("cookie", ""), _cookie_name(request))
         session = self._sessions.get(token) if token else None
-        if session is None:
+        if token is None or session is None:
             raise Unauthorized("Sign in with a shared access key of the namespace.")
         if session.expires_at <= self.clock():
             self._sessions.pop(token, None)
