@@ -178,7 +178,7 @@ class Gateway:
             self.arm_transaction_timeout()
 
     # ------------------------------------------------------------------ driving
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         connection = self.connection
         self._dispatch(connection.receive_data(data))
         # Deliveries before a flow-control violation are answered first, then the link or session ends.

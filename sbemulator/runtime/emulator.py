@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,16 @@ def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
     loop.run_until_complete(loop.shutdown_asyncgens())
 
 
+@dataclass(frozen=True)
+class _AdminOptions:
+    """How the HTTPS management endpoint is started (``port`` None: not at all, 0: a free port)."""
+
+    port: int | None
+    tls_cert: str | Path | None
+    tls_key: str | Path | None
+    cert_dir: Path | None
+
+
 class Emulator:
     """A running emulator on its own thread and event loop."""
 
@@ -141,8 +152,8 @@ class Emulator:
         # --- admin (HTTPS management) wiring: admin_port None disables it, 0 picks a free port.
         self.admin_port: int | None = admin_port
         self.admin: Any = None
-        self._admin_options = dict(port=admin_port, tls_cert=tls_cert, tls_key=tls_key,
-                                   cert_dir=None if in_memory else Path(data_dir or DEFAULT_DATA_DIR) / "tls")
+        self._admin_options = _AdminOptions(admin_port, tls_cert, tls_key,
+                                            None if in_memory else Path(data_dir or DEFAULT_DATA_DIR) / "tls")
         # --- end admin wiring
         self.host = host
         self.key_name = DEFAULT_KEY_NAME
@@ -232,13 +243,14 @@ class Emulator:
             loop.run_until_complete(self.server.start())
             self.port = self.server.port
             try:
-                if self._admin_options["port"] is not None:  # admin wiring
+                admin = self._admin_options
+                if admin.port is not None:  # admin wiring
                     from ..admin import AdminServer
 
-                    options = dict(self._admin_options)
-                    self.admin = AdminServer(self.broker, self.server.validator, host=self.host,
+                    self.admin = AdminServer(self.broker, self.server.validator, host=self.host, port=admin.port,
+                                             cert_dir=admin.cert_dir, tls_cert=admin.tls_cert, tls_key=admin.tls_key,
                                              commit=self.server.commit, websocket=upgrade_factory(self.server),
-                                             controls=controls_for(self.server), **options)
+                                             controls=controls_for(self.server))
                     loop.run_until_complete(self.admin.start())
                     self.admin_port = self.admin.port
                 if self.websocket_port is not None:
@@ -274,10 +286,12 @@ class Emulator:
     def call(self, fn: Any, *args: Any, timeout: float = 10.0) -> Any:
         """Run ``fn(*args)`` on the emulator's loop (the broker is not thread-safe) and return its result."""
         assert self._loop is not None
+        server = self.server
+        assert server is not None, "the emulator is not running"
 
         async def run() -> Any:
             result = fn(*args)
-            self.server.commit()
+            server.commit()
             return result
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
