@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,7 +68,7 @@ DEFAULT_MAX_DELIVERY_COUNT: int = by_atom(QUEUE)["MaxDeliveryCount"].config_defa
 DEFAULT_DUPLICATE_DETECTION_WINDOW: float = by_atom(QUEUE)["DuplicateDetectionHistoryTimeWindow"].config_default
 DEFAULT_MAX_MESSAGE_SIZE_KB: int = by_atom(QUEUE)["MaxMessageSizeInKilobytes"].config_default
 DEFAULT_MAX_SIZE_MB: int = by_atom(QUEUE)["MaxSizeInMegabytes"].config_default
-MAX_LOCK_DURATION: float = by_atom(QUEUE)["LockDuration"].maximum
+MAX_LOCK_DURATION: float = by_atom(QUEUE)["LockDuration"].maximum or 300.0  # the table gives PT5M
 
 
 _T = TypeVar("_T")
@@ -314,7 +315,7 @@ class _Parser:
         seen: dict[str, int] = {}
         for i, raw in enumerate(subs_raw):
             sp = f"{path}.Subscriptions[{i}]"
-            sub = self.collect(lambda raw=raw, sp=sp: self.subscription(raw, sp))
+            sub = self.collect(partial(self.subscription, raw, sp))
             if sub is None:
                 continue
             key = sub.name.lower()
@@ -341,7 +342,7 @@ class _Parser:
         seen: dict[str, int] = {}
         for i, raw in enumerate(rules_raw):
             rp = f"{path}.Rules[{i}]"
-            rule = self.collect(lambda raw=raw, rp=rp: self.rule(raw, rp))
+            rule = self.collect(partial(self.rule, raw, rp))
             if rule is None:
                 continue
             key = rule.name.lower()
@@ -365,7 +366,9 @@ class _Parser:
         if "FilterType" not in props:
             raise self.fail(pp, "missing required property 'FilterType' ('Sql' or 'Correlation')")
         ftype = self.string(props["FilterType"], f"{pp}.FilterType")
-        sql = corr = action = None
+        sql: str | None = None
+        corr: dict[str, Any] | None = None
+        action: str | None = None
         if ftype == "Sql":
             if "SqlFilter" not in props:
                 raise self.fail(pp, "FilterType 'Sql' needs a 'SqlFilter' with a 'SqlExpression'")
@@ -445,7 +448,7 @@ class _Parser:
                 ))
                 continue
             attr, conv = handlers[key]
-            converted = self.collect(lambda conv=conv, key=key, value=value: conv(value, f"{path}.{key}"))
+            converted = self.collect(partial(conv, value, f"{path}.{key}"))
             if converted is not None:
                 out[attr] = converted
         return out
@@ -484,34 +487,34 @@ class _Parser:
         queues = []
         for i, raw in enumerate(self.collect(lambda: self.arr(ns.get("Queues", []), f"{np_}.Queues")) or []):
             qp = f"{np_}.Queues[{i}]"
-            q = self.collect(lambda raw=raw, qp=qp: self.queue(raw, qp))
-            if q is not None and self.collect(lambda q=q, qp=qp: claim(q.name, qp)):
+            q = self.collect(partial(self.queue, raw, qp))
+            if q is not None and self.collect(partial(claim, q.name, qp)):
                 queues.append(q)
         topics = []
         for i, raw in enumerate(self.collect(lambda: self.arr(ns.get("Topics", []), f"{np_}.Topics")) or []):
             tp = f"{np_}.Topics[{i}]"
-            t = self.collect(lambda raw=raw, tp=tp: self.topic(raw, tp))
-            if t is not None and self.collect(lambda t=t, tp=tp: claim(t.name, tp)):
+            t = self.collect(partial(self.topic, raw, tp))
+            if t is not None and self.collect(partial(claim, t.name, tp)):
                 topics.append(t)
         keys = []
         for i, raw in enumerate(self.collect(lambda: self.arr(ns.get("SasKeys", []), f"{np_}.SasKeys")) or []):
-            key_config = self.collect(lambda raw=raw, kp=f"{np_}.SasKeys[{i}]": self.sas_key(raw, kp))
+            key_config = self.collect(partial(self.sas_key, raw, f"{np_}.SasKeys[{i}]"))
             if key_config is not None:
                 keys.append(key_config)
         # Forwarding targets must exist and must not point at the entity itself.
         for i, q in enumerate(queues):
             qp = f"{np_}.Queues[{i}].Properties"
-            self.collect(lambda q=q, qp=qp: self._check_forward(q.forward_to, q.name, names, f"{qp}.ForwardTo"))
-            self.collect(lambda q=q, qp=qp: self._check_forward_source(q, f"{qp}.ForwardTo"))
-            self.collect(lambda q=q, qp=qp: self._check_forward(
-                q.forward_dead_lettered_messages_to, None, names, f"{qp}.ForwardDeadLetteredMessagesTo"))
+            self.collect(partial(self._check_forward, q.forward_to, q.name, names, f"{qp}.ForwardTo"))
+            self.collect(partial(self._check_forward_source, q, f"{qp}.ForwardTo"))
+            self.collect(partial(self._check_forward, q.forward_dead_lettered_messages_to, None, names,
+                                 f"{qp}.ForwardDeadLetteredMessagesTo"))
         for i, t in enumerate(topics):
             for j, s in enumerate(t.subscriptions):
                 sp = f"{np_}.Topics[{i}].Subscriptions[{j}].Properties"
-                self.collect(lambda s=s, sp=sp: self._check_forward(s.forward_to, None, names, f"{sp}.ForwardTo"))
-                self.collect(lambda s=s, sp=sp: self._check_forward_source(s, f"{sp}.ForwardTo"))
-                self.collect(lambda s=s, sp=sp: self._check_forward(
-                    s.forward_dead_lettered_messages_to, None, names, f"{sp}.ForwardDeadLetteredMessagesTo"))
+                self.collect(partial(self._check_forward, s.forward_to, None, names, f"{sp}.ForwardTo"))
+                self.collect(partial(self._check_forward_source, s, f"{sp}.ForwardTo"))
+                self.collect(partial(self._check_forward, s.forward_dead_lettered_messages_to, None, names,
+                                     f"{sp}.ForwardDeadLetteredMessagesTo"))
         self.raise_problems()
         return NamespaceConfig(
             name=name, queues=tuple(queues), topics=tuple(topics), sas_keys=tuple(keys), logging=logging
