@@ -244,7 +244,7 @@ def filter_micro_us(expressions: list[str], repeat: int = 300) -> float:
     Runs the emulator's compiled filters directly (no sockets, no store), a noise-free cross-check
     of the end-to-end comparison, which small busy machines make jittery.
     """
-    from sbemulator.broker.filters.rule import compile_sql_filter
+    from sbemulator.filters.rule import compile_sql_filter
 
     filters = [compile_sql_filter(expression) for expression in expressions]
     messages = []

@@ -39,6 +39,7 @@ from sbemulator.descriptions import (
     for_kind,
     parse_duration,
 )
+from sbemulator.filters import FilterError, compile_rule
 
 __all__ = [
     "DEFAULT_DUPLICATE_DETECTION_WINDOW",
@@ -421,10 +422,6 @@ class _Parser:
 
     def check_rule_compiles(self, rule: RuleConfig, path: str) -> None:
         """Report SQL syntax errors here, with the JSON path, rather than when the broker starts."""
-        try:
-            from sbemulator.broker.filters import FilterError, compile_rule
-        except ImportError:  # pragma: no cover - the filter engine is part of the package
-            return
         try:
             compile_rule(
                 rule.name, rule.filter_type, rule.sql_expression, rule.correlation, rule.action_expression

@@ -2,9 +2,9 @@
 
 ``core.Broker`` is the facade over the components (``topology``, ``flow``, ``sessions``,
 ``settlement``, ``timers``, ``wakeups``, ``inspection``; see :mod:`sbemulator.broker.core`), and
-``api.BrokerAPI`` is what the rest of the emulator may call. ``filters`` is the rule language.
+``api.BrokerAPI`` is what the rest of the emulator may call. The rule language is :mod:`sbemulator.filters`.
 
-May import: ``sbemulator.amqp`` (message values are AMQP's), ``sbemulator.config``,
+May import: ``sbemulator.amqp`` (message values are AMQP's), ``sbemulator.filters``, ``sbemulator.config``,
 ``sbemulator.descriptions``, and ``sbemulator.store.base`` for the Store Protocol's type. Must not
 import the gateway, the runtime or the admin plane (tests/unit/test_import_structure.py).
 """

@@ -202,7 +202,7 @@ class BrokerMessage:
 
     @property
     def system_properties_changed(self) -> bool:
-        """Alias the filter actions set (``sbemulator.broker.filters`` API)."""
+        """Alias the filter actions set (``sbemulator.filters`` API)."""
         return self.properties_changed
 
     @system_properties_changed.setter

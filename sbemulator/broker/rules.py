@@ -1,4 +1,4 @@
-"""The one place the broker gets subscription rules from: :mod:`sbemulator.broker.filters` compiles
+"""The one place the broker gets subscription rules from: :mod:`sbemulator.filters` compiles
 SQL and correlation filters and SQL actions; a compiled rule has ``matches``, ``has_action`` and
 ``apply_action``."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbemulator.broker.filters import FilterError, FilterEvaluationError, compile_rule
+from sbemulator.filters import FilterError, FilterEvaluationError, compile_rule
 
 
 def true_rule(name: str = "$Default") -> Any:

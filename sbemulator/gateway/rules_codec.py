@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..amqp.types import Described, Int, ULong
-from ..broker.filters.values import from_amqp, to_amqp
 from ..config import RuleConfig
 from ..descriptions import CORRELATION_PROPERTIES
+from ..filters.values import from_amqp, to_amqp
 
 RULE_DESCRIPTION = ULong(0x0000013700000004)
 EMPTY_RULE_ACTION = ULong(0x0000013700000005)

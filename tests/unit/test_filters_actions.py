@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sbemulator.amqp.types import Int, Symbol
-from sbemulator.broker.filters import FilterEvaluationError, compile_rule, compile_sql_action
+from sbemulator.filters import FilterEvaluationError, compile_rule, compile_sql_action
 
 
 @dataclass

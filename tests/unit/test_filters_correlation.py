@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sbemulator.amqp.types import Int, Long, Symbol
-from sbemulator.broker.filters import FilterEvaluationError, Rule, compile_rule
+from sbemulator.filters import FilterEvaluationError, Rule, compile_rule
 
 
 @dataclass

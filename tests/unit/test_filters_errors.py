@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sbemulator.broker.filters import FilterError, compile_rule, compile_sql_action, compile_sql_filter
+from sbemulator.filters import FilterError, compile_rule, compile_sql_action, compile_sql_filter
 
 FILTER_ERRORS: list[tuple[str, int, str, str]] = [
     # expression, position, near, a piece of the message

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbemulator.broker.filters import (
+from sbemulator.filters import (
     FilterError,
     FilterEvaluationError,
     compile_sql_action,

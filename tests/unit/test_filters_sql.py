@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sbemulator.amqp.types import Int, Long, Symbol
-from sbemulator.broker.filters import (
+from sbemulator.filters import (
     FilterError,
     FilterEvaluationError,
     compile_sql_filter,
@@ -398,7 +398,7 @@ def test_and_or_short_circuit_skips_failing_operand() -> None:
 
 def test_sql_filter_on_benchmark_shape_is_fast() -> None:
     """A loose guard (the report has the real number): one evaluation stays far below 20 us."""
-    from sbemulator.broker.filters.bench import measure_us_per_eval
+    from sbemulator.filters.bench import measure_us_per_eval
 
     us = measure_us_per_eval("Priority = 'High'", full_message(), repeat=20_000)
     assert us < 20.0

@@ -1,4 +1,4 @@
-"""Micro-benchmark for compiled filters: ``python -m sbemulator.broker.filters.bench``."""
+"""Micro-benchmark for compiled filters: ``python -m sbemulator.filters.bench``."""
 
 from __future__ import annotations
 
