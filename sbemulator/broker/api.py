@@ -99,6 +99,7 @@ class BrokerAPI(Protocol):
         on_available: Callable[[], None],
         session_id: str | None = None,
         next_available_session: bool = False,
+        max_receivers: int | None = None,
     ) -> Receiver: ...
 
     def receive_deferred(

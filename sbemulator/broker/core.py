@@ -207,9 +207,10 @@ class Broker:
         on_available: Callable[[], None],
         session_id: str | None = None,
         next_available_session: bool = False,
+        max_receivers: int | None = None,
     ) -> Receiver:
         """See :meth:`MessageFlow.open_receiver`."""
-        return self._flow.open_receiver(path, mode, on_available, session_id, next_available_session)
+        return self._flow.open_receiver(path, mode, on_available, session_id, next_available_session, max_receivers)
 
     def receive_deferred(
         self, path: str, sequence_numbers: Iterable[int], mode: ReceiveMode, session_id: str | None = None

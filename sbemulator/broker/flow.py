@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from sbemulator.config import STATUS_DISABLED, STATUS_RECEIVE_DISABLED, STATUS_SEND_DISABLED
 
-from .entity import DEAD_LETTER, QUEUE, TOPIC, TRANSFER_DEAD_LETTER, Entity
+from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import (
     ArgumentError,
     ArgumentOutOfRangeError,
@@ -570,14 +570,21 @@ class MessageFlow:
         on_available: Callable[[], None],
         session_id: str | None = None,
         next_available_session: bool = False,
+        max_receivers: int | None = None,
     ) -> Receiver:
         """Attach a receiver. Session entities need ``session_id`` or ``next_available_session``;
-        a specific session is locked here (SessionCannotBeLockedError if someone holds it)."""
+        a specific session is locked here (SessionCannotBeLockedError if someone holds it).
+
+        ``max_receivers`` bounds the concurrent receive requests on the entity, a topic's subscriptions
+        counted together (Service Bus quotas page, "Number of concurrent receive requests on a queue, topic,
+        or subscription entity": 5,000, "subsequent receive requests are rejected"): QuotaExceededError."""
         with self._op:
             ent = self._entity(path)
             if ent.kind == TOPIC:
                 raise InvalidOperationError(f"Cannot receive from topic '{ent.path}'; use a subscription.")
             self._check_receive_status(ent)
+            if max_receivers is not None:
+                _check_receivers(ent, max_receivers)
             wants_session = session_id is not None or next_available_session
             if ent.requires_session and not wants_session:
                 raise InvalidOperationError(
@@ -808,6 +815,18 @@ class MessageFlow:
         for msg in msgs:
             self.lock_ended(ent, msg, now, counted=counted)
         r.locks.clear()
+
+
+def _check_receivers(ent: Entity, most: int) -> None:
+    """Refuse one more receiver once ``most`` are attached (on a subscription: on all of its topic's)."""
+    scope = ent.parent if ent.kind == SUBSCRIPTION and ent.parent is not None else ent
+    topic = scope.kind == TOPIC
+    count = sum(len(s.receivers) for s in scope.subscriptions.values()) if topic else len(ent.receivers)
+    if count >= most:
+        raise QuotaExceededError(
+            f"The number of concurrent receive requests on '{scope.path}' has reached its limit of {most:,}: "
+            "close a receiver first (Service Bus quotas: concurrent receive requests per entity)."
+        )
 
 
 def _sequence_owner(ent: Entity) -> Entity:

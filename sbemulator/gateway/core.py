@@ -792,6 +792,7 @@ class EntityReceiverLink(LinkHandler):
                 handler.on_available,
                 session_id=session_id if session_requested and session_id is not None else None,
                 next_available_session=session_requested and session_id is None,
+                max_receivers=gateway.limits.max_receivers_per_entity,
             )
         except BrokerError as exc:
             link.context = None

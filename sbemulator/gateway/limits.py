@@ -26,6 +26,11 @@ class Limits:
     # Links on one connection. Not on the quotas page; the service refuses links beyond about 5,000 on
     # one connection with QuotaExceeded (azure-sdk-for-net issue 25954, the answer from Azure support).
     max_links_per_connection: int = 5000
+    # "Number of concurrent receive requests on a queue, topic, or subscription entity: 5,000. Subsequent
+    # receive requests are rejected ... This quota applies to the combined number of concurrent receive
+    # operations across all subscriptions on a topic" (Service Bus quotas page). A receiver link is one
+    # receive request; the attach beyond it is refused with QuotaExceeded.
+    max_receivers_per_entity: int = 5000
     # Sessions on one connection: the channel-max the emulator announces in its open (4095) plus one.
     # Service Bus itself "currently uses exactly one session for each connection" (AMQP protocol guide).
     channel_max: int = 4095

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..broker.clock import CLOCK_MODES, REAL
 from ..config import ConfigError, load_config
+from ..gateway.limits import DEFAULT_LIMITS, Limits
 from .emulator import build, connection_string, controls_for, sas_keys
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
@@ -21,6 +22,29 @@ LOOPS = ("asyncio", "uvloop")
 DEFAULT_PORT = 5672
 DEFAULT_ADMIN_PORT = 5300
 DEFAULT_WEBSOCKET_PORT = 443  # what the SDKs dial for AMQP over WebSockets
+
+
+# The AMQP limits (gateway/limits.py) a flag may change: flag, Limits field, type, what it bounds.
+LIMIT_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("--max-connections", "max_connections", int, "concurrent AMQP connections on the namespace"),
+    ("--max-links-per-connection", "max_links_per_connection", int, "links on one connection"),
+    ("--max-receivers-per-entity", "max_receivers_per_entity", int,
+     "concurrent receive requests (receiver links) on a queue or subscription, a topic's counted together"),
+    ("--channel-max", "channel_max", int, "the highest session channel a connection may use"),
+    ("--auth-timeout", "auth_timeout_s", float, "seconds a connection may stay without a valid token"),
+    ("--max-cbs-token-size", "max_cbs_message_bytes", int, "bytes of one put-token request on $cbs"),
+    ("--write-high-water", "write_high_water", int, "bytes of unsent output at which receivers pause"),
+    ("--write-low-water", "write_low_water", int, "bytes of unsent output below which they resume"),
+)
+
+
+def limits_from(args: argparse.Namespace) -> Limits:
+    """The limits the flags ask for; the others keep their Service Bus defaults."""
+    given = {name: getattr(args, name) for _, name, _, _ in LIMIT_FLAGS if getattr(args, name) is not None}
+    for flag, name, _, _ in LIMIT_FLAGS:
+        if name in given and given[name] < 0:
+            raise ValueError(f"{flag} must not be negative")
+    return Limits(**given) if given else DEFAULT_LIMITS
 
 
 class ListenError(Exception):
@@ -76,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 "0 picks a free port); the management port serves it too (wss://)")
     websocket.add_argument("--no-websocket", action="store_true",
                            help="no WebSocket port of its own (the management port still serves wss://)")
+    limits = parser.add_argument_group("AMQP limits (Service Bus's values by default; docs/emulator.md, "
+                                       "\"Limits and faults\")")
+    for flag, name, kind, what in LIMIT_FLAGS:
+        limits.add_argument(flag, dest=name, type=kind, default=None, metavar="N",
+                            help=f"{what} (default {getattr(DEFAULT_LIMITS, name)})")
     return parser
 
 
@@ -104,7 +133,7 @@ async def serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     server, broker = build(
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
-        host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot,
+        host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot, limits=limits_from(args),
     )
     admin = None
     websocket = None

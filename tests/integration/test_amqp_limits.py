@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
-from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
+from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError, ServiceBusQuotaExceededError
 
 from sbemulator import Emulator
 from sbemulator.amqp.message import encode_message
@@ -239,3 +239,36 @@ def test_connections_beyond_the_namespace_bound_are_refused_with_resource_limit_
         with ServiceBusClient.from_connection_string(emu.connection_string) as client:
             with client.get_queue_sender(QUEUE) as sender:
                 sender.send_messages(ServiceBusMessage("accepted"))
+
+
+# ------------------------------------------------------------------ receive requests per entity
+def test_receivers_beyond_the_per_entity_bound_are_refused_with_quota_exceeded() -> None:
+    """Service Bus quotas page: "Number of concurrent receive requests on a queue, topic, or subscription
+    entity: 5,000. Subsequent receive requests are rejected ... This quota applies to the combined number
+    of concurrent receive operations across all subscriptions on a topic." (bound lowered to 2 here)"""
+    limits = Limits(max_receivers_per_entity=2)
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None, limits=limits) as emu:
+        with ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as client:
+            first = client.get_queue_receiver(QUEUE, max_wait_time=1)
+            second = client.get_queue_receiver(QUEUE, max_wait_time=1)
+            with first, second:
+                first.receive_messages(max_wait_time=0.2)
+                second.receive_messages(max_wait_time=0.2)
+                with pytest.raises(ServiceBusQuotaExceededError) as refused:
+                    with client.get_queue_receiver(QUEUE) as third:
+                        third.receive_messages(max_wait_time=0.2)
+                assert "concurrent receive requests" in str(refused.value)
+                # Another entity has its own count.
+                with client.get_queue_receiver("retry3") as other:
+                    other.receive_messages(max_wait_time=0.2)
+            # Closing receivers makes room again.
+            with client.get_queue_receiver(QUEUE) as again:
+                again.receive_messages(max_wait_time=0.2)
+            # A topic's subscriptions count together.
+            with client.get_subscription_receiver("events", "all") as a, \
+                    client.get_subscription_receiver("events", "high") as b:
+                a.receive_messages(max_wait_time=0.2)
+                b.receive_messages(max_wait_time=0.2)
+                with pytest.raises(ServiceBusQuotaExceededError):
+                    with client.get_subscription_receiver("events", "all") as c:
+                        c.receive_messages(max_wait_time=0.2)

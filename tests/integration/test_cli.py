@@ -131,3 +131,30 @@ def test_the_websocket_port_is_printed_and_serves_the_sdk():
                 assert [str(m) for m in r.receive_messages(max_wait_time=5)] == ["over websocket"]
     finally:
         assert proc.terminate() == 0
+
+
+def test_the_amqp_limit_flags_reach_the_server():
+    """--max-receivers-per-entity 1 (and the other limit flags) set the Limits the connections are held to:
+    a second receiver on the queue is refused with QuotaExceeded, the one open keeps working."""
+    from azure.servicebus.exceptions import ServiceBusQuotaExceededError
+
+    from sbemulator.gateway.limits import DEFAULT_LIMITS
+    from sbemulator.runtime.cli import limits_from, parse_args
+
+    assert limits_from(parse_args(["--config", "x.json"])) == DEFAULT_LIMITS
+    chosen = limits_from(parse_args(["--config", "x.json", "--max-connections", "7", "--auth-timeout", "2.5"]))
+    assert (chosen.max_connections, chosen.auth_timeout_s, chosen.max_links_per_connection) == (7, 2.5, 5000)
+    proc = start_emulator_process("--config", str(REPO_ROOT / "infra" / "servicebus.json"), "--in-memory",
+                                  "--no-admin", "--max-receivers-per-entity", "1")
+    try:
+        with ServiceBusClient.from_connection_string(proc.connection_string, retry_total=0) as client:
+            with client.get_queue_receiver("leveling", max_wait_time=1) as first:
+                first.receive_messages(max_wait_time=0.2)
+                with pytest.raises(ServiceBusQuotaExceededError):
+                    with client.get_queue_receiver("leveling") as second:
+                        second.receive_messages(max_wait_time=0.2)
+                with client.get_queue_sender("leveling") as sender:
+                    sender.send_messages(ServiceBusMessage("still served"))
+                assert [str(m) for m in first.receive_messages(max_wait_time=5)] == ["still served"]
+    finally:
+        assert proc.terminate() == 0
