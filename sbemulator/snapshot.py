@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sbemulator.amqp import codec
-from sbemulator.broker.model import BrokerMessage, MessageState
 from sbemulator.broker.topology import _FILE_KEY, _dumps, _typed_from_json
+from sbemulator.model import BrokerMessage, MessageState
 from sbemulator.store.memory import MemoryStore
 
 if TYPE_CHECKING:

@@ -23,12 +23,12 @@ from sbemulator.amqp.performatives import Header, Properties
 from sbemulator.amqp.types import Symbol, Timestamp, UInt
 from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError, MessageNotFoundError
-from sbemulator.broker.model import BrokerMessage, Delivery, MessageState, Outcome, ReceiveMode
 from sbemulator.broker.receiver import Receiver
 from sbemulator.broker.views import SUB_QUEUES, EntityView, SessionView
 from sbemulator.config import RuleConfig
 from sbemulator.descriptions import MAX_TIMESPAN_SECONDS, STATUSES, Codec, by_atom, by_field, for_kind, parse_duration
 from sbemulator.gateway.deliveries import SCHEDULED_ENQUEUE_TIME, incoming_messages
+from sbemulator.model import BrokerMessage, Delivery, MessageState, Outcome, ReceiveMode
 
 from .backend import Namespace, admin_error_from
 from .errors import AdminError, BadRequest, NotFound

@@ -9,6 +9,7 @@ May import: ``sbemulator.amqp`` (message values are AMQP's), ``sbemulator.filter
 import the gateway, the runtime or the admin plane (tests/unit/test_import_structure.py).
 """
 
+from ..model import BrokerMessage, Delivery, IncomingMessage, MessageState, Outcome, ReceiveMode
 from .core import Broker, RuleError
 from .entity import EntityRef
 from .errors import (
@@ -26,7 +27,6 @@ from .errors import (
     SessionLockLostError,
     SessionRequiredError,
 )
-from .model import BrokerMessage, Delivery, IncomingMessage, MessageState, Outcome, ReceiveMode
 from .receiver import Receiver
 
 __all__ = [

@@ -23,8 +23,8 @@ from sbemulator.config import (
     TopicConfig,
 )
 
+from ..model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMode
 from .entity import EntityRef
-from .model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMode
 from .receiver import Receiver
 from .views import EntityView, Resubmission, SessionView
 

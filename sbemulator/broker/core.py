@@ -44,8 +44,8 @@ reaching into another's state (tests/unit/test_broker_structure.py checks the im
     inspection  Inspection   entity views and counts, purge, reset, resubmitting dead-lettered messages
 
 ``core`` -> ``inspection``, ``settlement``, ``flow`` -> ``sessions``, ``topology`` -> ``timers``,
-``wakeups``, ``receiver`` -> ``entity`` -> ``model``; ``errors``, ``views`` and ``rules`` (-> ``filters``)
-are leaves. The gateway, ``$management``, the admin plane and the console see only
+``wakeups``, ``receiver`` -> ``entity`` -> ``sbemulator.model``; ``errors``, ``views`` and ``rules``
+(-> ``sbemulator.filters``) are leaves. The gateway, ``$management``, the admin plane and the console see only
 :class:`~sbemulator.broker.api.BrokerAPI`, which this class implements.
 
 Delivery counts, sequence numbers and what each operation does to a message are described in
@@ -68,11 +68,11 @@ from sbemulator.config import (
     TopicConfig,
 )
 
+from ..model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMode
 from .entity import NO_LIMIT, EntityRef
 from .errors import RuleError
 from .flow import MessageFlow
 from .inspection import Inspection
-from .model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMode
 from .receiver import Receiver, ReceiverOps
 from .settlement import Settlement
 from .timers import Timers

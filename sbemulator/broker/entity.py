@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import BrokerMessage
+from ..model import BrokerMessage
 from .views import DEAD_LETTER_QUEUE, TRANSFER_DEAD_LETTER_QUEUE
 
 # Receivers (receiver.Receiver) are typed Any here: receiver depends on this module, not the reverse.

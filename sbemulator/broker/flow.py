@@ -36,6 +36,17 @@ from typing import TYPE_CHECKING
 
 from sbemulator.config import STATUS_DISABLED, STATUS_RECEIVE_DISABLED, STATUS_SEND_DISABLED
 
+from ..model import (
+    MAX_HEADER_SIZE,
+    MAX_ID_LENGTH,
+    MAX_PROPERTY_SIZE,
+    BrokerMessage,
+    Delivery,
+    IncomingMessage,
+    LockKey,
+    MessageState,
+    ReceiveMode,
+)
 from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import (
     ArgumentError,
@@ -49,17 +60,6 @@ from .errors import (
     SessionCannotBeLockedError,
     SessionLockLostError,
     SessionRequiredError,
-)
-from .model import (
-    MAX_HEADER_SIZE,
-    MAX_ID_LENGTH,
-    MAX_PROPERTY_SIZE,
-    BrokerMessage,
-    Delivery,
-    IncomingMessage,
-    LockKey,
-    MessageState,
-    ReceiveMode,
 )
 from .receiver import Receiver, ReceiverOps
 from .rules import FilterEvaluationError

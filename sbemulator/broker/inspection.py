@@ -45,9 +45,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from ..model import BrokerMessage, MessageState
 from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
-from .model import BrokerMessage, MessageState
 from .topology import Topology
 from .views import EntityView, MessageCounts, Resubmission, SessionView
 from .wakeups import Wakeups

@@ -6,8 +6,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..model import Delivery, Outcome, ReceiveMode
 from .errors import BrokerError, SessionLockLostError
-from .model import Delivery, Outcome, ReceiveMode
 
 if TYPE_CHECKING:
     from .entity import Entity, Session

@@ -1,6 +1,6 @@
 """Settling peek-locked messages: the outcomes, the lock checks that come first, and lock renewal.
 
-The outcomes are :class:`~sbemulator.broker.model.Outcome` (a leaf module, so that receivers name
+The outcomes are :class:`~sbemulator.model.Outcome` (a leaf module, so that receivers name
 them without depending on this one); a ``$management`` status converts with :func:`outcome_of`.
 
 :meth:`Settlement.complete` is the settlement of nearly every peek-locked message: for a lock that is
@@ -20,9 +20,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..model import BrokerMessage, LockKey, MessageState, Outcome, lock_key_of
 from .entity import Entity
 from .errors import ArgumentError, MessageLockLostError, SessionLockLostError
-from .model import BrokerMessage, LockKey, MessageState, Outcome, lock_key_of
 from .wakeups import Wakeups
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ import itertools
 from collections.abc import Callable
 from typing import Protocol
 
+from ..model import BrokerMessage, LockKey, MessageState
 from .entity import Entity, Session
-from .model import BrokerMessage, LockKey, MessageState
 
 _MIN_COMPACT = 8192
 

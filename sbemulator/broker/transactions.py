@@ -39,8 +39,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..model import IncomingMessage
 from .errors import BrokerError, InvalidOperationError
-from .model import IncomingMessage
 
 # AMQP 1.0 part 4.5.8 (transaction-error conditions).
 UNKNOWN_ID = "amqp:transaction:unknown-id"

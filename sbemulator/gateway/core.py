@@ -35,8 +35,8 @@ from ..amqp.types import Array, Described, Int, Long, Symbol
 from ..auth import LISTEN, SEND, Grant, SasValidator, claims_required
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError
-from ..broker.model import ReceiveMode
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
+from ..model import ReceiveMode
 from .cbs import audience_entity, handle_put_token
 from .deliveries import encode_delivery, incoming_messages
 from .faults import CONNECT, DROP, LATENCY, MANAGEMENT, PUT_TOKEN, RECEIVE, SETTLE, Faults, Refusal

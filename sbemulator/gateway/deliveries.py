@@ -24,7 +24,7 @@ from ..amqp.message import (
 )
 from ..amqp.performatives import Properties
 from ..amqp.types import Decimal128, Described, Int, Long, Symbol, Timestamp, ULong
-from ..broker.model import MAX_PROPERTY_SIZE, BrokerMessage, HeaderFields, IncomingMessage
+from ..model import MAX_PROPERTY_SIZE, BrokerMessage, HeaderFields, IncomingMessage
 
 SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
 ENQUEUED_TIME = Symbol("x-opt-enqueued-time")

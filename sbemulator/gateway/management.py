@@ -19,7 +19,7 @@ from ..amqp.types import Array, Int, Long, Timestamp
 from ..auth import LISTEN, SEND
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError, InvalidOperationError, MessageSizeExceededError
-from ..broker.model import ReceiveMode
+from ..model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
 

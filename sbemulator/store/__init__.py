@@ -1,7 +1,7 @@
 """Durable storage for the broker: the Store Protocol (``base``), SQLite with a delivery journal
 (``sqlite``, ``journal``), and the store of ``--in-memory`` mode (``memory``).
 
-May import: ``sbemulator.broker.model`` (what it stores) and ``sbemulator.amqp`` (how messages are
+May import: ``sbemulator.model`` (what it stores) and ``sbemulator.amqp`` (how messages are
 encoded). Must not import the gateway, the runtime or the admin plane; the broker knows it only as
 the Protocol in ``base``.
 """

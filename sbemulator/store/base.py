@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from sbemulator.broker.model import BrokerMessage
+from sbemulator.model import BrokerMessage
 
 
 class Store(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sbemulator.broker.model import BrokerMessage
+from sbemulator.model import BrokerMessage
 
 
 class MemoryStore:

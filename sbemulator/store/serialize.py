@@ -13,7 +13,7 @@ import struct
 from typing import Any
 
 from sbemulator.amqp import codec
-from sbemulator.broker.model import BrokerMessage
+from sbemulator.model import BrokerMessage
 
 _LENGTHS = struct.Struct(">IIII")
 _CODEC = b"A"

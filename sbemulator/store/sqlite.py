@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from sbemulator.broker.model import BrokerMessage, MessageState
+from sbemulator.model import BrokerMessage, MessageState
 
 from .journal import DeliveryJournal
 from .serialize import decode_message, encode_message

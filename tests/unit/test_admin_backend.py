@@ -11,8 +11,8 @@ from sbemulator.admin import arm
 from sbemulator.admin.backend import Namespace, entity_name_from_forward
 from sbemulator.admin.errors import BadRequest, Conflict, NotFound
 from sbemulator.broker.core import Broker
-from sbemulator.broker.model import IncomingMessage
 from sbemulator.config import NamespaceConfig, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
+from sbemulator.model import IncomingMessage
 from sbemulator.store.sqlite import SqliteStore
 
 CONFIG = NamespaceConfig(

@@ -8,7 +8,6 @@ import logging
 
 from sbemulator.broker.entity import QUEUE, Entity, Session
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError
-from sbemulator.broker.model import BrokerMessage, MessageState
 from sbemulator.broker.sessions import Sessions
 from sbemulator.broker.timers import (
     LockExpiry,
@@ -21,6 +20,7 @@ from sbemulator.broker.timers import (
 from sbemulator.broker.topology import Topology
 from sbemulator.broker.wakeups import Wakeups
 from sbemulator.config import QueueConfig
+from sbemulator.model import BrokerMessage, MessageState
 from sbemulator.store import MemoryStore
 from tests.fixtures.broker import config, msg
 

@@ -16,7 +16,6 @@ from sbemulator.amqp import codec
 from sbemulator.amqp.message import encode_message, parse_message
 from sbemulator.amqp.performatives import Header, Properties
 from sbemulator.amqp.types import Described, Int, Long, Symbol, Timestamp, UByte, UInt, ULong
-from sbemulator.broker.model import BrokerMessage, MessageState
 from sbemulator.gateway.deliveries import (
     DEADLETTER_SOURCE,
     ENQUEUE_SEQUENCE_NUMBER,
@@ -29,6 +28,7 @@ from sbemulator.gateway.deliveries import (
     SEQUENCE_NUMBER,
     encode_delivery,
 )
+from sbemulator.model import BrokerMessage, MessageState
 
 
 def reference_delivery(message: BrokerMessage, header_delivery_count: int, locked_until_ms: int | None,

@@ -7,7 +7,7 @@ import uuid
 
 from sbemulator.amqp.types import Symbol, Timestamp, UInt
 from sbemulator.broker import MessageState, ReceiveMode
-from sbemulator.broker.model import BrokerMessage
+from sbemulator.model import BrokerMessage
 from sbemulator.store import SqliteStore
 from sbemulator.store.serialize import decode_message, encode_message
 from tests.fixtures.broker import FakeClock, bodies, make_broker, msg, receiver

@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 
 from sbemulator.broker.core import Broker
-from sbemulator.broker.model import IncomingMessage
 from sbemulator.config import parse_config
+from sbemulator.model import IncomingMessage
 from sbemulator.store.base import Store
 from sbemulator.store.memory import MemoryStore
 

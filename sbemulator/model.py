@@ -3,6 +3,10 @@
 The broker never parses the AMQP properties section or the body: they travel as the sender's
 encoded bytes so that what a receiver gets is byte-identical to what was sent. The server passes
 the fields the broker needs for routing, filters and sessions as already decoded attributes.
+
+A root module below the broker and the store (it imports only the standard library): the broker keeps
+these messages, the store writes and reads them, the gateway encodes them, and none of them has to
+import another's layer for it (tests/unit/test_import_structure.py).
 """
 
 from __future__ import annotations
