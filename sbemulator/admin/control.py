@@ -123,13 +123,13 @@ def handle_faults(controls: Controls, request: Request, rest: list[str]) -> Resp
                 return json_response(200, {"removed": faults.clear()})
             raise MethodNotAllowed("Use GET, POST or DELETE on /$admin/faults.")
         if len(rest) == 1:
-            rule = faults.get(rest[0].lower())
-            if rule is None:
+            found = faults.get(rest[0].lower())
+            if found is None:
                 raise NotFound(f"No fault with id '{rest[0]}'.")
             if method in ("GET", "HEAD"):
-                return json_response(200, rule.as_dict())
+                return json_response(200, found.as_dict())
             if method == "DELETE":
-                faults.remove(rule)
+                faults.remove(found)
                 return Response(204)
             raise MethodNotAllowed("Use GET or DELETE on /$admin/faults/{id}.")
         raise NotFound("Fault operations: /$admin/faults, /$admin/faults/{id}.")
