@@ -27,6 +27,7 @@ from azure.servicebus.management import (
 )
 
 from sbemulator import Emulator
+from tests.fixtures.emulator import STANDARD_TOPOLOGY
 
 SECOND = datetime.timedelta(seconds=1)
 
@@ -302,4 +303,5 @@ def test_list_pages_through_many_queues(admin: ServiceBusAdministrationClient) -
     names = [q.name for page in pages for q in page]
     assert all(len(page) <= 4 for page in pages) and len(pages) >= 4
     assert sorted(n for n in names if n.startswith("page-")) == [f"page-{i}" for i in range(7)]
-    assert len(names) == len(set(names)) == 8 + 7
+    standard = len(STANDARD_TOPOLOGY["UserConfig"]["Namespaces"][0]["Queues"])
+    assert len(names) == len(set(names)) == standard + 7
