@@ -6,7 +6,7 @@ is written, so an entity created here is usable over AMQP as soon as the client 
 * ``GET /health``: 200 ``{"status": "ok"}`` once the emulator serves requests (no authentication).
 * ``POST /$admin/purge/{entity path}`` and ``POST /$admin/reset``: test support (SAS token required);
   ``/$admin/clock`` and ``/$admin/faults``: the clock and injected faults, as JSON (control.py);
-  ``GET /$admin/snapshot``: the namespace's entities and messages as a snapshot (sbemulator/snapshot.py).
+  ``GET /$admin/snapshot``: the namespace's entities and messages as a snapshot (sbemulator/runtime/snapshot.py).
 * ``/subscriptions/...``: the Azure Resource Manager subset (``Bearer`` + a namespace SAS token, arm_auth.py).
 * ``/console/...``: the web console (its own sign-in with a SAS key, see console.py).
 * everything else: the Service Bus Atom API (``Authorization: SharedAccessSignature ...``).
@@ -259,7 +259,7 @@ class AdminApp:
             return handle_clock(self.controls, request, lower[1:])
         if lower == ["snapshot"]:
             self._only(request.method, "GET")
-            return snapshot_response(self.ns)
+            return snapshot_response(self.controls)
         if lower[:1] == ["faults"]:
             return handle_faults(self.controls, request, rest[1:])
         self._only(request.method, "POST")

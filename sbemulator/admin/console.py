@@ -246,7 +246,7 @@ class Console:
             return self._json(200, {**clock_body(self.controls.clock), "canAdvance": True})
         if name == "snapshot":
             _only(method, "GET")
-            return snapshot_response(self.data.ns)
+            return snapshot_response(self.controls)
         if name == "schema":
             _only(method, "GET")
             return self._json(200, self.data.schema(_required(q, "kind")))

@@ -23,7 +23,6 @@ from sbemulator.amqp.performatives import Header, Properties
 from sbemulator.amqp.types import Symbol, Timestamp, UInt
 from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError, MessageNotFoundError
-from sbemulator.broker.receiver import Receiver
 from sbemulator.broker.views import SUB_QUEUES, EntityView, SessionView
 from sbemulator.config import RuleConfig
 from sbemulator.descriptions import MAX_TIMESPAN_SECONDS, STATUSES, Codec, by_atom, by_field, for_kind, parse_duration
@@ -50,7 +49,7 @@ class ConsoleBroker:
         # Peek-locked messages of a session entity stay locked only while their session receiver is
         # open: the console keeps those receivers here until their messages are settled. A plain
         # receiver is closed at once; its locks last, and settle by token.
-        self._held: dict[tuple[str, str], Receiver] = {}
+        self._held: dict[tuple[str, str], Any] = {}  # broker.receiver.Receiver objects
 
     # ------------------------------------------------------------------ plumbing
     def _view(self, path: str, *kinds: str) -> EntityView:
@@ -239,7 +238,7 @@ class ConsoleBroker:
                 "sessionId": receiver.session_id,
                 "messages": [_received(d, sub_queue) for d in deliveries]}
 
-    def _hold(self, target: str, receiver: Receiver) -> None:
+    def _hold(self, target: str, receiver: Any) -> None:
         key = (target.lower(), receiver.session_id or "")
         old = self._held.pop(key, None)
         if old is not None and old is not receiver:

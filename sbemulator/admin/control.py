@@ -46,6 +46,9 @@ class Controls:
     clock: Clock
     advance: Callable[[float], float] | None = None
     faults: Faults | None = None
+    # The namespace as a snapshot file (bytes, file name; runtime/snapshot.py), exported on the event loop;
+    # raises the runtime's SnapshotError (a ValueError) above the size limit. None: not offered.
+    snapshot: Callable[[], tuple[bytes, str]] | None = None
 
 
 def iso(seconds: float) -> str:

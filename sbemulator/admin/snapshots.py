@@ -1,13 +1,13 @@
-"""The snapshot download, shared by ``GET /$admin/snapshot`` (SAS with Manage) and the console."""
+"""The snapshot download, shared by ``GET /$admin/snapshot`` (SAS with Manage) and the console. The
+runtime makes the file (runtime/snapshot.py) and hands the management plane a function for it
+(``Controls.snapshot``), so this layer needs nothing of the broker's internals."""
 
 from __future__ import annotations
 
 import logging
 
-from sbemulator.snapshot import SnapshotError, dump_snapshot, export_snapshot
-
-from .backend import Namespace
-from .errors import AdminError
+from .control import Controls
+from .errors import AdminError, NotFound
 from .http import Response
 
 log = logging.getLogger("sbemulator.admin")
@@ -18,16 +18,15 @@ class SnapshotTooLarge(AdminError):
     code = "QuotaExceeded"
 
 
-def snapshot_response(ns: Namespace) -> Response:
+def snapshot_response(controls: Controls) -> Response:
     """The snapshot as a JSON attachment named after the namespace and the broker's time."""
+    if controls.snapshot is None:
+        raise NotFound("This emulator does not export snapshots.")
     try:
-        snapshot = export_snapshot(ns.broker, ns.name)
-        data = dump_snapshot(snapshot)
-    except SnapshotError as exc:
+        data, filename = controls.snapshot()
+    except ValueError as exc:  # the runtime's SnapshotError: above the size limit
         raise SnapshotTooLarge(str(exc)) from None
-    stamp = (snapshot["exportedAtUtc"] or "").replace(":", "").replace("-", "").split(".")[0]
-    log.info("snapshot of %s exported: %d entities, %d messages, %d bytes", ns.name, len(snapshot["entities"]),
-             len(snapshot["messages"]), len(data))
+    log.info("snapshot exported: %s, %d bytes", filename, len(data))
     return Response(200, data, "application/json", [
-        ("Content-Disposition", f'attachment; filename="{ns.name}-{stamp}.snapshot.json"'),
+        ("Content-Disposition", f'attachment; filename="{filename}"'),
         ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")])

@@ -18,10 +18,10 @@ from ..broker.clock import Clock, ManualClock, clock_mode, make_clock, to_dateti
 from ..broker.core import Broker
 from ..config import NamespaceConfig, load_config, parse_config
 from ..gateway.faults import Faults
-from ..snapshot import read_snapshot, seed_store
 from ..store.memory import MemoryStore
 from ..store.sqlite import SqliteStore
 from .server import AmqpServer
+from .snapshot import read_snapshot, seed_store, snapshot_file
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
 DEFAULT_DATA_DIR = ".sbemulator"
@@ -65,7 +65,7 @@ def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | No
           snapshot: str | Path | bytes | dict | None = None, **server_options: Any) -> tuple[AmqpServer, Any]:
     """Wire store, broker and server together (shared by the CLI and ``Emulator``). ``clock``:
     ``"real"`` (default), ``"manual"`` or a clock callable (broker/clock.py). ``snapshot``: a snapshot
-    (a file, its bytes or the parsed object, sbemulator/snapshot.py) the broker starts from."""
+    (a file, its bytes or the parsed object, sbemulator/runtime/snapshot.py) the broker starts from."""
     broker_clock = make_clock(clock)
     store: Any
     if in_memory:
@@ -87,7 +87,9 @@ def controls_for(server: AmqpServer) -> Any:
     from ..admin.control import Controls
 
     manual = isinstance(server.clock, ManualClock)
-    return Controls(clock=server.clock, advance=server.advance_clock if manual else None, faults=server.faults)
+    broker = server.broker
+    return Controls(clock=server.clock, advance=server.advance_clock if manual else None, faults=server.faults,
+                    snapshot=lambda: snapshot_file(broker, broker.config.name))
 
 
 def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:

@@ -1,4 +1,4 @@
-"""Snapshots (sbemulator/snapshot.py, docs/emulator.md "Snapshots"): a namespace exported with its
+"""Snapshots (sbemulator/runtime/snapshot.py, docs/emulator.md "Snapshots"): a namespace exported with its
 entities, rules and messages in every state, imported into a fresh emulator, seen the same by the SDK
 (same sequence numbers, properties, states, delivery counts, enqueued times, session state).
 
@@ -18,8 +18,9 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.management import ServiceBusAdministrationClient, SqlRuleFilter
 
-from sbemulator import Emulator, snapshot
-from sbemulator.snapshot import SnapshotError
+from sbemulator import Emulator
+from sbemulator.runtime import snapshot
+from sbemulator.runtime.snapshot import SnapshotError
 from tests.fixtures.emulator import queue, topology
 from tests.integration.test_admin_http import call
 

@@ -23,14 +23,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sbemulator.amqp import codec
-from sbemulator.broker.topology import _FILE_KEY, _dumps, _typed_from_json
-from sbemulator.model import BrokerMessage, MessageState
-from sbemulator.store.memory import MemoryStore
+from ..amqp import codec
+from ..broker.topology import _FILE_KEY, _dumps, _typed_from_json
+from ..model import BrokerMessage, MessageState
+from ..store.memory import MemoryStore
 
 if TYPE_CHECKING:
-    from sbemulator.broker.api import BrokerAPI
-    from sbemulator.store.base import Store
+    from ..broker.api import BrokerAPI
+    from ..store.base import Store
 
 FORMAT = "sbemulator-snapshot"
 VERSION = 1
@@ -85,6 +85,14 @@ def export_snapshot(broker: BrokerAPI, namespace: str) -> dict[str, Any]:
         "messages": messages,
         "sessionStates": sessions,
     }
+
+
+def snapshot_file(broker: BrokerAPI, namespace: str) -> tuple[bytes, str]:
+    """The snapshot as the management plane hands it out: the file's bytes and its name
+    (``<namespace>-<time>.snapshot.json``). Raises :class:`SnapshotError` above the size limit."""
+    snapshot = export_snapshot(broker, namespace)
+    stamp = (snapshot["exportedAtUtc"] or "").replace(":", "").replace("-", "").split(".")[0]
+    return dump_snapshot(snapshot), f"{namespace}-{stamp}.snapshot.json"
 
 
 def dump_snapshot(snapshot: dict[str, Any]) -> bytes:
