@@ -19,6 +19,7 @@ from ..amqp.types import Array, Int, Long, Timestamp
 from ..auth import LISTEN, SEND
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError, InvalidOperationError, MessageSizeExceededError
+from ..broker.transactions import StagedSettlement
 from ..model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
@@ -78,6 +79,14 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _required_text(body: Any, name: str) -> str:
+    """A field the operation cannot do without, as text: absent or null is the client's mistake (400)."""
+    value = _text(_field(body, name))
+    if value is None:
+        raise BadRequest(f"the request's '{name}' is null")
+    return value
 
 
 # The right each operation needs. Scheduling is sending; every other operation acts on what a
@@ -142,7 +151,7 @@ class ManagementHandler:
             return MgmtReply(500, "The emulator failed to process the request.", None, "com.microsoft:internal-error")
 
     def handle_in_transaction(self, entity_path: str, request: ParsedMessage,
-                              stage: Callable[[_StagedDisposition], None],
+                              stage: Callable[[StagedSettlement], None],
                               refuse: Callable[[BrokerError], None]) -> MgmtReply:
         """A request that carries a transactional-state. Of the operations "Operations within a
         transaction scope" lists (with the session state the .NET SDK's transaction samples set), these
@@ -160,7 +169,7 @@ class ManagementHandler:
                 state = _field(body, "session-state", required=False)
                 if state is not None and not isinstance(state, bytes):
                     state = str(state).encode()
-                stage(_StagedSessionState(self.broker, entity_path, _text(_field(body, "session-id")), state))
+                stage(_StagedSessionState(self.broker, entity_path, _required_text(body, "session-id"), state))
                 return MgmtReply(200, "OK", None)
             if operation != "com.microsoft:update-disposition":
                 error = InvalidOperationError(f"The operation '{operation}' cannot be part of a transaction.")
@@ -170,7 +179,7 @@ class ManagementHandler:
             props_to_modify = _field(body, "properties-to-modify", required=False)
             stage(_StagedDisposition(
                 self.broker, entity_path, _uuids(_field(body, "lock-tokens")),
-                _text(_field(body, "disposition-status")),
+                _required_text(body, "disposition-status"),
                 _text(_field(body, "deadletter-reason", required=False)),
                 _text(_field(body, "deadletter-description", required=False)),
                 {str(k): v for k, v in props_to_modify.items()} if isinstance(props_to_modify, dict) else None,
@@ -190,7 +199,7 @@ class ManagementHandler:
         return MgmtReply(200, "OK", {"expirations": Array(tuple(Timestamp(e) for e in expirations), "timestamp")})
 
     def _update_disposition(self, path: str, body: Any) -> MgmtReply:
-        status = _text(_field(body, "disposition-status"))
+        status = _required_text(body, "disposition-status")
         tokens = _uuids(_field(body, "lock-tokens"))
         props = _field(body, "properties-to-modify", required=False)
         self.broker.update_disposition(
@@ -258,12 +267,12 @@ class ManagementHandler:
 
     # -- sessions --------------------------------------------------------------------------
     def _get_session_state(self, path: str, body: Any) -> MgmtReply:
-        session_id = _text(_field(body, "session-id"))
+        session_id = _required_text(body, "session-id")
         state = self.broker.get_session_state(path, session_id)
         return MgmtReply(200, "OK", {"session-state": state})
 
     def _set_session_state(self, path: str, body: Any) -> MgmtReply:
-        session_id = _text(_field(body, "session-id"))
+        session_id = _required_text(body, "session-id")
         state = _field(body, "session-state", required=False)
         if state is not None and not isinstance(state, bytes):
             state = str(state).encode()
@@ -271,7 +280,7 @@ class ManagementHandler:
         return MgmtReply(200, "OK", None)
 
     def _renew_session_lock(self, path: str, body: Any) -> MgmtReply:
-        session_id = _text(_field(body, "session-id"))
+        session_id = _required_text(body, "session-id")
         expiration = self.broker.renew_session_lock(path, session_id)
         return MgmtReply(200, "OK", {"expiration": Timestamp(expiration)})
 
@@ -291,7 +300,7 @@ class ManagementHandler:
 
     # -- rules (subscriptions) ---------------------------------------------------------------
     def _add_rule(self, path: str, body: Any) -> MgmtReply:
-        name = _text(_field(body, "rule-name"))
+        name = _required_text(body, "rule-name")
         try:
             fields = rule_from_description(_field(body, "rule-description"))
         except RuleDescriptionError as exc:
@@ -300,7 +309,7 @@ class ManagementHandler:
         return MgmtReply(200, "OK", None)
 
     def _remove_rule(self, path: str, body: Any) -> MgmtReply:
-        self.broker.remove_rule(path, _text(_field(body, "rule-name")))
+        self.broker.remove_rule(path, _required_text(body, "rule-name"))
         return MgmtReply(200, "OK", None)
 
     def _enumerate_rules(self, path: str, body: Any) -> MgmtReply:
