@@ -144,3 +144,13 @@ def test_receive_side_operations_need_listen_and_a_send_key_is_refused(emu: Emul
         assert props["statusCode"] == 200
     finally:
         client.close()
+
+
+def test_a_required_field_sent_as_null_is_a_400_that_names_it(listener: MgmtClient) -> None:
+    """A request the SDKs could not build (disposition-status null): the client's mistake, answered 400
+    with the field's name, not a failure of the emulator's."""
+    reply = listener.request(_request("com.microsoft:update-disposition",
+                                      {"disposition-status": None, "lock-tokens": [uuid.uuid4()]}))
+    props = reply.application_properties
+    assert props["statusCode"] == 400
+    assert "disposition-status" in props["statusDescription"]
