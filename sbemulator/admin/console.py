@@ -33,7 +33,7 @@ from typing import Any
 from sbemulator.auth import MANAGE, SasValidator
 
 from .console_broker import ConsoleBroker
-from .control import Controls, clock_body
+from .control import Controls, clock_body, handle_faults
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
 from .http import Request, Response
 from .snapshots import snapshot_response
@@ -244,6 +244,14 @@ class Console:
             self.controls.advance(float(seconds))
             log.info("console clock advanced %.3f s by %s", seconds, session.key_name)
             return self._json(200, {**clock_body(self.controls.clock), "canAdvance": True})
+        if name == "faults" or name.startswith("faults/"):
+            # The admin API's own handler (control.py): the same rules, checks and answers.
+            if method not in ("GET", "HEAD"):
+                _json_body(request)  # a JSON body, as every console change sends
+            response = handle_faults(self.controls, request, [p for p in name.split("/")[1:] if p])
+            if method != "GET" and response.status < 300:
+                log.info("console faults %s %s by %s", method, name, session.key_name)
+            return response
         if name == "snapshot":
             _only(method, "GET")
             return snapshot_response(self.controls)

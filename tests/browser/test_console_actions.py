@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus.exceptions import ServiceBusError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbemulator import Emulator
@@ -397,3 +398,35 @@ def test_a_real_clock_is_shown_and_not_movable(page: Any, console_emulator: Emul
     sign_in_by_keyboard(page, console_emulator.key)
     page.locator("#clock-mode").filter(has_text="real time").wait_for()
     assert page.locator("#clock-form").is_hidden()
+
+
+def test_inject_list_and_clear_faults(page: Any, console_emulator: Emulator) -> None:
+    """A fault injected from the console (docs/emulator.md, "Fault injection") fails the SDK's send
+    with ServerBusy (https://learn.microsoft.com/azure/service-bus-messaging/service-bus-messaging-exceptions-latest);
+    cleared, sends go through."""
+    sign_in_by_keyboard(page, console_emulator.key)
+    page.locator("#faults-box").wait_for()
+    page.get_by_label("Operation").select_option("send")
+    page.get_by_label("Effect").select_option("server-busy")
+    page.get_by_label("Entity", exact=True).fill("orders")
+    page.get_by_label("Times").fill("1")
+    page.get_by_role("button", name="Inject fault").click()
+    page.get_by_role("status").filter(has_text="server-busy on send of orders").wait_for()
+    fault = page.locator("#faults tbody tr[data-fault]")
+    fault_id = fault.get_attribute("data-fault")
+    with ServiceBusClient.from_connection_string(console_emulator.connection_string, retry_total=0) as client:
+        with client.get_queue_sender("orders") as sender:
+            with pytest.raises(ServiceBusError):
+                sender.send_messages(ServiceBusMessage("refused"))
+    page.locator(f'#faults tr[data-fault="{fault_id}"] td').nth(6).filter(has_text="1").wait_for()  # applied once
+    screenshot(page, "faults")
+    page.get_by_role("button", name=f"Clear {fault_id}").click()
+    page.get_by_role("status").filter(has_text=f"Cleared {fault_id}").wait_for()
+    page.get_by_label("Times").fill("")
+    page.get_by_role("button", name="Inject fault").click()
+    page.locator("#faults tbody tr[data-fault]").wait_for()
+    page.get_by_role("button", name="Clear all faults").click()
+    page.get_by_role("status").filter(has_text="Cleared every fault").wait_for()
+    assert page.locator("#faults tbody tr[data-fault]").count() == 0
+    send(console_emulator, "orders", ServiceBusMessage("accepted"))
+    assert [str(m) for m in peek_all(console_emulator, "orders")] == ["accepted"]

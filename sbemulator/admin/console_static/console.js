@@ -48,7 +48,7 @@ async function api(name, { method = "GET", query = null, body = null } = {}) {
   let data = null;
   try { data = await response.json(); } catch (_) { data = null; }
   if (!response.ok) {
-    const message = (data && data.message) || response.statusText || "Request failed";
+    const message = (data && (data.message || (data.error && data.error.message))) || response.statusText || "Request failed";
     if (response.status === 401 && name !== "login") signedOut(message);
     throw new ApiError(response.status, message);
   }
@@ -229,8 +229,55 @@ async function onAdvanceClock(event) {
   } catch (err) { fail(err); }
 }
 
+// Injected faults (docs/emulator.md, "Fault injection"): listed with how often each matched and
+// failed, added and cleared here as through POST/DELETE /$admin/faults.
+let faultChoices = null;
+async function refreshFaults() {
+  let data;
+  try { data = await api("faults"); } catch (err) { if (err.status === 404) { $("#faults-box").hidden = true; return; } throw err; }
+  $("#faults-box").hidden = false;
+  if (!faultChoices) {
+    faultChoices = data;
+    $("#fault-operation").replaceChildren(...data.operations.map((o) => h("option", { value: o }, o)));
+    $("#fault-effect").replaceChildren(...Object.keys(data.effects).map((e) => h("option", { value: e }, e)));
+  }
+  const rows = data.faults.map((f) => h("tr", { "data-fault": f.id },
+    h("td", {}, h("code", {}, f.id)), h("td", {}, f.operation), h("td", {}, f.effect), h("td", {}, f.entity),
+    h("td", { className: "num" }, f.count === null ? "always" : String(f.count)),
+    h("td", { className: "num" }, String(f.matched)), h("td", { className: "num" }, String(f.applied)),
+    h("td", {}, h("button", { type: "button", className: "secondary", onclick: () => clearFault(f.id) }, "Clear " + f.id))));
+  if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 8, className: "empty" }, "No fault is injected.")));
+  $("#faults tbody").replaceChildren(...rows);
+  $("#clear-faults").disabled = !data.faults.length;
+}
+
+async function onAddFault(event) {
+  event.preventDefault();
+  clearMessages();
+  const f = event.target;
+  const body = { operation: f.operation.value, effect: f.effect.value, entity: f.entity.value.trim() || "*" };
+  if (f.count.value !== "") body.count = Number(f.count.value);
+  if (f.probability.value !== "") body.probability = Number(f.probability.value);
+  if (f.seconds.value !== "") body.seconds = Number(f.seconds.value);
+  try {
+    const rule = await api("faults", { method: "POST", body });
+    await refreshFaults();
+    say(`Injected ${rule.id}: ${rule.effect} on ${rule.operation} of ${rule.entity}.`);
+  } catch (err) { fail(err); }
+}
+
+async function clearFault(id) {
+  clearMessages();
+  try {
+    await api(id ? "faults/" + encodeURIComponent(id) : "faults", { method: "DELETE", body: {} });
+    await refreshFaults();
+    say(id ? `Cleared ${id}.` : "Cleared every fault.");
+  } catch (err) { fail(err); }
+}
+
 async function refreshOverview() {
   renderClock(await api("clock"));
+  await refreshFaults();
   const data = await api("overview");
   const rows = [];
   for (const e of data.entities) {
@@ -931,6 +978,8 @@ async function start() {
   $("#purge-all").addEventListener("click", () => purge("all"));
   $("#download-snapshot").addEventListener("click", downloadSnapshot);
   $("#clock-form").addEventListener("submit", onAdvanceClock);
+  $("#fault-form").addEventListener("submit", onAddFault);
+  $("#clear-faults").addEventListener("click", () => clearFault(null));
   window.addEventListener("hashchange", route);
   try {
     signedIn(await api("session"));
