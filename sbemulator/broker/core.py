@@ -125,7 +125,7 @@ class Broker:
         return [e.path for e in self._topology.entities.values()]
 
     def message_count(self, path: str) -> int:
-        return len(self._topology.entity(path).messages)
+        return self._topology.entity(path).message_count()
 
     def describe(self, path: str) -> Any:
         """The QueueConfig / TopicConfig / SubscriptionConfig an entity was built from (rules current)."""

@@ -1,10 +1,12 @@
 """In-memory state of one message container (queue, subscription, dead-letter queue, topic).
 
-All messages live in memory (``messages`` by sequence number); SQLite is the durable log behind
-them. Available messages wait in a heap of sequence numbers (per session on session entities),
-so receiving is O(log n) and FIFO by sequence number, and a message returned by abandon or an
-expired lock goes back to its original position. Heaps use lazy deletion: an entry is valid only
-while its message is still ``queued``.
+Messages in play live in memory (``messages`` by sequence number); SQLite is the durable log behind
+them, and a durable queue's or subscription's available messages beyond the read-ahead window are
+only an index (``cold``, broker/paging.py) whose bodies the store keeps until they are paged in.
+Available messages wait in a heap of sequence numbers (per session on session entities), so receiving
+is O(log n) and FIFO by sequence number, and a message returned by abandon or an expired lock goes
+back to its original position. Heaps use lazy deletion: an entry is valid only while its message is
+still ``queued``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import BrokerMessage
+from .paging import ColdIndex
 from .views import DEAD_LETTER_QUEUE, TRANSFER_DEAD_LETTER_QUEUE
 
 # Receivers (receiver.Receiver) are typed Any here: receiver depends on this module, not the reverse.
@@ -80,6 +83,9 @@ class Entity:
     # message state
     messages: dict[int, BrokerMessage] = field(default_factory=dict)
     available: list[int] = field(default_factory=list)
+    # Available messages only the store holds (durable queues and subscriptions beyond the read-ahead
+    # window, broker/paging.py); None while there are none.
+    cold: ColdIndex | None = None
     sessions: dict[str, Session] = field(default_factory=dict)
     locks: dict[bytes, BrokerMessage] = field(default_factory=dict)  # by lock key (model.LockKey)
     receivers: dict[int, Receiver] = field(default_factory=dict)
@@ -116,6 +122,11 @@ class Entity:
             can_send=self.kind in (QUEUE, TOPIC),
             can_receive=self.kind not in (TOPIC,),
         )
+
+    def message_count(self) -> int:
+        """Messages in this container, in memory or paged out."""
+        cold = self.cold
+        return len(self.messages) + (len(cold) if cold is not None else 0)
 
     def session(self, session_id: str) -> Session:
         s = self.sessions.get(session_id)

@@ -30,6 +30,7 @@ the original.
 from __future__ import annotations
 
 import heapq
+import logging
 import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -61,6 +62,7 @@ from .errors import (
     SessionLockLostError,
     SessionRequiredError,
 )
+from .paging import NO_EXPIRY, ColdIndex
 from .receiver import Receiver, ReceiverOps
 from .rules import FilterEvaluationError
 from .sessions import Sessions
@@ -69,6 +71,8 @@ from .wakeups import Wakeups
 
 if TYPE_CHECKING:
     from sbemulator.store.base import Store
+
+log = logging.getLogger(__name__)
 
 MAX_FORWARD_HOPS = 4
 REASON_MAX_DELIVERY = "MaxDeliveryCountExceeded"
@@ -118,6 +122,9 @@ class MessageFlow:
         self._lock_keys: list[tuple[LockKey, bytes]] = []  # (key, the token's uuid bytes)
         self._next_dup_prune = 0
         self.namespace = "sbemulatorns"  # the broker sets its namespace's name (QuotaExceeded names it)
+        # Available messages a queue or subscription holds in memory before the rest wait in the store
+        # only (broker/paging.py); 0 (the in-memory store) keeps them all.
+        self._window: int = getattr(store, "page_window", 0)
         self.sessions = self._sessions = Sessions(store, clock, lookup, timers, wakeups, self)
 
     def load(self) -> None:
@@ -128,10 +135,19 @@ class MessageFlow:
             ent = self._entities.get(key)
             if ent is not None:
                 ent.last_sequence = max(ent.last_sequence, last)
-        for key, msg in self.store.load_messages():
+        paged = [key for key, ent in self._entities.items() if self._window and _pages(ent)]
+        for key, msg in self.store.load_messages(paged) if paged else self.store.load_messages():
             ent = self._entities.get(key)
             if ent is None:
                 continue
+            if type(msg) is tuple:  # an available message of a paging container: its index entry only
+                cold = ent.cold
+                if cold is None:
+                    cold = ent.cold = ColdIndex()
+                cold.append(*msg)
+                ent.quota.held_bytes += msg[4]
+                continue
+            assert isinstance(msg, BrokerMessage)
             owner = _sequence_owner(ent)
             owner.last_sequence = max(owner.last_sequence, msg.sequence_number)
             self.insert(ent, msg)
@@ -142,6 +158,10 @@ class MessageFlow:
                     self.queue(ent, msg)
                 if msg.expires_at_ms is not None:
                     self._timers.add(MessageExpiry(msg.expires_at_ms, ent, self, msg))
+        for ent in self._entities.values():
+            if ent.cold is not None:
+                owner = _sequence_owner(ent)
+                owner.last_sequence = max(owner.last_sequence, ent.cold.seqs[-1])
         for key, sid, state in self.store.load_session_states():
             ent = self._entities.get(key)
             if ent is not None:
@@ -216,16 +236,76 @@ class MessageFlow:
         msg.lock_owner = None
         msg.locked_until_ms = None
 
-    @staticmethod
-    def _pop(ent: Entity, heap: list[int]) -> BrokerMessage | None:
+    def _pop(self, ent: Entity, heap: list[int]) -> BrokerMessage | None:
         messages = ent.messages
-        while heap:
+        while True:
+            cold = ent.cold
+            if cold is not None and (not heap or cold.seqs[cold.head] < heap[0]):
+                self._page_in(ent, cold)
+            if not heap:
+                return None
             seq = heapq.heappop(heap)
             msg = messages.get(seq)
             if msg is not None and msg.queued:
                 msg.queued = False
                 return msg
-        return None
+
+    def _page_in(self, ent: Entity, cold: ColdIndex) -> None:
+        """Read the next window of ``ent``'s paged-out messages from the store (one range scan) and make
+        them available in memory, in front of any newer ones (broker/paging.py)."""
+        entries = cold.take(max(1, self._window))
+        if not len(cold):
+            ent.cold = None
+        stored = self.store.read_messages(ent.key, entries[0][0], entries[-1][0])
+        messages = ent.messages
+        heap = ent.available
+        for seq, count, enqueued, expires, _size in entries:
+            msg = stored.get(seq)
+            if msg is None:  # cannot happen: a paged-out message's row is written before it is indexed
+                log.error("%s: paged-out message %d is not in the store", ent.path, seq)
+                continue
+            msg.sequence_number = seq
+            msg.state = MessageState.ACTIVE
+            msg.delivery_count = count
+            msg.enqueued_time_ms = enqueued
+            msg.expires_at_ms = None if expires == NO_EXPIRY else expires
+            msg.queued = True
+            messages[seq] = msg
+            heapq.heappush(heap, seq)
+            if msg.expires_at_ms is not None:
+                self._timers.add(MessageExpiry(msg.expires_at_ms, ent, self, msg))
+
+    def remove_paged(self, ent: Entity) -> int:
+        """Remove every paged-out message of ``ent`` (a purge): their rows go, nothing is read."""
+        cold = ent.cold
+        if cold is None:
+            return 0
+        ent.cold = None
+        ent.quota.held_bytes -= cold.bytes
+        seqs = cold.all_seqs()
+        for seq in seqs:
+            self.store.delete_message(ent.key, seq)
+        return len(seqs)
+
+    def _enqueue(self, ent: Entity, msg: BrokerMessage) -> None:
+        """A new active message is available in ``ent``: in memory while the read-ahead window has room,
+        else only in the store and ``ent``'s index (its row is written here, before it is indexed)."""
+        window = self._window
+        if window and (ent.cold is not None or len(ent.available) >= window) and _pages(ent):
+            ttl = self._cap_ttl(ent, msg)
+            msg.expires_at_ms = None if ttl is None else msg.enqueued_time_ms + ttl
+            self.store.put_message(ent.key, msg)
+            cold = ent.cold
+            if cold is None:
+                cold = ent.cold = ColdIndex()
+            cold.append(msg.sequence_number, msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms, msg.size)
+            ent.quota.held_bytes += msg.size  # as insert counts it; a paged-in message is not counted again
+            self._wakeups.notify(ent)
+            return
+        self.insert(ent, msg)
+        self._set_expiry(ent, msg)
+        self.store.put_message(ent.key, msg)
+        self.queue(ent, msg)
 
     @staticmethod
     def _cap_ttl(ent: Entity, msg: BrokerMessage) -> int | None:
@@ -416,10 +496,7 @@ class MessageFlow:
                 # ("Message sequencing and timestamps"): the scheduled one is valid only while scheduled.
                 self.remove(target, msg)
                 msg.sequence_number = self.next_sequence(target)
-            self.insert(target, msg)
-            self._set_expiry(target, msg)
-            self.store.put_message(target.key, msg)
-            self.queue(target, msg)
+            self._enqueue(target, msg)
 
     def _fan_out(self, topic: Entity, msg: BrokerMessage, now: int) -> None:
         """Copies for every subscription ("Topic filters and actions"): the matching rules without an
@@ -461,10 +538,7 @@ class MessageFlow:
             self._cap_ttl(sub, msg)
             self._forward(sub, msg, sub.forward_to, now)
         else:
-            self.insert(sub, msg)
-            self._set_expiry(sub, msg)
-            self.store.put_message(sub.key, msg)
-            self.queue(sub, msg)
+            self._enqueue(sub, msg)
 
     def _forward(self, source: Entity, msg: BrokerMessage, target_name: str, now: int) -> None:
         """Auto-forward (``msg`` is no longer in ``source``); failures land in the transfer DLQ."""
@@ -754,7 +828,38 @@ class MessageFlow:
                     if s >= from_sequence_number and m.session_id == session_id
                 ),
             )
+        cold = ent.cold
+        if session_id is None and cold is not None:
+            entries = cold.from_seq(from_sequence_number, count)
+            if entries:
+                return self._peek_with_paged(ent, seqs, entries, count)
         return [ent.messages[s] for s in seqs]
+
+    def _peek_with_paged(
+        self, ent: Entity, seqs: list[int], entries: list[tuple[int, int, int, int, int]], count: int
+    ) -> list[BrokerMessage]:
+        """Peek across the messages in memory (``seqs``) and paged-out ones (``entries``): the latter are
+        read from the store for the answer only, and stay paged out."""
+        paged = {e[0]: e for e in entries}
+        chosen = sorted({*seqs, *paged})[:count]
+        wanted = [paged[s] for s in chosen if s in paged]
+        stored = self.store.read_messages(ent.key, wanted[0][0], wanted[-1][0]) if wanted else {}
+        out = []
+        for s in chosen:
+            if s not in paged:
+                out.append(ent.messages[s])
+                continue
+            msg = stored.get(s)
+            if msg is None:
+                continue
+            if msg.sequence_number != s:  # decoded from the store (not the pending write's own object)
+                _, count_, enqueued, expires, _size = paged[s]
+                msg.sequence_number = s
+                msg.delivery_count = count_
+                msg.enqueued_time_ms = enqueued
+                msg.expires_at_ms = None if expires == NO_EXPIRY else expires
+            out.append(msg)
+        return out
 
     def renew(self, ent: Entity, msg: BrokerMessage, key: LockKey, now: int) -> int:
         """A plain lock lasts another lock duration from ``now``; returns its new expiry."""
@@ -827,6 +932,13 @@ def _check_receivers(ent: Entity, most: int) -> None:
             f"The number of concurrent receive requests on '{scope.path}' has reached its limit of {most:,}: "
             "close a receiver first (Service Bus quotas: concurrent receive requests per entity)."
         )
+
+
+def _pages(ent: Entity) -> bool:
+    """Whether a container's available messages may wait in the store only: queues and subscriptions
+    without sessions (a session's messages, deferred and scheduled ones and dead-letter queues stay
+    in memory)."""
+    return ent.kind in (QUEUE, SUBSCRIPTION) and not ent.requires_session
 
 
 def _sequence_owner(ent: Entity) -> Entity:

@@ -65,6 +65,8 @@ class Flow(Protocol):
 
     def deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None: ...
 
+    def remove_paged(self, ent: Entity) -> int: ...
+
 
 class Inspection:
     def __init__(self, topology: Topology, flow: Flow, clock: Callable[[], float], wakeups: Wakeups) -> None:
@@ -113,6 +115,9 @@ class Inspection:
                 size += m.size
                 if m.enqueued_time_ms > last:
                     last = m.enqueued_time_ms
+            if c.cold is not None:
+                size += c.cold.bytes
+                last = max(last, c.cold.last_enqueued_ms())
         if ent.kind != SUBSCRIPTION:
             # A queue's or topic's SizeInBytes is what counts against its MaxSizeInMegabytes: a topic's is
             # what its subscriptions hold (each subscription's copy counts) and its scheduled messages.
@@ -176,6 +181,7 @@ class Inspection:
                 for msg in list(c.messages.values()):
                     self._flow.remove(c, msg)
                     removed += 1
+                removed += self._flow.remove_paged(c)
                 c.available.clear()
                 for s in c.sessions.values():
                     s.heap.clear()
@@ -241,12 +247,14 @@ def _counts(ent: Entity) -> MessageCounts:
     by_state = [0, 0, 0]
     for m in ent.messages.values():
         by_state[m.state] += 1
+    if ent.cold is not None:
+        by_state[MessageState.ACTIVE] += len(ent.cold)
     return MessageCounts(
         active=by_state[MessageState.ACTIVE],
         deferred=by_state[MessageState.DEFERRED],
         scheduled=by_state[MessageState.SCHEDULED],
-        dead_letter=len(ent.dlq.messages) if ent.dlq is not None else 0,
-        transfer_dead_letter=len(ent.transfer_dlq.messages) if ent.transfer_dlq is not None else 0,
+        dead_letter=ent.dlq.message_count() if ent.dlq is not None else 0,
+        transfer_dead_letter=ent.transfer_dlq.message_count() if ent.transfer_dlq is not None else 0,
     )
 
 

@@ -77,7 +77,7 @@ class Wakeups:
     def notify_one(self, ent: Entity, r: Receiver) -> None:
         """``r`` was just attached or given a session: tell it if it has messages waiting."""
         heap = r.session.heap if r.session is not None else ent.available
-        if heap:
+        if heap or (r.session is None and ent.cold is not None):  # cold: paged-out messages (broker/paging.py)
             self.pending[id(r)] = r
 
     def flush(self) -> None:

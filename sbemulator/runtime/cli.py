@@ -14,6 +14,7 @@ from typing import Any
 from ..broker.clock import CLOCK_MODES, REAL
 from ..config import ConfigError, load_config
 from ..gateway.limits import DEFAULT_LIMITS, Limits
+from ..store.sqlite import DEFAULT_PAGE_WINDOW
 from .emulator import build, connection_string, controls_for, sas_keys
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
@@ -73,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     store = parser.add_mutually_exclusive_group()
     store.add_argument("--data-dir", default=None, help="where messages are kept (default .sbemulator/)")
     store.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
+    parser.add_argument("--page-window", type=int, default=None,
+                        help="available messages per durable queue or subscription kept in memory; the rest "
+                             f"wait in the store and are read ahead of delivery (default {DEFAULT_PAGE_WINDOW})")
     parser.add_argument("--sas-key", default=None, help="key of RootManageSharedAccessKey (default SAS_KEY_VALUE)")
     parser.add_argument("--clock", choices=CLOCK_MODES, default=REAL,
                         help="real (default) or manual: the broker's time moves only when told to, through "
@@ -134,6 +138,7 @@ async def serve(args: argparse.Namespace) -> int:
     server, broker = build(
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
         host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot, limits=limits_from(args),
+        page_window=args.page_window,
     )
     admin = None
     websocket = None

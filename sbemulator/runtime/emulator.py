@@ -19,7 +19,7 @@ from ..broker.core import Broker
 from ..config import NamespaceConfig, load_config, parse_config
 from ..gateway.faults import Faults
 from ..store.memory import MemoryStore
-from ..store.sqlite import SqliteStore
+from ..store.sqlite import DEFAULT_PAGE_WINDOW, SqliteStore
 from .server import AmqpServer
 from .snapshot import read_snapshot, seed_store, snapshot_file
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
@@ -62,17 +62,21 @@ def sas_rules(config: NamespaceConfig, sas_key: str | None) -> list[SasRule]:
 
 def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | None,
           sas_key: str | None, host: str, port: int, clock: str | Clock | None = None,
-          snapshot: str | Path | bytes | dict | None = None, **server_options: Any) -> tuple[AmqpServer, Any]:
+          snapshot: str | Path | bytes | dict | None = None, page_window: int | None = None,
+          **server_options: Any) -> tuple[AmqpServer, Any]:
     """Wire store, broker and server together (shared by the CLI and ``Emulator``). ``clock``:
     ``"real"`` (default), ``"manual"`` or a clock callable (broker/clock.py). ``snapshot``: a snapshot
-    (a file, its bytes or the parsed object, sbemulator/runtime/snapshot.py) the broker starts from."""
+    (a file, its bytes or the parsed object, sbemulator/runtime/snapshot.py) the broker starts from. ``page_window``:
+    available messages per durable queue or subscription held in memory (broker/paging.py; None: the
+    default)."""
     broker_clock = make_clock(clock)
     store: Any
     if in_memory:
         store = MemoryStore()
     else:
         directory = Path(data_dir or DEFAULT_DATA_DIR)
-        store = SqliteStore(directory / "sbemulator.db")
+        store = SqliteStore(directory / "sbemulator.db",
+                            DEFAULT_PAGE_WINDOW if page_window is None else page_window)
     if snapshot is not None:
         store = seed_store(store, read_snapshot(snapshot), durable=not in_memory)
     broker = Broker(config, store, clock=broker_clock)

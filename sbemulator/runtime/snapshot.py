@@ -19,13 +19,14 @@ import base64
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..amqp import codec
 from ..broker.topology import _FILE_KEY, _dumps, _typed_from_json
 from ..model import BrokerMessage, MessageState
+from ..store.base import IndexEntry
 from ..store.memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -208,8 +209,8 @@ class SeededStore(MemoryStore):
     def load_entities(self) -> list[tuple[str, str, str]]:
         return list(self._entities)
 
-    def load_messages(self) -> Iterator[tuple[str, BrokerMessage]]:
-        return iter(self._messages)
+    def load_messages(self, paged: Collection[str] = ()) -> Iterator[tuple[str, BrokerMessage | IndexEntry]]:
+        return iter(self._messages)  # in memory: nothing is paged (page_window 0)
 
     def load_sequences(self) -> dict[str, int]:
         return dict(self._sequences)

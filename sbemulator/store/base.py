@@ -11,20 +11,34 @@ dead process are released.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Protocol
 
 from sbemulator.model import BrokerMessage
 
+IndexEntry = tuple[int, int, int, int | None, int]
+"""An available message of a paging container as loaded at start-up without its data: (sequence number,
+delivery count, enqueued ms, expires ms or None, size); a row of broker.paging.ColdIndex."""
+
 
 class Store(Protocol):
+    page_window: int
+    """Available messages per queue or subscription the broker holds in memory before it pages (0: all)."""
+
     # --- loading at start-up -----------------------------------------------------------------
     def load_entities(self) -> list[tuple[str, str, str]]:
         """Entities created, changed or deleted at run time: (key, kind, JSON description)."""
         ...
 
-    def load_messages(self) -> Iterator[tuple[str, BrokerMessage]]:
-        """Every stored message with the key of the container holding it, in sequence order."""
+    def load_messages(self, paged: Collection[str] = ()) -> Iterator[tuple[str, BrokerMessage | IndexEntry]]:
+        """Every stored message with the key of the container holding it, in sequence order; the active
+        messages of the ``paged`` containers as an :data:`IndexEntry` (their data not read)."""
+        ...
+
+    def read_messages(self, entity: str, first: int, last: int) -> dict[int, BrokerMessage]:
+        """The stored messages numbered ``first`` to ``last`` of ``entity``, by sequence number (one
+        range scan; writes not committed yet included). Their state, delivery count and times are
+        the caller's to set: they are the index's."""
         ...
 
     def load_sequences(self) -> dict[str, int]:

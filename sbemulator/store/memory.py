@@ -8,20 +8,27 @@ transaction per completed message) it was about a fifth of the emulator's CPU.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from sbemulator.model import BrokerMessage
+
+from .base import IndexEntry
 
 
 class MemoryStore:
     """Implements :class:`~sbemulator.store.base.Store`; loads are empty, writes are dropped."""
 
+    page_window = 0  # nothing to page from: every message stays in memory (broker/paging.py)
+
     # --- loading at start-up: a fresh process has nothing -----------------------------------
     def load_entities(self) -> list[tuple[str, str, str]]:
         return []
 
-    def load_messages(self) -> Iterator[tuple[str, BrokerMessage]]:
+    def load_messages(self, paged: Collection[str] = ()) -> Iterator[tuple[str, BrokerMessage | IndexEntry]]:
         return iter(())
+
+    def read_messages(self, entity: str, first: int, last: int) -> dict[int, BrokerMessage]:
+        return {}
 
     def load_sequences(self) -> dict[str, int]:
         return {}

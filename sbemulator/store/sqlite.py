@@ -13,11 +13,12 @@ durability, and reaches SQLite with a later transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 from sbemulator.model import BrokerMessage, MessageState
 
+from .base import IndexEntry
 from .journal import DeliveryJournal
 from .serialize import decode_message, encode_message
 
@@ -32,6 +33,7 @@ CREATE TABLE IF NOT EXISTS messages(
     enqueued_ms INTEGER NOT NULL,
     expires_ms INTEGER,
     data BLOB NOT NULL,
+    size INTEGER,
     PRIMARY KEY(entity, seq)
 );
 CREATE TABLE IF NOT EXISTS sequences(entity TEXT PRIMARY KEY, last_seq INTEGER NOT NULL);
@@ -52,9 +54,11 @@ _SCHEMA_VERSION = "1"
 _DEL, _META, _PUT = 0, 1, 2
 
 _SQL_PUT = (
-    "INSERT OR REPLACE INTO messages(entity, seq, state, delivery_count, enqueued_ms, expires_ms, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO messages(entity, seq, state, delivery_count, enqueued_ms, expires_ms, data, size) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# Read-ahead of paged messages (broker.paging): available messages per container held in memory.
+DEFAULT_PAGE_WINDOW = 1000
 _SQL_META = (
     "UPDATE messages SET state = ?, delivery_count = ?, enqueued_ms = ?, expires_ms = ? "
     "WHERE entity = ? AND seq = ?"
@@ -80,10 +84,15 @@ def _runs(keys: Iterable[tuple[str, int]]) -> list[tuple[str, int, int]]:
 
 
 class SqliteStore:
-    """``SqliteStore(None)`` keeps everything in memory (tests, ``--in-memory``)."""
+    """``SqliteStore(None)`` keeps everything in memory (tests, ``--in-memory``).
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    ``page_window``: how many available messages of a queue or subscription the broker keeps in memory
+    before it leaves the rest to the store and pages them in ahead of delivery (broker/paging.py);
+    0 keeps every message in memory."""
+
+    def __init__(self, path: str | Path | None = None, page_window: int = DEFAULT_PAGE_WINDOW) -> None:
         self.path = None if path is None else Path(path)
+        self.page_window = page_window if path is not None else 0
         target = ":memory:" if path is None else str(path)
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,6 +105,9 @@ class SqliteStore:
             # (fcntl calls) of every transaction, a fifth of a small commit's cost.
             self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
         self._db.executescript(_SCHEMA)
+        if "size" not in {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}:
+            # A store written before sizes were kept: its rows load whole (their size is in their data).
+            self._db.execute("ALTER TABLE messages ADD COLUMN size INTEGER")
         row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is None:
             self._db.execute("INSERT INTO meta(key, value) VALUES ('schema', ?)", (_SCHEMA_VERSION,))
@@ -119,12 +131,23 @@ class SqliteStore:
     def load_entities(self) -> list[tuple[str, str, str]]:
         return list(self._db.execute("SELECT key, kind, data FROM entities ORDER BY rowid"))
 
-    def load_messages(self) -> Iterator[tuple[str, BrokerMessage]]:
+    def load_messages(self, paged: Collection[str] = ()) -> Iterator[tuple[str, BrokerMessage | IndexEntry]]:
+        """Every message in (entity, sequence) order; the active ones of the ``paged`` entities as an
+        :data:`IndexEntry` only, their data not even fetched from SQLite (one scan for both)."""
+        if paged:
+            marks = ", ".join("?" * len(paged))
+            data = f"CASE WHEN state = 0 AND size IS NOT NULL AND entity IN ({marks}) THEN NULL ELSE data END"
+        else:
+            data = "data"
         cur = self._db.execute(
-            "SELECT entity, seq, state, delivery_count, enqueued_ms, expires_ms, data FROM messages "
-            "ORDER BY entity, seq"
+            f"SELECT entity, seq, state, delivery_count, enqueued_ms, expires_ms, size, {data} FROM messages "
+            "ORDER BY entity, seq",
+            tuple(paged),
         )
-        for entity, seq, state, count, enqueued, expires, data in cur:
+        for entity, seq, state, count, enqueued, expires, size, data in cur:
+            if data is None:
+                yield entity, (seq, count, enqueued, expires, size)
+                continue
             msg = decode_message(data)
             msg.sequence_number = seq
             msg.state = MessageState(state)
@@ -132,6 +155,28 @@ class SqliteStore:
             msg.enqueued_time_ms = enqueued
             msg.expires_at_ms = expires
             yield entity, msg
+
+    def read_messages(self, entity: str, first: int, last: int) -> dict[int, BrokerMessage]:
+        """The stored messages of ``entity`` numbered ``first`` to ``last`` (one range scan), the ones
+        still waiting for a commit included; their state columns are the caller's (it has them in its
+        index), so only what ``encode_message`` keeps is read."""
+        pending = self._messages
+        out: dict[int, BrokerMessage] = {}
+        for seq, data in self._db.execute(
+            "SELECT seq, data FROM messages WHERE entity = ? AND seq BETWEEN ? AND ?", (entity, first, last)
+        ):
+            out[seq] = decode_message(data)
+        if pending:
+            if last - first < len(pending):
+                for seq in range(first, last + 1):
+                    entry = pending.get((entity, seq))
+                    if entry is not None and entry[0] == _PUT:
+                        out[seq] = entry[1]  # type: ignore[assignment]
+            else:
+                for (ent, seq), (op, msg) in pending.items():
+                    if op == _PUT and ent == entity and first <= seq <= last:
+                        out[seq] = msg  # type: ignore[assignment]
+        return out
 
     def load_sequences(self) -> dict[str, int]:
         return dict(self._db.execute("SELECT entity, last_seq FROM sequences"))
@@ -249,6 +294,7 @@ class SqliteStore:
                         msg.enqueued_time_ms,
                         msg.expires_at_ms,
                         encode_message(msg),
+                        msg.size,
                     )
                 )
             else:

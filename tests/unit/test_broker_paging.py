@@ -1,0 +1,144 @@
+"""Durable queues and subscriptions keep an index of the messages beyond their read-ahead window and page
+the bodies from the store (broker/paging.py): the broker over a real SQLite store with a tiny window."""
+
+from __future__ import annotations
+
+from sbemulator.broker import MessageState, ReceiveMode
+from sbemulator.store import SqliteStore
+from tests.fixtures.broker import FakeClock, bodies, make_broker, msg, receiver
+
+QUEUES = [{"Name": "q", "Properties": {"MaxDeliveryCount": 5}}]
+TOPICS = [{"Name": "t", "Subscriptions": [{"Name": "s"}]}]
+WINDOW = 2
+
+
+def open_broker(path, clock, window: int = WINDOW):
+    return make_broker(QUEUES, TOPICS, clock=clock, store=SqliteStore(path, page_window=window))[0]
+
+
+def _entity(b, path):
+    return b._topology.entity(path)
+
+
+def _send(b, path, n, start=0):
+    b.send(path, [msg(f"m{i}".encode(), message_id=str(i), application_properties={"i": i})
+                  for i in range(start, start + n)])
+
+
+def test_messages_beyond_the_window_wait_in_the_store_and_arrive_in_order_exactly_once(tmp_path):
+    b = open_broker(tmp_path / "sb.db", FakeClock())
+    _send(b, "q", 10)
+    ent = _entity(b, "q")
+    assert len(ent.messages) == WINDOW and len(ent.cold) == 8  # the rest are index entries only
+    assert b.message_count("q") == 10 and b.counts("q")["active"] == 10
+    assert b.entity_view("q").size_in_bytes == sum(len(f"m{i}") + 10 for i in range(10))
+    r = receiver(b, "q")
+    got = []
+    for _ in range(10):
+        batch = r.take(3)
+        if not batch:
+            break
+        assert len(ent.messages) <= 2 * WINDOW + 3  # in memory: the window and what is locked
+        for d in batch:
+            got.append(d.message.body_raw)
+            assert d.message.application_properties["i"] == int(d.message.body_raw[1:])
+            r.complete(d.lock_token)
+        b.commit()
+    assert got == [f"m{i}".encode() for i in range(10)]
+    assert ent.cold is None and not ent.messages
+    b.close()
+
+
+def test_peek_reads_paged_out_messages_without_paging_them_in(tmp_path):
+    b = open_broker(tmp_path / "sb.db", FakeClock())
+    _send(b, "q", 6)
+    peeked = b.peek("q", 1, 10)  # before the commit: the store's pending writes are read too
+    assert [(m.sequence_number, m.body_raw) for m in peeked] == [(i + 1, f"m{i}".encode()) for i in range(6)]
+    b.commit()
+    assert [m.body_raw for m in b.peek("q", 4, 2)] == [b"m3", b"m4"]
+    assert [m.application_properties["i"] for m in b.peek("q", 1, 10)] == list(range(6))
+    assert len(_entity(b, "q").cold) == 4
+    b.close()
+
+
+def test_a_restart_reads_only_the_index_and_keeps_delivery_counts(tmp_path):
+    db = tmp_path / "sb.db"
+    clock = FakeClock()
+    b = open_broker(db, clock)
+    _send(b, "q", 8)
+    r = receiver(b, "q")
+    first = r.take(1)
+    r.abandon(first[0].lock_token)  # delivery count 1, back in front
+    b.close()
+
+    b2 = open_broker(db, clock)
+    ent = _entity(b2, "q")
+    assert not ent.messages and len(ent.cold) == 8  # no message was read whole at start-up
+    r2 = receiver(b2, "q", ReceiveMode.RECEIVE_AND_DELETE)
+    got = r2.take(10) + r2.take(10) + r2.take(10) + r2.take(10) + r2.take(10)
+    assert bodies(got) == [f"m{i}".encode() for i in range(8)]
+    assert got[0].header_delivery_count == 1 and got[1].header_delivery_count == 0
+    _send(b2, "q", 1, start=8)
+    assert b2.peek("q", 0, 1)[0].sequence_number == 9  # the counter survived the paged restart
+    b2.close()
+
+
+def test_deferral_and_receive_by_sequence_number_on_a_paged_backlog(tmp_path):
+    b = open_broker(tmp_path / "sb.db", FakeClock())
+    _send(b, "q", 9)
+    r = receiver(b, "q")
+    d1, d2 = r.take(2)
+    r.defer(d2.lock_token)
+    r.complete(d1.lock_token)
+    b.commit()
+    (deferred,) = b.receive_deferred("q", [d2.message.sequence_number], ReceiveMode.PEEK_LOCK)
+    assert deferred.message.body_raw == b"m1" and deferred.message.state == MessageState.DEFERRED
+    b.update_disposition("q", [deferred.lock_token], "completed")
+    rest = []
+    while batch := r.take(4):
+        rest += batch
+        for d in batch:
+            r.complete(d.lock_token)
+    assert bodies(rest) == [f"m{i}".encode() for i in range(2, 9)]
+    b.close()
+
+
+def test_scheduled_messages_activate_behind_a_paged_backlog(tmp_path):
+    clock = FakeClock()
+    b = open_broker(tmp_path / "sb.db", clock)
+    (seq,) = b.schedule("q", [msg(b"later", scheduled_enqueue_time_ms=int((clock.now + 30) * 1000))])
+    _send(b, "q", 5)
+    clock.advance(31)
+    b.tick()
+    r = receiver(b, "q", ReceiveMode.RECEIVE_AND_DELETE)
+    got = []
+    while batch := r.take(3):
+        got += batch
+    assert bodies(got) == [b"m0", b"m1", b"m2", b"m3", b"m4", b"later"]
+    assert got[-1].message.sequence_number > seq
+    b.close()
+
+
+def test_a_subscription_pages_and_purge_removes_paged_out_messages(tmp_path):
+    db = tmp_path / "sb.db"
+    clock = FakeClock()
+    b = open_broker(db, clock)
+    _send(b, "t", 7)
+    sub = _entity(b, "t/Subscriptions/s")
+    assert len(sub.cold) == 5
+    r = receiver(b, "t/Subscriptions/s", ReceiveMode.RECEIVE_AND_DELETE)
+    assert bodies(r.take(3)) == [b"m0", b"m1", b"m2"]
+    assert b.purge("t") == 4
+    assert b.message_count("t/Subscriptions/s") == 0 and not r.take(5)
+    b.close()
+    b2 = open_broker(db, clock)
+    assert b2.message_count("t/Subscriptions/s") == 0
+    b2.close()
+
+
+def test_window_zero_keeps_every_message_in_memory(tmp_path):
+    b = open_broker(tmp_path / "sb.db", FakeClock(), window=0)
+    _send(b, "q", 5)
+    ent = _entity(b, "q")
+    assert ent.cold is None and len(ent.messages) == 5
+    b.close()
