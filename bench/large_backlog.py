@@ -24,6 +24,7 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusReceiver
@@ -84,13 +85,19 @@ def fill_through_broker(config: Path, data_dir: str, count: int, size: int, dead
     from sbemulator.gateway.deliveries import incoming_messages
     from sbemulator.store import SqliteStore
 
-    body = b"x" * size
+    # One message decoded as the gateway decodes a transfer; the others differ only in their message id,
+    # a fixed-width number written into the template's encoded properties section.
+    placeholder = "#" * 7
+    (template,) = incoming_messages(encode_message(properties=Properties(message_id=placeholder), data=b"x" * size), 0)
+    raw = template.properties_raw
     broker = Broker(load_config(config), SqliteStore(Path(data_dir) / "sbemulator.db"))
     try:
         for start in range(0, count, 500):
             batch = []
             for i in range(start, min(count, start + 500)):
-                batch += incoming_messages(encode_message(properties=Properties(message_id=str(i)), data=body), 0)
+                mid = f"{i:07d}"
+                batch.append(replace(template, message_id=mid, properties_raw=raw.replace(placeholder.encode(),
+                                                                                           mid.encode())))
             broker.send(QUEUE, batch)
             broker.commit()
             deadline.check(f"after {start} messages")
