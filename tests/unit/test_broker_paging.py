@@ -32,6 +32,7 @@ def test_messages_beyond_the_window_wait_in_the_store_and_arrive_in_order_exactl
     assert len(ent.messages) == WINDOW and len(ent.cold) == 8  # the rest are index entries only
     assert b.message_count("q") == 10 and b.counts("q")["active"] == 10
     assert b.entity_view("q").size_in_bytes == sum(len(f"m{i}") + 10 for i in range(10))
+    assert ent.held_bytes == b.entity_view("q").size_in_bytes  # what MaxSizeInMegabytes counts
     r = receiver(b, "q")
     got = []
     for _ in range(10):
@@ -45,7 +46,7 @@ def test_messages_beyond_the_window_wait_in_the_store_and_arrive_in_order_exactl
             r.complete(d.lock_token)
         b.commit()
     assert got == [f"m{i}".encode() for i in range(10)]
-    assert ent.cold is None and not ent.messages
+    assert ent.cold is None and not ent.messages and ent.held_bytes == 0
     b.close()
 
 
