@@ -1,7 +1,8 @@
 """The persistence interface the broker writes through.
 
-The broker keeps all live state in memory and treats the store as a durable log: mutations are
-buffered and become durable together at :meth:`Store.commit` (group commit). The server calls
+The broker keeps its live state in memory and treats the store as a durable log: mutations are
+buffered and become durable together at :meth:`Store.commit` (group commit). The one thing it reads
+back while running is the data of the messages it paged out (``read_messages``, broker/paging.py). The server calls
 commit once per batch of network input, before it sends the accepts for that batch, so an
 accepted message is on disk before the sender learns it was accepted.
 
