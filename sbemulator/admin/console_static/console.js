@@ -305,8 +305,9 @@ async function refreshOverview() {
 
 async function showOverview() {
   show("overview-view");
-  await refreshOverview();
+  // Polling starts before the first load: if that one fails, the next ticks retry and say so.
   poll(refreshOverview);
+  await refreshOverview();
 }
 
 // ---------------------------------------------------------------- entity
