@@ -183,6 +183,7 @@ class BrokerAPI(Protocol):
         """When :meth:`tick` next has work (clock seconds), or None."""
         ...
 
-    def tick(self) -> None:
-        """Process every due timer: lock expiry, TTL expiry, scheduled activation, session-lock expiry."""
+    def tick(self, budget_s: float | None = None) -> bool:
+        """Process the due timers (lock, TTL and session-lock expiry, scheduled activation); with
+        ``budget_s`` at most about that much real time, returning True if due timers remain."""
         ...

@@ -315,10 +315,12 @@ class Broker:
         deadline = self._timers.next_deadline()
         return deadline / 1000.0 if deadline is not None else None
 
-    def tick(self) -> None:
-        """Process every due timer: lock expiry, TTL expiry, scheduled activation, session-lock expiry."""
+    def tick(self, budget_s: float | None = None) -> bool:
+        """Process the due timers: lock expiry, TTL expiry, scheduled activation, session-lock expiry.
+        With ``budget_s``, stop once that much real time has gone and return True if due timers remain
+        (the runtime yields to the event loop, then ticks again); without it, run all of them."""
         with self._op:
-            self._timers.run_due(self._now())
+            return self._timers.run_due(self._now(), budget_s)
 
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -207,10 +208,20 @@ class Timers:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
-    def run_due(self, now: int) -> None:
-        """Fire every valid timer due at ``now``, earliest first (timers they add are run too if due)."""
+    def run_due(self, now: int, budget_s: float | None = None,
+                elapsed: Callable[[], float] = time.perf_counter) -> bool:
+        """Fire the valid timers due at ``now``, earliest first (timers they add are run too if due).
+
+        With ``budget_s``, stop after the timer during which that many seconds (of ``elapsed``, real
+        time whatever the broker's clock) have passed, and return True if due timers remain: the
+        caller yields to the event loop and calls again, so 100,000 locks lapsing at once are returned
+        in slices instead of one stall. Without a budget, everything due runs and False is returned."""
         heap = self._heap
+        stop = None if budget_s is None else elapsed() + budget_s
         while heap and heap[0][0] <= now:
             timer = heapq.heappop(heap)[2]
             if timer.valid():
                 timer.fire(now)
+                if stop is not None and elapsed() >= stop:
+                    return bool(heap) and heap[0][0] <= now
+        return False

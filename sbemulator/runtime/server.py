@@ -23,6 +23,9 @@ from ..store.base import Store
 log = logging.getLogger("sbemulator")
 
 BROKER_TICK_MAX_S = 0.25
+# A tick that fires many timers (100,000 locks lapsing at once) stops after this much real time and
+# yields to the event loop before the next slice, so no connection waits for the whole batch.
+BROKER_TICK_SLICE_S = 0.01
 READ_BUFFER_SIZE = 256 * 1024  # what asyncio reads at most per call with a plain Protocol
 
 
@@ -259,10 +262,14 @@ class AmqpServer:
                 except TimeoutError:
                     pass
             try:
-                self.broker.tick()  # receivers with new work are told through on_available -> request_flush
+                # receivers with new work are told through on_available -> request_flush
+                self.broker.tick(BROKER_TICK_SLICE_S)
                 self.commit()
             except Exception:
                 log.exception("broker timer failed")
+            # Yield even when the next timer is already due (a slice left some, or a timer came due
+            # meanwhile): connections are read and written between slices, not after the whole batch.
+            await asyncio.sleep(0)
 
     def advance_clock(self, seconds: float) -> float:
         """Move a manual clock forward and run every broker timer that became due, then commit, so

@@ -22,7 +22,7 @@ from sbemulator.broker.wakeups import Wakeups
 from sbemulator.config import QueueConfig
 from sbemulator.model import BrokerMessage, MessageState
 from sbemulator.store import MemoryStore
-from tests.fixtures.broker import config, msg
+from tests.fixtures.broker import config, make_broker, msg, receiver
 
 
 class FakeHost:
@@ -144,6 +144,38 @@ def test_the_heap_runs_due_timers_in_deadline_order_and_skips_stale_ones() -> No
     timers.run_due(300)
     assert host.calls == [("lock_ended", 2, 300)]
     assert timers.next_deadline() is None and len(timers) == 0
+
+
+def test_a_budgeted_run_stops_after_the_timer_that_spent_it_and_says_more_are_due() -> None:
+    ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
+    timers = Timers()
+    for seq in range(1, 6):
+        token = bytes([seq]) * 16
+        timers.add(LockExpiry(100 + seq, ent, host, _locked(ent, seq, token, 100 + seq), token))
+    spent = iter([0.0, 0.004, 0.011, 0.0, 0.001, 0.002, 0.003])  # real seconds, as perf_counter reads
+    assert timers.run_due(200, 0.01, elapsed=lambda: next(spent)) is True  # budget spent on the second
+    assert [c[1] for c in host.calls] == [1, 2]
+    assert timers.run_due(200, 0.01, elapsed=lambda: next(spent)) is False  # the other three fit
+    assert [c[1] for c in host.calls] == [1, 2, 3, 4, 5]
+    assert timers.run_due(200, 0.01) is False and len(timers) == 0
+
+
+def test_a_broker_tick_with_a_budget_returns_lapsed_locks_in_slices() -> None:
+    b, clock = make_broker([{"Name": "q", "Properties": {"LockDuration": "PT5S"}}])
+    b.send("q", [msg(str(i).encode()) for i in range(3000)])
+    r = receiver(b, "q")
+    taken = 0
+    while taken < 3000:  # many takes: one lapse timer each
+        got = r.take(100)
+        assert got
+        taken += len(got)
+    clock.advance(6)
+    slices = 1
+    while b.tick(budget_s=0.0):  # a zero budget: one timer per slice
+        slices += 1
+    assert slices == 30
+    assert len(receiver(b, "q").take(3000)) == 3000  # every lock lapsed, every message available again
+    assert b.tick() is False
 
 
 # --- wake-ups -----------------------------------------------------------------------------------------
