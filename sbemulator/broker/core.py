@@ -189,6 +189,10 @@ class Broker:
         """Accept a batch (all or nothing); see :meth:`MessageFlow.send`."""
         self._flow.send(path, messages)
 
+    def withdraw(self, path: str, messages: Iterable[IncomingMessage]) -> None:
+        """Take back a send the store could not write; see :meth:`MessageFlow.withdraw`."""
+        self._flow.withdraw(path, messages)
+
     def check_send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
         """Raise what :meth:`send` would refuse these messages with, without sending them (a
         transaction checks its staged sends before applying any)."""

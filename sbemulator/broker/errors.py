@@ -61,6 +61,14 @@ class QuotaExceededError(BrokerError):
     status_code = 403
 
 
+class ServerBusyError(BrokerError):
+    """The service cannot take the request now ("Service Bus messaging exceptions", ServerBusyException:
+    the SDKs raise ServiceBusServerBusyError and retry after a pause)."""
+
+    condition = "com.microsoft:server-busy"
+    status_code = 503
+
+
 class MessageNotFoundError(BrokerError):
     condition = "com.microsoft:message-not-found"
     status_code = 404

@@ -334,6 +334,36 @@ class MessageFlow:
                     continue
                 self.accept(ent, BrokerMessage.from_incoming(incoming), now)
 
+    def withdraw(self, path: str, messages: Iterable[IncomingMessage]) -> None:
+        """Take back a send whose messages the store could not write (its commit failed): the copies it
+        made (in the queue, each subscription, a forwarding target or a dead-letter queue) leave memory
+        and the store's pending writes, and their MessageIds leave duplicate detection, so the refused
+        send is neither delivered, nor written when the store has room again, nor taken for a duplicate
+        when the sender tries it again. A copy shares its sender's encoded properties (the bytes object
+        itself, which the broker never replaces), so they are found among the store's pending writes
+        by identity. Called before anything could receive them (the gateway commits before it pumps)."""
+        by_properties = {id(m.properties_raw): m for m in messages}
+        withdrawn: set[str] = set()
+        with self._op:
+            for key, seq, msg in list(self.store.pending_messages()):
+                incoming = by_properties.get(id(msg.properties_raw))
+                if incoming is None or incoming.properties_raw is not msg.properties_raw:
+                    continue
+                ent = self._entities.get(key)
+                if ent is not None and ent.messages.get(seq) is msg:
+                    self.remove(ent, msg)
+                self.store.discard(key, seq)
+                if incoming.message_id is not None:
+                    withdrawn.add(str(incoming.message_id))
+            try:
+                target: Entity | None = self._entity(path)
+            except BrokerError:  # deleted meanwhile: its duplicate detection went with it
+                target = None
+            if target is not None and target.requires_duplicate_detection:
+                for mid in withdrawn:
+                    target.duplicates.pop(mid, None)
+                    self.store.discard_duplicate(target.key, mid)
+
     def check_send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
         """Raise what :meth:`send` would refuse these messages with, without sending them (a
         transaction checks its staged sends before applying any)."""

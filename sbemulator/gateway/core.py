@@ -36,7 +36,7 @@ from ..auth import LISTEN, SEND, Grant, SasValidator, claims_required
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
-from ..model import ReceiveMode
+from ..model import IncomingMessage, ReceiveMode
 from .cbs import audience_entity, handle_put_token
 from .deliveries import encode_delivery, incoming_messages
 from .faults import CONNECT, DROP, LATENCY, MANAGEMENT, PUT_TOKEN, RECEIVE, SETTLE, Faults, Refusal
@@ -57,6 +57,11 @@ TRANSFER_DESTINATION = Symbol("com.microsoft:transfer-destination-address")
 DOTNET_EPOCH_TICKS = 621355968000000000
 SENDER_CREDIT = 1000  # per link, topped up once half is used; Service Bus grants about as much
 DEFAULT_SESSION_WAIT_MS = 60_000
+
+
+def _nothing_to_commit() -> BrokerError | None:
+    """A gateway without a server (tests drive it directly) has no store to commit."""
+    return None
 
 
 def entity_path(address: str | None) -> str:
@@ -142,6 +147,11 @@ class Gateway:
         self.receivers: set[EntityReceiverLink] = set()
         self.closed = False
         self._pump_pending: set[EntityReceiverLink] = set()
+        # Sends handled but not yet settled: (link handler, delivery id, pre-settled, messages). They are
+        # settled after the store's commit (settle_sends), which the server makes, or this gateway
+        # through commit_window before receivers could take what they sent.
+        self.sends: list[tuple[EntitySenderLink, int, bool, list[IncomingMessage]]] = []
+        self.commit_window: Callable[[], BrokerError | None] = _nothing_to_commit
         # Backpressure: while the transport's buffer is above its high-water mark (write_paused) or
         # this connection's own unwritten output is, receivers take nothing from the broker; the ones
         # that stopped for that reason wait in ``blocked`` until there is room again.
@@ -259,7 +269,30 @@ class Gateway:
                 log.exception("error handling %r", type(event).__name__)
                 self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
         if self._pump_pending:
+            if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
+                self.settle_sends(self.commit_window())
             self.run_pending()
+
+    def settle_sends(self, failure: BrokerError | None) -> None:
+        """Settle the sends handled since the last commit: accepted once stored, or, when the store
+        could not write them (``failure``: QuotaExceeded for a full disk, ServerBusy for another write
+        error), taken back from the broker and rejected with that error. The connection and its links
+        stay; the sender may try again."""
+        sends = self.sends
+        self.sends = []
+        conn = self.connection
+        if failure is None:
+            for handler, delivery_id, settled, _ in sends:
+                if not settled:
+                    conn.settle_incoming(handler.link, delivery_id, Accepted())
+            return
+        broker = self.broker
+        for handler, _, _, messages in sends:
+            broker.withdraw(handler.path, messages)
+        refusal = Rejected(error(failure.condition, failure.description))
+        for handler, delivery_id, settled, _ in sends:
+            if not settled:
+                conn.settle_incoming(handler.link, delivery_id, refusal)
 
     def _handle(self, event: Any) -> None:
         kind = type(event)
@@ -723,6 +756,12 @@ class EntitySenderLink(LinkHandler):
             messages = incoming_messages(event.payload, event.message_format)
             if txn is None:
                 self.gateway.broker.send(self.path, messages)
+                # Settled once the store has written it (Gateway.settle_sends): accepted, or refused and
+                # taken back if the write failed.
+                self.gateway.sends.append((self, event.delivery_id, event.settled, messages))
+                if self.link.link_credit < SENDER_CREDIT // 2:
+                    conn.grant_credit(self.link, SENDER_CREDIT)
+                return
             else:
                 self.gateway.transactions.stage_send(bytes(txn.txn_id or b""), self.path, list(messages), self.via,
                                                      self.link.session)

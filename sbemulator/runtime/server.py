@@ -14,11 +14,12 @@ import time
 from ..auth import SasValidator
 from ..broker.api import BrokerAPI
 from ..broker.clock import Clock, ManualClock
+from ..broker.errors import BrokerError, QuotaExceededError, ServerBusyError
 from ..broker.transactions import DEFAULT_TIMEOUT_S as DEFAULT_TRANSACTION_TIMEOUT_S
 from ..gateway.core import Gateway
 from ..gateway.faults import Faults
 from ..gateway.limits import DEFAULT_LIMITS, Limits
-from ..store.base import Store
+from ..store.base import Store, StoreError
 
 log = logging.getLogger("sbemulator")
 
@@ -69,6 +70,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             hold_output=self.hold_output,
             abort=self.abort,
         )
+        self.gateway.commit_window = self.server.commit_window
         self.server.connections.add(self)
         self._arm_timer()
 
@@ -109,7 +111,16 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         if gateway is None or transport is None:
             return
         gateway.run_pending()
-        self.server.store.commit()
+        server = self.server
+        try:
+            server.store.commit()
+            failure = None
+            if server.store_failing is not None:
+                server.store_recovered()
+        except StoreError as exc:
+            failure = server.store_failed(exc)
+        if gateway.sends:
+            gateway.settle_sends(failure)  # accepted now that they are stored, or refused and taken back
         if self._held:
             return  # a latency fault: written when the hold ends
         out = gateway.data_to_send()
@@ -210,6 +221,7 @@ class AmqpServer:
         self.clock = clock
         self.limits = limits
         self.store = store
+        self.store_failing: StoreError | None = None  # the last commit's error while the store cannot write
         self.validator = validator
         self.host = host
         self.port = port
@@ -239,7 +251,46 @@ class AmqpServer:
         self._ticker = self.loop.create_task(self._tick_forever())
 
     def commit(self) -> None:
-        self.store.commit()
+        """Commit what the broker buffered; a store that cannot write is logged (the work stays buffered
+        and the next commit tries again), never raised into the event loop."""
+        self.commit_window()
+
+    def commit_window(self) -> BrokerError | None:
+        """Commit; None when written, else the error the sends of this commit are refused with."""
+        try:
+            self.store.commit()
+        except StoreError as exc:
+            return self.store_failed(exc)
+        if self.store_failing is not None:
+            self.store_recovered()
+        return None
+
+    def store_failed(self, exc: StoreError) -> BrokerError:
+        """A commit failed. A full disk stays full until space is freed: its sends are refused with
+        QuotaExceeded, what Service Bus answers when an entity or namespace can take no more, and which
+        the SDKs do not retry. Another write error may pass: ServerBusy, which the SDKs retry after a
+        pause. Said once per episode in the log, with what to do."""
+        if self.store_failing is None or self.store_failing.reason != exc.reason:
+            if exc.full:
+                log.warning("the store is full (%s): sends are refused with QuotaExceeded until the data "
+                            "directory has room (receiving and completing messages frees some)", exc.reason)
+            else:
+                log.warning("the store cannot write (%s): sends are refused with ServerBusy until it "
+                            "writes again", exc.reason)
+        self.store_failing = exc
+        if exc.full:
+            return QuotaExceededError(
+                f"The message could not be stored: the emulator's store is full ({exc.reason}). Receiving "
+                "and completing messages frees space, and sends are taken again as soon as it can write."
+            )
+        return ServerBusyError(
+            f"The message could not be stored: the emulator's store could not write ({exc.reason}). "
+            "Try again later."
+        )
+
+    def store_recovered(self) -> None:
+        log.warning("the store writes again: sends are taken")
+        self.store_failing = None
 
     async def _tick_forever(self) -> None:
         self.broker.on_deadline_changed = self._wake.set

@@ -6,8 +6,8 @@ encoded). Must not import the gateway, the runtime or the admin plane; the broke
 the Protocol in ``base``.
 """
 
-from .base import Store
+from .base import Store, StoreError, StoreFullError, store_error
 from .memory import MemoryStore
 from .sqlite import SqliteStore
 
-__all__ = ["MemoryStore", "SqliteStore", "Store"]
+__all__ = ["MemoryStore", "SqliteStore", "Store", "StoreError", "StoreFullError", "store_error"]

@@ -12,6 +12,8 @@ dead process are released.
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from collections.abc import Collection, Iterator
 from typing import Protocol
 
@@ -20,6 +22,41 @@ from sbemulator.model import BrokerMessage
 IndexEntry = tuple[int, int, int, int | None, int]
 """An available message of a paging container as loaded at start-up without its data: (sequence number,
 delivery count, enqueued ms, expires ms or None, size); a row of broker.paging.ColdIndex."""
+
+
+class StoreError(Exception):
+    """A commit that could not be written (raised by :meth:`Store.commit`). Nothing of it reached the
+    disk and all of it is still pending, so the next commit tries again: what the broker confirmed
+    before is not lost while the process lives, and the sends of the failed commit can be taken back
+    (:meth:`Store.pending_messages`, :meth:`Store.discard`) and refused."""
+
+    full = False  # the disk or the database is full: it stays so until space is freed
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class StoreFullError(StoreError):
+    full = True
+
+
+_SQLITE_FULL = 13  # SQLITE_FULL, "database or disk is full"
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def store_error(exc: BaseException) -> StoreError:
+    """The store error for what SQLite or the file system raised: full (no space, a quota, a file too
+    large) or any other failure to write (an I/O error, a read-only or vanished file)."""
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        full = (code is not None and code & 0xFF == _SQLITE_FULL) or "full" in str(exc)
+    else:
+        full = isinstance(exc, OSError) and exc.errno in _NO_SPACE
+    reason = str(exc) or type(exc).__name__
+    return StoreFullError(reason) if full else StoreError(reason)
 
 
 class Store(Protocol):
@@ -91,7 +128,23 @@ class Store(Protocol):
         """Forget a runtime entity and everything stored under it (and under its sub-queues)."""
         ...
 
+    # --- a commit that failed ---------------------------------------------------------------------
+    def pending_messages(self) -> Iterator[tuple[str, int, BrokerMessage]]:
+        """(entity, sequence number, message) of every full message write not yet committed."""
+        ...
+
+    def discard(self, entity: str, sequence_number: int) -> None:
+        """Forget the pending write of one message (a send taken back after its commit failed)."""
+        ...
+
+    def discard_duplicate(self, entity: str, message_id: str) -> None:
+        """Forget a pending duplicate-detection entry (of a send taken back)."""
+        ...
+
     # --- durability ----------------------------------------------------------------------------
-    def commit(self) -> None: ...
+    def commit(self) -> None:
+        """Make the buffered mutations durable; :class:`StoreError` if they could not be written (then
+        they are all still buffered)."""
+        ...
 
     def close(self) -> None: ...

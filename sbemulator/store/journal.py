@@ -23,6 +23,7 @@ reused within an entity, and the store folds before any write that could reuse a
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -55,6 +56,7 @@ class DeliveryJournal:
             if os.fstat(fd).st_size < size:
                 os.ftruncate(fd, size)
             size = os.fstat(fd).st_size
+            _allocate(fd, size)
             self._map = mmap.mmap(fd, size)
         finally:
             os.close(fd)
@@ -176,3 +178,16 @@ class DeliveryJournal:
 
     def close(self) -> None:
         self._map.close()
+
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Give the file its blocks now. ``ftruncate`` makes a sparse file, and writing into a hole of a
+    mapping needs a block: on a full file system that write is a SIGBUS that kills the process, where a
+    full disk must only refuse what cannot be stored. Allocated, every record fits whatever the disk
+    holds (file systems without ``fallocate`` keep the sparse file)."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise

@@ -73,6 +73,15 @@ class MemoryStore:
     def delete_entity(self, key: str) -> None:
         return None
 
+    def pending_messages(self) -> Iterator[tuple[str, int, BrokerMessage]]:
+        return iter(())
+
+    def discard(self, entity: str, sequence_number: int) -> None:
+        return None
+
+    def discard_duplicate(self, entity: str, message_id: str) -> None:
+        return None
+
     @property
     def dirty(self) -> bool:
         return False

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sbemulator.model import BrokerMessage, MessageState
 
-from .base import IndexEntry
+from .base import IndexEntry, store_error
 from .journal import DeliveryJournal
 from .serialize import decode_message, encode_message
 
@@ -238,6 +238,18 @@ class SqliteStore:
                 (f"DELETE FROM {table} WHERE entity = ? OR entity LIKE ? ESCAPE '\\'", (key, like))
             )
 
+    # --- a commit that failed ------------------------------------------------------------------
+    def pending_messages(self) -> Iterator[tuple[str, int, BrokerMessage]]:
+        for (entity, seq), (op, msg) in self._messages.items():
+            if op == _PUT and msg is not None:
+                yield entity, seq, msg
+
+    def discard(self, entity: str, sequence_number: int) -> None:
+        self._messages.pop((entity, sequence_number), None)
+
+    def discard_duplicate(self, entity: str, message_id: str) -> None:
+        self._duplicates = [d for d in self._duplicates if d[0] != entity or d[1] != message_id]
+
     # --- durability --------------------------------------------------------------------------
     @property
     def dirty(self) -> bool:
@@ -246,107 +258,171 @@ class SqliteStore:
         )
 
     def commit(self) -> None:
-        messages = self._messages
-        only_messages = self._only_messages()
-        if not messages and only_messages:
-            return  # most flushes follow a read that changed nothing durable
-        if self._closed:
-            return
-        journal = self._journal
-        if journal is not None and len(messages) == 1 and only_messages:
-            # One completion per request is the SDK's peek-lock path: its record without the general loop.
-            ((key, (op, _)),) = messages.items()
-            if op == _DEL and journal.append_delete(key):
-                messages.clear()
-                return
-        journal_full = False
-        if journal is not None and self._only_deliveries():
-            deletes = [key for key, (op, _) in messages.items() if op == _DEL]
-            updates = [
-                (key, (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms))
-                for key, (op, msg) in messages.items()
-                if op == _META and msg is not None
-            ]
-            if journal.append(deletes, updates):
-                messages.clear()
-                return
-            journal_full = True
-        # The journal is folded into SQLite (and emptied) before the writes below when they could be
-        # undone by its replay at start-up (a journaled key written again, an entity deleted and created
-        # again) or when it is full. Folding in its own transaction first means a kill at any point
-        # leaves nothing in the journal older than what SQLite holds.
-        if journal is not None and journal and (
-            journal_full or bool(self._entity_ops) or journal.holds_any(messages)
-        ):
-            self.fold_journal()
-        puts, metas, dels = [], [], []
-        for (entity, seq), (op, msg) in messages.items():
-            if op == _DEL:
-                dels.append((entity, seq))
-            elif op == _PUT:
-                assert msg is not None
-                puts.append(
-                    (
-                        entity,
-                        seq,
-                        int(msg.state),
-                        msg.delivery_count,
-                        msg.enqueued_time_ms,
-                        msg.expires_at_ms,
-                        encode_message(msg),
-                        msg.size,
-                    )
-                )
-            else:
-                assert msg is not None
-                metas.append(
-                    (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms, entity, seq)
-                )
-        db = self._db
-        db.execute("BEGIN")
+        """Write what is buffered in one transaction (or one journal record). If it cannot be written
+        (a full disk, an I/O error) it raises :class:`~.base.StoreError` and keeps all of it buffered,
+        to be tried again by the next commit."""
         try:
-            for sql, args in self._entity_ops:
-                db.execute(sql, args)
-            if dels:
-                db.executemany(_SQL_DEL, dels)
-            if puts:
-                db.executemany(_SQL_PUT, puts)
-            if metas:
-                db.executemany(_SQL_META, metas)
-            if self._sequences:
-                db.executemany(
-                    "INSERT INTO sequences(entity, last_seq) VALUES (?, ?) "
-                    "ON CONFLICT(entity) DO UPDATE SET last_seq = excluded.last_seq",
-                    list(self._sequences.items()),
-                )
-            if self._sessions:
-                sets = [(e, s, st) for (e, s), (st, _) in self._sessions.items() if st is not None]
-                clears = [(e, s) for (e, s), (st, _) in self._sessions.items() if st is None]
-                db.executemany(
-                    "INSERT OR REPLACE INTO session_state_times(entity, session_id, updated_ms) VALUES (?, ?, ?)",
-                    [(e, s, ms) for (e, s), (_, ms) in self._sessions.items()],
-                )
-                if clears:
-                    db.executemany("DELETE FROM session_states WHERE entity = ? AND session_id = ?", clears)
-                if sets:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO session_states(entity, session_id, state) VALUES (?, ?, ?)",
-                        sets,
+            messages = self._messages
+            only_messages = self._only_messages()
+            if not messages and only_messages:
+                return  # most flushes follow a read that changed nothing durable
+            if self._closed:
+                return
+            journal = self._journal
+            if journal is not None and len(messages) == 1 and only_messages:
+                # One completion per request is the SDK's peek-lock path: its record without the general loop.
+                ((key, (op, _)),) = messages.items()
+                if op == _DEL and journal.append_delete(key):
+                    messages.clear()
+                    return
+            journal_full = False
+            if journal is not None and self._only_deliveries():
+                deletes = [key for key, (op, _) in messages.items() if op == _DEL]
+                updates = [
+                    (key, (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms))
+                    for key, (op, msg) in messages.items()
+                    if op == _META and msg is not None
+                ]
+                if journal.append(deletes, updates):
+                    messages.clear()
+                    return
+                journal_full = True
+            # The journal is folded into SQLite (and emptied) before the writes below when they could be
+            # undone by its replay at start-up (a journaled key written again, an entity deleted and created
+            # again) or when it is full. Folding in its own transaction first means a kill at any point
+            # leaves nothing in the journal older than what SQLite holds.
+            if journal is not None and journal and (
+                journal_full or bool(self._entity_ops) or journal.holds_any(messages)
+            ):
+                self.fold_journal()
+            puts, metas, dels = [], [], []
+            for (entity, seq), (op, msg) in messages.items():
+                if op == _DEL:
+                    dels.append((entity, seq))
+                elif op == _PUT:
+                    assert msg is not None
+                    puts.append(
+                        (
+                            entity,
+                            seq,
+                            int(msg.state),
+                            msg.delivery_count,
+                            msg.enqueued_time_ms,
+                            msg.expires_at_ms,
+                            encode_message(msg),
+                            msg.size,
+                        )
                     )
-            if self._duplicates:
-                db.executemany(
-                    "INSERT OR REPLACE INTO duplicates(entity, message_id, expires_ms) VALUES (?, ?, ?)",
-                    self._duplicates,
-                )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        self._messages.clear()
-        self._sequences.clear()
-        self._sessions.clear()
-        self._duplicates.clear()
-        self._entity_ops.clear()
+                else:
+                    assert msg is not None
+                    metas.append(
+                        (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms, entity, seq)
+                    )
+            db = self._db
+            db.execute("BEGIN")
+        try:
+            messages = self._messages
+            only_messages = self._only_messages()
+            if not messages and only_messages:
+                return  # most flushes follow a read that changed nothing durable
+            if self._closed:
+                return
+            journal = self._journal
+            if journal is not None and len(messages) == 1 and only_messages:
+                # One completion per request is the SDK's peek-lock path: its record without the general loop.
+                ((key, (op, _)),) = messages.items()
+                if op == _DEL and journal.append_delete(key):
+                    messages.clear()
+                    return
+            journal_full = False
+            if journal is not None and self._only_deliveries():
+                deletes = [key for key, (op, _) in messages.items() if op == _DEL]
+                updates = [
+                    (key, (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms))
+                    for key, (op, msg) in messages.items()
+                    if op == _META and msg is not None
+                ]
+                if journal.append(deletes, updates):
+                    messages.clear()
+                    return
+                journal_full = True
+            # The journal is folded into SQLite (and emptied) before the writes below when they could be
+            # undone by its replay at start-up (a journaled key written again, an entity deleted and created
+            # again) or when it is full. Folding in its own transaction first means a kill at any point
+            # leaves nothing in the journal older than what SQLite holds.
+            if journal is not None and journal and (
+                journal_full or bool(self._entity_ops) or journal.holds_any(messages)
+            ):
+                self.fold_journal()
+            puts, metas, dels = [], [], []
+            for (entity, seq), (op, msg) in messages.items():
+                if op == _DEL:
+                    dels.append((entity, seq))
+                elif op == _PUT:
+                    assert msg is not None
+                    puts.append(
+                        (
+                            entity,
+                            seq,
+                            int(msg.state),
+                            msg.delivery_count,
+                            msg.enqueued_time_ms,
+                            msg.expires_at_ms,
+                            encode_message(msg),
+                        )
+                    )
+                else:
+                    assert msg is not None
+                    metas.append(
+                        (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms, entity, seq)
+                    )
+            db = self._db
+            db.execute("BEGIN")
+            try:
+                for sql, args in self._entity_ops:
+                    db.execute(sql, args)
+                if dels:
+                    db.executemany(_SQL_DEL, dels)
+                if puts:
+                    db.executemany(_SQL_PUT, puts)
+                if metas:
+                    db.executemany(_SQL_META, metas)
+                if self._sequences:
+                    db.executemany(
+                        "INSERT INTO sequences(entity, last_seq) VALUES (?, ?) "
+                        "ON CONFLICT(entity) DO UPDATE SET last_seq = excluded.last_seq",
+                        list(self._sequences.items()),
+                    )
+                if self._sessions:
+                    sets = [(e, s, st) for (e, s), (st, _) in self._sessions.items() if st is not None]
+                    clears = [(e, s) for (e, s), (st, _) in self._sessions.items() if st is None]
+                    db.executemany(
+                        "INSERT OR REPLACE INTO session_state_times(entity, session_id, updated_ms) VALUES (?, ?, ?)",
+                        [(e, s, ms) for (e, s), (_, ms) in self._sessions.items()],
+                    )
+                    if clears:
+                        db.executemany("DELETE FROM session_states WHERE entity = ? AND session_id = ?", clears)
+                    if sets:
+                        db.executemany(
+                            "INSERT OR REPLACE INTO session_states(entity, session_id, state) VALUES (?, ?, ?)",
+                            sets,
+                        )
+                if self._duplicates:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO duplicates(entity, message_id, expires_ms) VALUES (?, ?, ?)",
+                        self._duplicates,
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                _roll_back(db)
+                raise
+            self._messages.clear()
+            self._sequences.clear()
+            self._sessions.clear()
+            self._duplicates.clear()
+            self._entity_ops.clear()
+        except (sqlite3.Error, OSError) as exc:
+            raise store_error(exc) from exc
 
     def _only_messages(self) -> bool:
         """Whether the pending work touches messages only (no sequences, sessions, duplicates, entities)."""
@@ -374,7 +450,7 @@ class SqliteStore:
             self._apply_journal(journal)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            _roll_back(db)
             raise
         journal.reset()
 
@@ -391,3 +467,13 @@ class SqliteStore:
         self._db.close()
         if self._journal is not None:
             self._journal.close()
+
+
+def _roll_back(db: sqlite3.Connection) -> None:
+    """End a failed transaction. SQLite may have rolled it back itself (it does on SQLITE_FULL and some
+    I/O errors), and a ROLLBACK then fails: that must not hide the error that made it fail."""
+    if getattr(db, "in_transaction", True):
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
