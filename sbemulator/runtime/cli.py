@@ -14,7 +14,8 @@ from typing import Any
 from ..broker.clock import CLOCK_MODES, REAL
 from ..config import ConfigError, load_config
 from ..gateway.limits import DEFAULT_LIMITS, Limits
-from ..store.sqlite import DEFAULT_PAGE_WINDOW
+from ..store.base import StoreError
+from ..store.sqlite import DEFAULT_PAGE_WINDOW, DataDirError
 from .emulator import build, connection_string, controls_for, sas_keys
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
@@ -203,7 +204,10 @@ async def serve(args: argparse.Namespace) -> int:
         await admin.stop()
         admin.cleanup()
     await server.stop()
-    broker.close()
+    try:
+        broker.close()
+    except StoreError as exc:  # a full disk at shutdown: say what was not written, no traceback
+        print(f"sbemulator: warning: {exc}", file=sys.stderr, flush=True)
     print("sbemulator stopped", flush=True)
     return 0
 
@@ -217,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     except ListenError as exc:
         print(f"sbemulator: {exc}", file=sys.stderr)
         return 1
+    except DataDirError as exc:  # in use by another emulator, read-only, full: one line, what to do
+        print(f"sbemulator: {exc}", file=sys.stderr)
+        return 2
     except ConfigError as exc:
         print(f"sbemulator: invalid configuration: {exc}", file=sys.stderr)
         return 2

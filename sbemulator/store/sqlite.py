@@ -12,13 +12,15 @@ durability, and reaches SQLite with a later transaction.
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 from sbemulator.model import BrokerMessage, MessageState
 
-from .base import IndexEntry, store_error
+from .base import IndexEntry, StoreError, store_error
 from .journal import DeliveryJournal
 from .serialize import decode_message, encode_message
 
@@ -91,13 +93,25 @@ class SqliteStore:
     0 keeps every message in memory."""
 
     def __init__(self, path: str | Path | None = None, page_window: int = DEFAULT_PAGE_WINDOW) -> None:
+        try:
+            self._open(path, page_window)
+        except (sqlite3.Error, OSError) as exc:
+            if path is None:
+                raise
+            raise DataDirError.of(Path(path).parent, exc) from None
+        if self.path is not None:
+            _write_pid(self.path)
+
+    def _open(self, path: str | Path | None, page_window: int) -> None:
         self.path = None if path is None else Path(path)
         self.page_window = page_window if path is not None else 0
         target = ":memory:" if path is None else str(path)
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: we issue BEGIN/COMMIT ourselves.
-        self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+        # timeout=0: a data directory another process holds is reported at once (its lock is held for
+        # good, so waiting would not help), not after SQLite's default five seconds of retries.
+        self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         if self.path is not None:
@@ -310,65 +324,6 @@ class SqliteStore:
                             msg.enqueued_time_ms,
                             msg.expires_at_ms,
                             encode_message(msg),
-                            msg.size,
-                        )
-                    )
-                else:
-                    assert msg is not None
-                    metas.append(
-                        (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms, entity, seq)
-                    )
-            db = self._db
-            db.execute("BEGIN")
-        try:
-            messages = self._messages
-            only_messages = self._only_messages()
-            if not messages and only_messages:
-                return  # most flushes follow a read that changed nothing durable
-            if self._closed:
-                return
-            journal = self._journal
-            if journal is not None and len(messages) == 1 and only_messages:
-                # One completion per request is the SDK's peek-lock path: its record without the general loop.
-                ((key, (op, _)),) = messages.items()
-                if op == _DEL and journal.append_delete(key):
-                    messages.clear()
-                    return
-            journal_full = False
-            if journal is not None and self._only_deliveries():
-                deletes = [key for key, (op, _) in messages.items() if op == _DEL]
-                updates = [
-                    (key, (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms))
-                    for key, (op, msg) in messages.items()
-                    if op == _META and msg is not None
-                ]
-                if journal.append(deletes, updates):
-                    messages.clear()
-                    return
-                journal_full = True
-            # The journal is folded into SQLite (and emptied) before the writes below when they could be
-            # undone by its replay at start-up (a journaled key written again, an entity deleted and created
-            # again) or when it is full. Folding in its own transaction first means a kill at any point
-            # leaves nothing in the journal older than what SQLite holds.
-            if journal is not None and journal and (
-                journal_full or bool(self._entity_ops) or journal.holds_any(messages)
-            ):
-                self.fold_journal()
-            puts, metas, dels = [], [], []
-            for (entity, seq), (op, msg) in messages.items():
-                if op == _DEL:
-                    dels.append((entity, seq))
-                elif op == _PUT:
-                    assert msg is not None
-                    puts.append(
-                        (
-                            entity,
-                            seq,
-                            int(msg.state),
-                            msg.delivery_count,
-                            msg.enqueued_time_ms,
-                            msg.expires_at_ms,
-                            encode_message(msg),
                         )
                     )
                 else:
@@ -459,14 +414,37 @@ class SqliteStore:
         self._entity_ops.append(("DELETE FROM duplicates WHERE expires_ms <= ?", (now_ms,)))
 
     def close(self) -> None:
+        """Write what is pending and fold the journal into SQLite. If the disk cannot take it, the store
+        is closed anyway and a :class:`~.base.StoreError` says what was not written: acknowledged sends
+        are on disk already (they were committed before they were accepted) and the journal keeps its
+        records for the next start; what stays unwritten (completions beyond the journal, lock and
+        expiry changes) only means that those messages are delivered again."""
         if self._closed:
             return
-        self.commit()
-        self.fold_journal()
+        failure: StoreError | None = None
+        unwritten = self._pending_count()
+        try:
+            self.commit()
+            unwritten = 0
+            self.fold_journal()
+        except (sqlite3.Error, OSError, StoreError) as exc:
+            failure = store_error(exc)
         self._closed = True
         self._db.close()
         if self._journal is not None:
             self._journal.close()
+        if self.path is not None:
+            self.path.with_name(PID_FILE).unlink(missing_ok=True)
+        if failure is not None:
+            journal = "the delivery journal stays and is applied at the next start"
+            lost = (f"{unwritten} buffered changes were not written (those messages are delivered again); "
+                    if unwritten else "")
+            raise type(failure)(f"could not write to {self.path} at shutdown ({failure.reason}): {lost}{journal}; "
+                                "every acknowledged send is stored")
+
+    def _pending_count(self) -> int:
+        return (len(self._messages) + len(self._sequences) + len(self._sessions) + len(self._duplicates)
+                + len(self._entity_ops))
 
 
 def _roll_back(db: sqlite3.Connection) -> None:
@@ -477,3 +455,51 @@ def _roll_back(db: sqlite3.Connection) -> None:
             db.execute("ROLLBACK")
         except sqlite3.Error:
             pass
+
+
+PID_FILE = "sbemulator.pid"  # beside the database: who holds the data directory, for the next one's error
+
+
+def _write_pid(db_path: Path) -> None:
+    try:
+        db_path.with_name(PID_FILE).write_text(f"{os.getpid()}\n")
+    except OSError:
+        pass  # only a hint for another process's error message
+
+
+class DataDirError(Exception):
+    """The data directory cannot serve as the store: one line that says why and what to do."""
+
+    @classmethod
+    def of(cls, directory: Path, exc: BaseException) -> DataDirError:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        err = getattr(exc, "errno", None)
+        what = f"data directory {directory}"
+        if code == _SQLITE_BUSY or "locked" in str(exc):
+            holder = _holder(directory)
+            return cls(f"{what} is in use by {holder}: use --data-dir or --in-memory")
+        if (code == _SQLITE_READONLY or err in (errno.EROFS, errno.EACCES, errno.EPERM) or "readonly" in str(exc)
+                or (code == _SQLITE_CANTOPEN and not _writable(directory))):
+            return cls(f"{what} is read-only ({exc}): make it writable, or use --data-dir or --in-memory")
+        if store_error(exc).full:
+            return cls(f"{what} is on a full file system ({exc}): free space there, or use --data-dir or "
+                       "--in-memory")
+        return cls(f"{what} cannot hold the store ({exc}): use --data-dir or --in-memory")
+
+
+_SQLITE_BUSY, _SQLITE_READONLY, _SQLITE_CANTOPEN = 5, 8, 14
+
+
+def _writable(directory: Path) -> bool:
+    try:
+        return os.access(directory, os.W_OK) and not os.statvfs(directory).f_flag & os.ST_RDONLY
+    except OSError:
+        return False
+
+
+def _holder(directory: Path) -> str:
+    try:
+        pid = int((directory / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return "another process"
+    return f"process {pid}"

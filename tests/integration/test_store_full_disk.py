@@ -1,0 +1,91 @@
+"""A durable emulator on a real, small file system that fills up (a tmpfs of a few MB mounted for the
+test): every send the SDK was told was stored is received exactly once, no refused send is ever
+delivered (also not after a restart), the connection is kept throughout, and the emulator takes sends
+again by itself once the file system has room (the tmpfs is remounted larger; no restart).
+
+Needs root to mount a tmpfs; skipped otherwise (tests/integration/test_store_faults.py injects the same
+failures without mounting anything).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import ServiceBusQuotaExceededError, ServiceBusServerBusyError
+
+from sbemulator import Emulator
+from tests.fixtures.emulator import STANDARD_TOPOLOGY
+
+BODY = "x" * (16 * 1024)
+MAX_SENDS = 400  # 6.4 MB of bodies: more than the file system holds
+
+
+def _mount(target: Path, size: str, remount: bool = False) -> subprocess.CompletedProcess:
+    options = f"remount,size={size}" if remount else f"size={size}"
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (the fault-injection tests cover the rest)")
+    target = tmp_path / "fs"
+    target.mkdir()
+    mounted = _mount(target, "3m")
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=30)
+
+
+def _drain(client: ServiceBusClient, wait: float = 2) -> list[str]:
+    got: list[str] = []
+    with client.get_queue_receiver("orders", max_wait_time=wait) as receiver:
+        while batch := receiver.receive_messages(max_message_count=50, max_wait_time=wait):
+            for m in batch:
+                got.append(str(m.message_id))
+                receiver.complete_message(m)
+    return got
+
+
+@pytest.mark.slow
+def test_a_filling_disk_refuses_sends_keeps_every_acknowledged_one_and_recovers(small_fs: Path) -> None:
+    data = small_fs / "data"
+    acknowledged: list[str] = []
+    refused: list[str] = []
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), data_dir=data, in_memory=False) as emu, \
+            ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as client:
+        with client.get_queue_sender("orders") as sender:
+            for i in range(MAX_SENDS):
+                mid = f"m{i}"
+                try:
+                    sender.send_messages(ServiceBusMessage(BODY, message_id=mid))
+                except (ServiceBusQuotaExceededError, ServiceBusServerBusyError):
+                    refused.append(mid)
+                    if len(refused) >= 5:
+                        break
+                else:
+                    acknowledged.append(mid)
+            assert refused, f"{MAX_SENDS} sends of {len(BODY)} bytes all fitted on a 3 MB file system"
+            assert acknowledged
+
+            # Space comes back (the file system grows); the same connection and sender go on.
+            assert _mount(small_fs, "64m", remount=True).returncode == 0
+            for i in range(MAX_SENDS, MAX_SENDS + 20):
+                sender.send_messages(ServiceBusMessage(BODY, message_id=f"m{i}"))
+                acknowledged.append(f"m{i}")
+        received = _drain(client)
+    assert sorted(received) == sorted(acknowledged)  # each acknowledged send once, no refused one
+    assert not set(received) & set(refused)
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), data_dir=data, in_memory=False) as again, \
+            ServiceBusClient.from_connection_string(again.connection_string) as client:
+        assert _drain(client, wait=1) == []  # nothing refused (or completed) comes back after a restart
