@@ -22,6 +22,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbemulator import Emulator
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, queue, receive
+from tests.interop.node import run_js
 
 MIB = 1024 * 1024
 BODY = b"x" * (200 * 1024)  # below the 256 KB message size of the Standard tier
@@ -139,3 +140,13 @@ def test_size_in_bytes_is_the_same_after_a_restart(tmp_path, topology_under_test
         with ServiceBusClient.from_connection_string(second.connection_string) as sb, sb.get_queue_sender("tiny") as s:
             with pytest.raises(ServiceBusQuotaExceededError):  # still full after the restart
                 s.send_messages(ServiceBusMessage(BODY))
+
+
+def test_the_javascript_sdk_meets_the_same_quota(emu: Emulator) -> None:
+    """@azure/service-bus maps the refusal to its QuotaExceeded code (not retried) and sends again after
+    a drain on the same sender."""
+    out = run_js("quota.mjs", emu.connection_string, "tiny")
+    assert out["refusal"] == {"name": "ServiceBusError", "code": "QuotaExceeded", "retryable": False}
+    assert out["taken"] >= 5  # 1 MB of 200 KB messages: the sixth crosses it
+    assert out["drained"] == 2
+    assert out["afterDrain"] == "sent"
