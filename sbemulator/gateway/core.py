@@ -193,6 +193,8 @@ class Gateway:
         self._dispatch(connection.receive_data(data))
         # Deliveries before a flow-control violation are answered first, then the link or session ends.
         if connection.has_violations:
+            if self.sends:  # stored and settled before the detach or end that refuses the rest
+                self.settle_sends(self.commit_window())
             self._dispatch(connection.answer_violations())
 
     def connection_lost(self) -> None:
