@@ -324,6 +324,7 @@ class SqliteStore:
                             msg.enqueued_time_ms,
                             msg.expires_at_ms,
                             encode_message(msg),
+                            msg.size,
                         )
                     )
                 else:

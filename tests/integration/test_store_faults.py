@@ -72,8 +72,8 @@ class Faults:
 def faults(monkeypatch: pytest.MonkeyPatch) -> Faults:
     faults = Faults()
 
-    def store(path: str | Path | None = None) -> SqliteStore:
-        s = SqliteStore(path)
+    def store(path: str | Path | None = None, *args: Any, **kwargs: Any) -> SqliteStore:
+        s = SqliteStore(path, *args, **kwargs)
         db = _FailingDb(s._db)
         s._db = db  # type: ignore[assignment]
         faults.dbs.append(db)
