@@ -91,6 +91,9 @@ REASON_TRANSFER = "MessageTransferFailed"  # a forwarding destination that does 
 RULE_NAME = "RuleName"
 
 _DUP_PRUNE_INTERVAL_MS = 60_000
+# Paged-out messages read back per range scan: about 20 us each to read and decode, so 1,000 hold the
+# event loop ~20 ms, whatever the read-ahead window (store page_window) keeps in memory.
+PAGE_IN_BATCH = 1000
 # Byte maps that set a random UUID's version (4) and variant (RFC 4122) bits.
 _VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
 _VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
@@ -251,9 +254,11 @@ class MessageFlow:
                 return msg
 
     def _page_in(self, ent: Entity, cold: ColdIndex) -> None:
-        """Read the next window of ``ent``'s paged-out messages from the store (one range scan) and make
-        them available in memory, in front of any newer ones (broker/paging.py)."""
-        entries = cold.take(max(1, self._window))
+        """Read the next of ``ent``'s paged-out messages from the store (one range scan of at most
+        PAGE_IN_BATCH, however large the window, so one read holds the event loop for milliseconds) and
+        make them available in memory, in front of any newer ones (broker/paging.py). ``_pop`` asks
+        again once they are taken, as long as paged-out messages are older than the oldest in memory."""
+        entries = cold.take(max(1, min(self._window, PAGE_IN_BATCH)))
         if not len(cold):
             ent.cold = None
         stored = self.store.read_messages(ent.key, entries[0][0], entries[-1][0])

@@ -60,7 +60,7 @@ _SQL_PUT = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # Read-ahead of paged messages (broker.paging): available messages per container held in memory.
-DEFAULT_PAGE_WINDOW = 1000
+DEFAULT_PAGE_WINDOW = 10_000
 _SQL_META = (
     "UPDATE messages SET state = ?, delivery_count = ?, enqueued_ms = ?, expires_ms = ? "
     "WHERE entity = ? AND seq = ?"

@@ -143,3 +143,29 @@ def test_window_zero_keeps_every_message_in_memory(tmp_path):
     ent = _entity(b, "q")
     assert ent.cold is None and len(ent.messages) == 5
     b.close()
+
+
+def test_a_window_larger_than_one_read_pages_in_a_read_at_a_time_and_keeps_the_order(tmp_path, monkeypatch):
+    """However large the window, one page-in reads at most PAGE_IN_BATCH rows (one read holds the event
+    loop); the next read comes when those are taken, before any newer message in memory."""
+    from sbemulator.broker import flow
+
+    monkeypatch.setattr(flow, "PAGE_IN_BATCH", 2)
+    b = open_broker(tmp_path / "sb.db", FakeClock(), window=4)
+    _send(b, "q", 12)
+    ent = _entity(b, "q")
+    assert len(ent.messages) == 4 and len(ent.cold) == 8
+    r = receiver(b, "q")
+    got, indexed = [], len(ent.cold)
+    while True:
+        batch = r.take(1)
+        if not batch:
+            break
+        got.append(batch[0].message.body_raw)
+        r.complete(batch[0].lock_token)
+        now_indexed = 0 if ent.cold is None else len(ent.cold)
+        assert indexed - now_indexed <= 2  # read from the index two at a time, not a window of four
+        indexed = now_indexed
+        b.commit()
+    assert got == [f"m{i}".encode() for i in range(12)]
+    b.close()
