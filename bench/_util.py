@@ -11,6 +11,8 @@ import json
 import os
 import platform
 import shlex
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -264,3 +266,20 @@ def _markers(key: str) -> tuple[str, str]:
 def _block(key: str, body: str) -> str:
     start, end = _markers(key)
     return f"{start}\n{body.strip()}\n{end}"
+
+
+def read_exactly(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from a raw AMQP connection (the socket's own timeout bounds each read)."""
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError("the emulator closed the connection")
+        data += chunk
+    return data
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """One AMQP frame, without its 4-byte size field."""
+    size = struct.unpack(">I", read_exactly(sock, 4))[0]
+    return read_exactly(sock, size - 4)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import socket
 import statistics
-import struct
 import sys
 import threading
 import time
@@ -31,7 +30,7 @@ from sbemulator.amqp.framing import AMQP_HEADER, FRAME_SASL, SASL_HEADER, build_
 from sbemulator.amqp.performatives import ROLE_RECEIVER, Attach, Begin, Open, SaslInit, Source, Target
 from sbemulator.amqp.types import Symbol, UByte, UInt
 
-from ._util import config_file, emulator, load_average, machine, queue_entry, today
+from ._util import config_file, emulator, load_average, machine, queue_entry, read_exactly, read_frame, today
 
 QUEUE = "idle"
 UINT_MAX = 0xFFFFFFFF
@@ -44,39 +43,24 @@ def _config() -> dict:
                            "Logging": {"Type": "File"}}}
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise EOFError("the emulator closed the connection")
-        data += chunk
-    return data
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    size = struct.unpack(">I", _read_exactly(sock, 4))[0]
-    return _read_exactly(sock, size - 4)
-
-
 class IdleConnection:
     """One raw AMQP connection whose receiver links never get credit; a thread discards its input."""
 
     def __init__(self, port: int, sessions: int) -> None:
         self.sock = sock = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S)
         sock.sendall(SASL_HEADER)
-        _read_exactly(sock, 8)
-        _read_frame(sock)  # sasl-mechanisms
+        read_exactly(sock, 8)
+        read_frame(sock)  # sasl-mechanisms
         sock.sendall(build_frame(0, SaslInit(Symbol("PLAIN"), f"\0{KEY_NAME}\0{KEY}".encode()),
                                  frame_type=FRAME_SASL))
-        _read_frame(sock)  # sasl-outcome
+        read_frame(sock)  # sasl-outcome
         sock.sendall(AMQP_HEADER)
-        _read_exactly(sock, 8)
+        read_exactly(sock, 8)
         sock.sendall(build_frame(0, Open("idle-receivers", max_frame_size=UInt(65536), channel_max=sessions)))
-        _read_frame(sock)  # open
+        read_frame(sock)  # open
         for channel in range(sessions):
             sock.sendall(build_frame(channel, Begin(None, UInt(0), UInt(UINT_MAX), UInt(UINT_MAX))))
-            _read_frame(sock)  # begin
+            read_frame(sock)  # begin
         self.sessions = sessions
         self.links = 0
         self.frames = 0  # frames read since the sessions began (attach replies)
@@ -88,7 +72,7 @@ class IdleConnection:
         """Read and count frames (each attach is answered by one) until the socket closes."""
         try:
             while True:
-                _read_frame(self.sock)
+                read_frame(self.sock)
                 self.frames += 1
         except (OSError, EOFError):
             pass

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import socket
-import struct
 import sys
 import time
 
@@ -33,7 +32,17 @@ from sbemulator.amqp.framing import AMQP_HEADER, FRAME_SASL, SASL_HEADER, build_
 from sbemulator.amqp.performatives import ROLE_RECEIVER, Attach, Begin, Flow, Open, SaslInit, Source, Target
 from sbemulator.amqp.types import Symbol, UByte, UInt
 
-from ._util import config_file, emulator, load_average, machine, process_rss_mb, queue_entry, today
+from ._util import (
+    config_file,
+    emulator,
+    load_average,
+    machine,
+    process_rss_mb,
+    queue_entry,
+    read_exactly,
+    read_frame,
+    today,
+)
 
 STALLED, CANARY = "stalled", "canary"
 UINT_MAX = 0xFFFFFFFF
@@ -47,38 +56,23 @@ def _config(messages: int) -> dict:
                                            "Topics": []}], "Logging": {"Type": "File"}}}
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise EOFError("the emulator closed the connection")
-        data += chunk
-    return data
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    size = struct.unpack(">I", _read_exactly(sock, 4))[0]
-    return _read_exactly(sock, size - 4)
-
-
 def stalled_receiver(port: int) -> socket.socket:
     """A connection with a peek-lock receiver on STALLED, unlimited credit, that is then never read."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     sock.sendall(SASL_HEADER)
-    _read_exactly(sock, 8)
-    _read_frame(sock)  # sasl-mechanisms
+    read_exactly(sock, 8)
+    read_frame(sock)  # sasl-mechanisms
     sock.sendall(build_frame(0, SaslInit(Symbol("PLAIN"), f"\0{KEY_NAME}\0{KEY}".encode()), frame_type=FRAME_SASL))
-    _read_frame(sock)  # sasl-outcome
+    read_frame(sock)  # sasl-outcome
     sock.sendall(AMQP_HEADER)
-    _read_exactly(sock, 8)
+    read_exactly(sock, 8)
     sock.sendall(build_frame(0, Open("stalled-reader", max_frame_size=UInt(65536))))
-    _read_frame(sock)  # open
+    read_frame(sock)  # open
     sock.sendall(build_frame(0, Begin(None, UInt(0), UInt(UINT_MAX), UInt(UINT_MAX))))
-    _read_frame(sock)  # begin
+    read_frame(sock)  # begin
     sock.sendall(build_frame(0, Attach("stalled", UInt(0), ROLE_RECEIVER, UByte(0), UByte(1), Source(STALLED),
                                        Target("stalled-reader"))))
-    _read_frame(sock)  # attach
+    read_frame(sock)  # attach
     sock.sendall(build_frame(0, Flow(UInt(0), UInt(UINT_MAX), UInt(0), UInt(UINT_MAX), UInt(0), UInt(0),
                                      UInt(UINT_MAX - 1))))
     return sock  # from here on nothing is read
