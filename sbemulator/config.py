@@ -1,8 +1,8 @@
 """Topology configuration in the official Service Bus emulator's ``Config.json`` schema.
 
 The same JSON file feeds Bicep, the provisioning script, the official emulator and ``sbemulator``,
-so this loader accepts that schema exactly (``UserConfig.Namespaces[0]`` with ``Queues`` and
-``Topics``) plus two extensions: ``MaxMessageSizeInKilobytes`` on queues/topics and namespace-level
+so this loader accepts that schema exactly (``UserConfig.Namespaces``, each with ``Queues`` and
+``Topics``; several namespaces run side by side, docs/emulator.md "Several namespaces") plus two extensions: ``MaxMessageSizeInKilobytes`` on queues/topics and namespace-level
 ``SasKeys``. Anything it does not understand is an error rather than silently ignored: a typo in a
 property name would otherwise only show up as "wrong behaviour" at run time. Every error names the
 file, the JSON path and the problem.
@@ -58,7 +58,9 @@ __all__ = [
     "SubscriptionConfig",
     "TopicConfig",
     "load_config",
+    "load_namespaces",
     "parse_config",
+    "parse_namespaces",
     "parse_duration",
 ]
 
@@ -451,7 +453,7 @@ class _Parser:
         return out
 
     # namespace -----------------------------------------------------------------------------
-    def namespace(self, data: Any) -> NamespaceConfig:
+    def namespaces(self, data: Any) -> tuple[NamespaceConfig, ...]:
         root = self.obj(data, "$")
         self.check_keys(root, {"UserConfig"}, "$")
         if "UserConfig" not in root:
@@ -462,10 +464,31 @@ class _Parser:
         if "Namespaces" not in uc:
             raise self.fail("UserConfig", "missing required property 'Namespaces'")
         nss = self.arr(uc["Namespaces"], "UserConfig.Namespaces")
-        if len(nss) != 1:
-            raise self.fail("UserConfig.Namespaces", f"expected exactly one namespace, got {len(nss)}")
-        np_ = "UserConfig.Namespaces[0]"
-        ns = self.obj(nss[0], np_)
+        if not nss:
+            raise self.fail("UserConfig.Namespaces", "expected at least one namespace, got none")
+        out: list[NamespaceConfig] = []
+        seen: dict[str, int] = {}
+        for i, raw in enumerate(nss):
+            np_ = f"UserConfig.Namespaces[{i}]"
+            before = len(self.problems)
+            ns = self.collect(partial(self.one_namespace, raw, np_, logging))
+            if ns is None or len(self.problems) > before:
+                continue
+            key = ns.name.lower()
+            if key in seen:
+                self.problems.append(self.fail(
+                    f"{np_}.Name", f"duplicate namespace name {ns.name!r} (also at Namespaces[{seen[key]}]; "
+                    "names are case-insensitive)"))
+                continue
+            seen[key] = i
+            out.append(ns)
+        self.raise_problems()
+        return tuple(out)
+
+    def one_namespace(self, raw: Any, np_: str, logging: dict[str, Any]) -> NamespaceConfig:
+        """One entry of ``Namespaces``: its entities are checked against each other only (forwarding
+        stays inside a namespace, as on Service Bus), and its problems are reported with the others."""
+        ns = self.obj(raw, np_)
         self.check_keys(ns, {"Name", "Queues", "Topics", "SasKeys"}, np_)
         name = self.name(ns, np_, child=False)
         names: dict[str, str] = {}
@@ -512,7 +535,6 @@ class _Parser:
                 self.collect(partial(self._check_forward_source, s, f"{sp}.ForwardTo"))
                 self.collect(partial(self._check_forward, s.forward_dead_lettered_messages_to, None, names,
                                      f"{sp}.ForwardDeadLetteredMessagesTo"))
-        self.raise_problems()
         return NamespaceConfig(
             name=name, queues=tuple(queues), topics=tuple(topics), sas_keys=tuple(keys), logging=logging
         )
@@ -576,13 +598,29 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
+def parse_namespaces(data: Any, source: str = "<config>") -> tuple[NamespaceConfig, ...]:
+    """Validate already-decoded JSON: every namespace of ``UserConfig.Namespaces``, in file order (names
+    distinct, case-insensitively); ``source`` names the origin in error messages."""
+    return _Parser(source).namespaces(data)
+
+
 def parse_config(data: Any, source: str = "<config>") -> NamespaceConfig:
-    """Validate already-decoded JSON; ``source`` names the origin in error messages."""
-    return _Parser(source).namespace(data)
+    """The first namespace of already-decoded JSON (the whole file is validated); what a
+    one-namespace tool needs. :func:`parse_namespaces` gives them all."""
+    return parse_namespaces(data, source)[0]
+
+
+def load_namespaces(path: str | Path) -> tuple[NamespaceConfig, ...]:
+    """Read and validate a Config.json file: every namespace it describes, in file order."""
+    return parse_namespaces(_read_json(path), str(path))
 
 
 def load_config(path: str | Path) -> NamespaceConfig:
-    """Read and validate a Config.json file."""
+    """Read and validate a Config.json file; its first namespace (:func:`load_namespaces` for all)."""
+    return load_namespaces(path)[0]
+
+
+def _read_json(path: str | Path) -> Any:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8-sig")
@@ -592,4 +630,4 @@ def load_config(path: str | Path) -> NamespaceConfig:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    return parse_config(data, str(p))
+    return data

@@ -12,7 +12,9 @@ from sbemulator.config import (
     ConfigError,
     QueueConfig,
     load_config,
+    load_namespaces,
     parse_config,
+    parse_namespaces,
     parse_duration,
 )
 
@@ -289,8 +291,8 @@ def test_structural_errors():
     for data, words in [
         ({}, "UserConfig"),
         ([], "expected an object"),
-        ({"UserConfig": {"Namespaces": []}}, "exactly one"),
-        ({"UserConfig": {"Namespaces": [{"Name": "a"}, {"Name": "b"}]}}, "exactly one"),
+        ({"UserConfig": {"Namespaces": []}}, "at least one namespace"),
+        ({"UserConfig": {"Namespaces": [{"Name": "a"}, {"Name": "A"}]}}, r"Namespaces\[1\]\.Name: duplicate namespace"),
         ({"UserConfig": {"Namespaces": [{"Queues": []}]}}, "'Name'"),
     ]:
         with pytest.raises(ConfigError, match=words):
@@ -307,3 +309,39 @@ def test_load_config_file_errors(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.json")
+
+
+def test_several_namespaces_each_with_its_own_entities_and_keys(tmp_path):
+    """docs/emulator.md, "Several namespaces": every entry of UserConfig.Namespaces is a namespace of its
+    own; entity names and forwarding targets are checked within each one; the first is what the
+    one-namespace loaders return."""
+    data = {"UserConfig": {"Namespaces": [
+        {"Name": "orders", "Queues": [{"Name": "q", "Properties": {}}, {"Name": "fwd", "Properties": {"ForwardTo": "q"}}]},
+        {"Name": "billing", "Queues": [{"Name": "q", "Properties": {}}],
+         "Topics": [{"Name": "t", "Subscriptions": [{"Name": "s"}]}],
+         "SasKeys": [{"KeyName": "RootManageSharedAccessKey", "Key": "billing-key"}]},
+    ]}}
+    first, second = parse_namespaces(data)
+    assert (first.name, [q.name for q in first.queues]) == ("orders", ["q", "fwd"])
+    assert (second.name, [q.name for q in second.queues], second.topics[0].name) == ("billing", ["q"], "t")
+    assert [(k.key_name, k.key) for k in second.sas_keys] == [("RootManageSharedAccessKey", "billing-key")]
+    assert parse_config(data) == first
+    path = tmp_path / "Config.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert load_namespaces(path) == (first, second) and load_config(path) == first
+
+
+def test_several_namespaces_report_every_problem_with_its_namespace():
+    """A forwarding target of another namespace is not a target (auto-forwarding stays within a
+    namespace), and problems in several namespaces are reported together."""
+    data = {"UserConfig": {"Namespaces": [
+        {"Name": "a", "Queues": [{"Name": "qa", "Properties": {}}]},
+        {"Name": "b", "Queues": [{"Name": "qb", "Properties": {"ForwardTo": "qa"}}]},
+        {"Name": "c", "Queues": [{"Name": "qc", "Properties": {"LockDuration": "nope"}}]},
+    ]}}
+    with pytest.raises(ConfigError) as err:
+        parse_namespaces(data, "cfg.json")
+    text = str(err.value)
+    assert "2 problems" in text, text
+    assert "UserConfig.Namespaces[1].Queues[0].Properties.ForwardTo: forwarding target 'qa'" in text, text
+    assert "UserConfig.Namespaces[2].Queues[0].Properties.LockDuration" in text, text
