@@ -2,9 +2,10 @@
 
 The same JSON file feeds Bicep, the provisioning script, the official emulator and ``sbemulator``,
 so this loader accepts that schema exactly (``UserConfig.Namespaces``, each with ``Queues`` and
-``Topics``; several namespaces run side by side, docs/emulator.md "Several namespaces") plus two extensions: ``MaxMessageSizeInKilobytes`` on queues/topics and namespace-level
-``SasKeys``. Anything it does not understand is an error rather than silently ignored: a typo in a
-property name would otherwise only show up as "wrong behaviour" at run time. Every error names the
+``Topics``; several namespaces run side by side, docs/emulator.md "Several namespaces") plus two
+extensions: ``MaxMessageSizeInKilobytes`` on queues/topics and namespace-level ``SasKeys``.
+Anything it does not understand is an error rather than silently ignored: a typo in a property name
+would otherwise only show up as "wrong behaviour" at run time. Every error names the
 file, the JSON path and the problem.
 
 Which properties each entity takes, their types, defaults and bounds come from the one table of
@@ -60,8 +61,8 @@ __all__ = [
     "load_config",
     "load_namespaces",
     "parse_config",
-    "parse_namespaces",
     "parse_duration",
+    "parse_namespaces",
 ]
 
 # Config.json defaults (the official emulator's), from the table.

@@ -34,7 +34,9 @@ __all__ = ["DEFAULT_ADMIN_PORT", "AdminApp", "AdminServer", "CertificatePaths", 
 class AdminServer:
     """The HTTPS endpoint. ``cert_dir`` holds the generated CA and server certificate (created on first
     start, reused after); ``tls_cert``/``tls_key`` replace them with the user's own. ``websocket`` takes
-    over connections that ask for a WebSocket (AMQP over WebSockets, sbemulator/runtime/websocket.py)."""
+    over connections that ask for a WebSocket (AMQP over WebSockets, sbemulator/runtime/websocket.py).
+    ``certificates``: those of another namespace's endpoint, so that every namespace of one emulator
+    chains to one CA (docs/emulator.md, "Several namespaces")."""
 
     def __init__(
         self,
@@ -49,11 +51,14 @@ class AdminServer:
         commit: Any = None,
         websocket: Upgrade | None = None,
         controls: Controls | None = None,
+        certificates: CertificatePaths | None = None,
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together")
         self._temp_dir: str | None = None
-        if tls_cert is not None and tls_key is not None:
+        if certificates is not None:  # another namespace's endpoint: the same CA, nothing generated
+            self.certificates = certificates
+        elif tls_cert is not None and tls_key is not None:
             self.certificates = CertificatePaths(Path(tls_cert), Path(tls_cert), Path(tls_key))
         else:
             if cert_dir is None:

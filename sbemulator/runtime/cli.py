@@ -11,12 +11,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..auth import DEFAULT_KEY_NAME
 from ..broker.clock import CLOCK_MODES, REAL
-from ..config import ConfigError, load_config
+from ..config import ConfigError, load_namespaces
 from ..gateway.limits import DEFAULT_LIMITS, Limits
 from ..store.base import StoreError
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, DataDirError
-from .emulator import build, connection_string, controls_for, sas_keys
+from .emulator import DEFAULT_DATA_DIR, build, connection_string, controls_for, sas_keys, start_namespace
+from .namespaces import NamespaceRuntime, namespace_data_dir
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
 STARTED = time.perf_counter()
@@ -135,7 +137,8 @@ async def _listen(start: Any, what: str, host: str, port: int, flag: str) -> Non
 
 
 async def serve(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    configs = load_namespaces(args.config)
+    config = configs[0]
     server, broker = build(
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
         host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot, limits=limits_from(args),
@@ -143,13 +146,13 @@ async def serve(args: argparse.Namespace) -> int:
     )
     admin = None
     websocket = None
+    extras: list[NamespaceRuntime] = []  # the file's other namespaces, on free ports (runtime/namespaces.py)
     try:
         await _listen(server.start, "AMQP", args.host, args.port, "--port N moves it (0 picks a free port)")
         if not args.no_admin:  # admin wiring
             from pathlib import Path
 
             from ..admin import AdminServer
-            from .emulator import DEFAULT_DATA_DIR
 
             cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
             admin = AdminServer(broker, server.validator, host=args.host, port=args.admin_port, cert_dir=cert_dir,
@@ -170,7 +173,23 @@ async def serve(args: argparse.Namespace) -> int:
                 print(f"sbemulator: warning: {exc}; WebSockets are still served on the management port",
                       file=sys.stderr, flush=True)
                 websocket = None
+        group = [server]
+        server.clock_group = group
+        for extra in configs[1:]:
+            options = dict(in_memory=args.in_memory, clock=server.clock, limits=limits_from(args),
+                           page_window=args.page_window,
+                           data_dir=None if args.in_memory else namespace_data_dir(args.data_dir or DEFAULT_DATA_DIR,
+                                                                                   extra.name))
+            runtime = await start_namespace(extra, key=sas_keys(extra, args.sas_key)[DEFAULT_KEY_NAME],
+                                            host=args.host, options=options,
+                                            admin_certificates=None if admin is None else admin.certificates,
+                                            admin_port=None if admin is None else 0)
+            runtime.host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+            runtime.join_clock(group)
+            extras.append(runtime)
     except BaseException:
+        for runtime in reversed(extras):
+            await runtime.stop()
         if websocket is not None:
             await websocket.stop()
         if admin is not None:
@@ -188,16 +207,24 @@ async def serve(args: argparse.Namespace) -> int:
     key_name = "RootManageSharedAccessKey"
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     elapsed = time.perf_counter() - STARTED
+    # The other namespaces follow the first one's connection string, " | namespace NAME: <string>" each
+    # (a connection string has no spaces); their management endpoints come before the first one's.
+    others = "".join(f" | namespace {runtime.name}: {runtime.connection_string}" for runtime in extras)
     print(
         f"sbemulator ready on {args.host}:{server.port} in {elapsed:.2f}s; connection string: "
-        f"{connection_string(shown_host, server.port, key_name, keys[key_name])}",
+        f"{connection_string(shown_host, server.port, key_name, keys[key_name])}{others}",
         flush=True,
     )
     if websocket is not None:
         print(f"sbemulator websocket on ws://{shown_host}:{websocket.port}{WEBSOCKET_PATH}", flush=True)
+    for runtime in extras:
+        if runtime.admin is not None:
+            print(f"sbemulator namespace {runtime.name} admin on {runtime.admin_url}", flush=True)
     if admin is not None:  # admin wiring: a line of its own, the ready line above keeps its format
         print(f"sbemulator admin on {admin.url(shown_host)}; CA certificate: {admin.ca_path}", flush=True)
     await stop.wait()
+    for runtime in reversed(extras):
+        await runtime.stop()
     if websocket is not None:
         await websocket.stop()
     if admin is not None:  # admin wiring

@@ -16,10 +16,18 @@ from typing import Any
 from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasRule, SasValidator, parse_rights
 from ..broker.clock import Clock, ManualClock, clock_mode, make_clock, to_datetime
 from ..broker.core import Broker
-from ..config import NamespaceConfig, load_config, parse_config
+from ..config import NamespaceConfig, load_namespaces, parse_namespaces
+from ..descriptions import entity_name_problem
 from ..gateway.faults import Faults
 from ..store.memory import MemoryStore
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, SqliteStore
+from .namespaces import (
+    NamespaceRuntime,
+    connection_string,
+    generate_key,
+    namespace_data_dir,
+    renamed,
+)
 from .server import AmqpServer
 from .snapshot import read_snapshot, seed_store, snapshot_file
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
@@ -27,22 +35,23 @@ from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 DEFAULT_DATA_DIR = ".sbemulator"
 
 
-def connection_string(host: str, port: int, key_name: str = DEFAULT_KEY_NAME, key: str = DEFAULT_KEY) -> str:
-    endpoint = f"sb://{host}" if port == 5672 else f"sb://{host}:{port}"
-    return (
-        f"Endpoint={endpoint};SharedAccessKeyName={key_name};SharedAccessKey={key};"
-        "UseDevelopmentEmulator=true;"
-    )
+ConfigSource = str | Path | dict | NamespaceConfig | None
 
 
-def resolve_config(config: str | Path | dict | NamespaceConfig | None) -> NamespaceConfig:
+def resolve_config(config: ConfigSource) -> NamespaceConfig:
+    """The first namespace of ``config``."""
+    return resolve_namespaces(config)[0]
+
+
+def resolve_namespaces(config: ConfigSource) -> tuple[NamespaceConfig, ...]:
+    """Every namespace ``config`` describes (a file or its parsed JSON may hold several)."""
     if config is None:
-        return NamespaceConfig()
+        return (NamespaceConfig(),)
     if isinstance(config, NamespaceConfig):
-        return config
+        return (config,)
     if isinstance(config, dict):
-        return parse_config(config, "<dict>")
-    return load_config(config)
+        return parse_namespaces(config, "<dict>")
+    return load_namespaces(config)
 
 
 def sas_keys(config: NamespaceConfig, sas_key: str | None) -> dict[str, str]:
@@ -94,6 +103,31 @@ def controls_for(server: AmqpServer) -> Any:
     broker = server.broker
     return Controls(clock=server.clock, advance=server.advance_clock if manual else None, faults=server.faults,
                     snapshot=lambda: snapshot_file(broker, broker.config.name))
+
+
+async def start_namespace(config: NamespaceConfig, *, key: str, host: str, options: dict[str, Any],
+                          admin_certificates: Any = None, admin_port: int | None = None) -> NamespaceRuntime:
+    """Build and start one more namespace on the running loop: ``options`` are :func:`build`'s (the
+    emulator's, with this namespace's data directory); its AMQP port is a free one, and so is its HTTPS
+    port when ``admin_port`` is not None (0 for a free one), with ``admin_certificates`` (the first
+    namespace's CA and certificate). Nothing is left listening when it fails."""
+    faults = Faults(config.name)
+    server, broker = build(config, **dict(options, sas_key=key, host=host, port=0, faults=faults,
+                                          snapshot=None))
+    runtime = NamespaceRuntime(config=config, server=server, broker=broker, host=host, key=key, faults=faults)
+    try:
+        await server.start()
+        if admin_port is not None:
+            from ..admin import AdminServer
+
+            runtime.admin = AdminServer(broker, server.validator, host=host, port=admin_port,
+                                        certificates=admin_certificates, commit=server.commit,
+                                        websocket=upgrade_factory(server), controls=controls_for(server))
+            await runtime.admin.start()
+    except BaseException:
+        await runtime.stop()
+        raise
+    return runtime
 
 
 def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
@@ -148,7 +182,10 @@ class Emulator:
         runs the broker on a clock that moves only through :meth:`advance` (docs/emulator.md, "A clock
         you control"). ``snapshot`` starts it from a snapshot file (or its bytes, or the parsed object;
         docs/emulator.md, "Snapshots"): refused at once (SnapshotError) when it cannot be read."""
-        self.config = resolve_config(config)
+        # Every namespace of the file (docs/emulator.md, "Several namespaces"): the first is this object's
+        # own (connection_string, port, broker, admin), the others get free ports (emu.namespace(name)).
+        self.configs = resolve_namespaces(config)
+        self.config = self.configs[0]
         self.snapshot = read_snapshot(snapshot) if snapshot is not None else None
         self.clock: Clock = make_clock(clock)
         # Injected faults (docs/emulator.md, "Fault injection"): emu.faults.add(...) from any thread.
@@ -173,6 +210,8 @@ class Emulator:
         self.server: AmqpServer | None = None
         self.broker: Any = None
         self.port: int = port
+        self._namespaces: dict[str, NamespaceRuntime] = {}  # by lower-case name, in start order
+        self._clock_group: list[AmqpServer] = []  # every namespace's server: one advance moves all
 
     @property
     def connection_string(self) -> str:
@@ -263,12 +302,14 @@ class Emulator:
                     self.websocket = WebSocketListener(self.server, self.host, self.websocket_port)
                     loop.run_until_complete(self.websocket.start())
                     self.websocket_port = self.websocket.port
+                primary = NamespaceRuntime(config=self.config, server=self.server, broker=self.broker,
+                                           host=self.host, key=self.key, faults=self.faults, admin=self.admin)
+                self._register(primary)
+                for extra in self.configs[1:]:
+                    key = sas_keys(extra, self._options["sas_key"])[DEFAULT_KEY_NAME]
+                    self._register(loop.run_until_complete(self._start_namespace(extra, key)))
             except BaseException:
-                if self.admin is not None:
-                    loop.run_until_complete(self.admin.stop())
-                    self.admin.cleanup()
-                loop.run_until_complete(self.server.stop())
-                self.broker.close()
+                self._shut_down(loop)
                 raise
         except BaseException as exc:  # report start-up failures to the caller's thread
             self._error = exc
@@ -279,15 +320,96 @@ class Emulator:
         try:
             loop.run_forever()
         finally:
-            if self.websocket is not None:
-                loop.run_until_complete(self.websocket.stop())
-            if self.admin is not None:  # admin wiring
-                loop.run_until_complete(self.admin.stop())
-                self.admin.cleanup()
-            loop.run_until_complete(self.server.stop())
-            self.broker.close()
+            self._shut_down(loop)
             _cancel_remaining_tasks(loop)
             loop.close()
+
+    def _shut_down(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Stop the namespaces added after the first (newest first), then the first one's listeners."""
+        for runtime in reversed(list(self._namespaces.values())[1:]):
+            loop.run_until_complete(runtime.stop())
+        self._namespaces.clear()
+        if self.websocket is not None:
+            loop.run_until_complete(self.websocket.stop())
+        if self.admin is not None:  # admin wiring
+            loop.run_until_complete(self.admin.stop())
+            self.admin.cleanup()
+        if self.server is not None:
+            loop.run_until_complete(self.server.stop())
+        if self.broker is not None:
+            self.broker.close()
+
+    # --- several namespaces (runtime/namespaces.py; docs/emulator.md, "Several namespaces")
+    def _register(self, runtime: NamespaceRuntime) -> None:
+        runtime.join_clock(self._clock_group)
+        self._namespaces[runtime.name.lower()] = runtime
+
+    def _start_namespace(self, config: NamespaceConfig, key: str) -> Any:
+        options = {k: v for k, v in self._options.items() if k != "faults"}
+        if not self._options["in_memory"]:
+            options["data_dir"] = namespace_data_dir(self._options["data_dir"] or DEFAULT_DATA_DIR, config.name)
+        certificates = None if self.admin is None else self.admin.certificates
+        return start_namespace(config, key=key, host=self.host, options=options, admin_certificates=certificates,
+                               admin_port=None if self.admin is None else 0)
+
+    @property
+    def namespaces(self) -> tuple[NamespaceRuntime, ...]:
+        """Every running namespace, the first (this object's own) first."""
+        return tuple(self._namespaces.values())
+
+    def namespace(self, name: str | None = None) -> NamespaceRuntime:
+        """A running namespace by name (case-insensitive; None: the first): its ``connection_string``,
+        ``admin_connection_string``, ``ca_path``, ``broker``, ``faults``. KeyError when there is none."""
+        if name is None:
+            return next(iter(self._namespaces.values()))
+        try:
+            return self._namespaces[name.lower()]
+        except KeyError:
+            known = ", ".join(runtime.name for runtime in self._namespaces.values())
+            raise KeyError(f"no namespace {name!r} in this emulator (it has: {known})") from None
+
+    def add_namespace(self, name: str, config: ConfigSource = None, *, sas_key: str | None = None,
+                      timeout: float = 10.0) -> NamespaceRuntime:
+        """Start one more namespace while the emulator runs, on free AMQP and HTTPS ports: the entities
+        of ``config`` (a file, its JSON or a NamespaceConfig; its first namespace) or, by default, those
+        the emulator's first namespace was configured with, under the name ``name``. Its
+        RootManageSharedAccessKey gets ``sas_key`` or a freshly generated key, so no other namespace's
+        connection string opens it. Durable emulators keep it in ``<data dir>/namespaces/<name>/``.
+        ValueError for a name in use or not a valid name."""
+        problem = entity_name_problem(name, child=False)
+        if problem is not None:
+            raise ValueError(f"invalid namespace name {name!r}: {problem}")
+        base = self.config if config is None else resolve_config(config)
+        namespace_config = renamed(base, name)
+        key = sas_key or generate_key()
+
+        async def start() -> NamespaceRuntime:
+            if name.lower() in self._namespaces:  # checked on the loop: two callers cannot both add it
+                raise ValueError(f"the emulator already has a namespace named {name!r}")
+            runtime = await self._start_namespace(namespace_config, key)
+            self._register(runtime)
+            return runtime
+
+        return self._on_loop(start(), timeout)
+
+    def remove_namespace(self, name: str, timeout: float = 10.0) -> None:
+        """Stop a namespace added after the first and free what it held (its ports, broker and memory;
+        a durable one's files stay in the data directory and open again when it is added again)."""
+        async def stop() -> None:
+            runtime = self.namespace(name)
+            if runtime.server is self.server:
+                raise ValueError("the emulator's first namespace cannot be removed: stop the emulator")
+            del self._namespaces[name.lower()]
+            await runtime.stop()
+
+        self._on_loop(stop(), timeout)
+
+    def _on_loop(self, coroutine: Any, timeout: float) -> Any:
+        if self._loop is None:
+            coroutine.close()
+            raise RuntimeError("the emulator is not running")
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+    # --- end several namespaces
 
     def call(self, fn: Any, *args: Any, timeout: float = 10.0) -> Any:
         """Run ``fn(*args)`` on the emulator's loop (the broker is not thread-safe) and return its result."""

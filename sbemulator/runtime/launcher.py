@@ -23,6 +23,8 @@ PACKAGE_PARENT = Path(__file__).resolve().parents[1]
 READY = re.compile(r"ready on [^:]+:(\d+) in ([\d.]+)s; connection string: (\S+)")
 ADMIN = re.compile(r"admin on (https://\S+?):(\d+); CA certificate: (.+)$")
 WEBSOCKET = re.compile(r"websocket on ws://\S+?:(\d+)/")
+NAMESPACE = re.compile(r" \| namespace (\S+): (\S+)")  # the ready line's other namespaces
+NAMESPACE_ADMIN = re.compile(r"namespace (\S+) admin on (https://\S+)$")
 
 
 class EmulatorStartError(RuntimeError):
@@ -42,6 +44,10 @@ class EmulatorProcess:
     admin_url: str | None = None
     ca_path: str | None = None
     websocket_port: int | None = None  # AMQP over WebSockets on a port of its own (None with --no-websocket)
+    # The config file's other namespaces (docs/emulator.md, "Several namespaces"): name -> connection
+    # string, and name -> management URL (same CA as ``ca_path``).
+    namespaces: dict[str, str] = field(default_factory=dict)
+    namespace_admin_urls: dict[str, str] = field(default_factory=dict)
     output: list[str] = field(default_factory=list)
 
     @property
@@ -104,6 +110,7 @@ def start_emulator_process(*args: str, timeout: float = 20, cwd: Path | None = N
             result = EmulatorProcess(
                 process, int(match.group(1)), match.group(3), float(match.group(2)),
                 time.perf_counter() - started, output=lines,
+                namespaces=dict(NAMESPACE.findall(line)),
             )
             if "--no-admin" in args:
                 break
@@ -111,6 +118,10 @@ def start_emulator_process(*args: str, timeout: float = 20, cwd: Path | None = N
         websocket = WEBSOCKET.search(line)
         if websocket and result is not None:
             result.websocket_port = int(websocket.group(1))
+            continue
+        namespace_admin = NAMESPACE_ADMIN.search(line.strip())
+        if namespace_admin and result is not None:
+            result.namespace_admin_urls[namespace_admin.group(1)] = namespace_admin.group(2)
             continue
         admin = ADMIN.search(line.strip())
         if admin and result is not None:

@@ -235,6 +235,9 @@ class AmqpServer:
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.Task | None = None
         self._wake = asyncio.Event()
+        # The servers of every namespace that shares this server's clock (runtime/namespaces.py): one
+        # advance moves them all, each timer at its own time, in order across namespaces.
+        self.clock_group: list[AmqpServer] = [self]
 
     def protocol(self) -> asyncio.BufferedProtocol:
         """A new connection's protocol: for TCP here, and for other transports that carry AMQP
@@ -334,22 +337,26 @@ class AmqpServer:
         if not seconds >= 0:
             raise ValueError(f"The clock moves forward only: cannot advance by {seconds!r} seconds.")
         target = clock() + seconds
-        broker = self.broker
+        servers = list(self.clock_group)
         # Step through every deadline on the way, so each timer fires at its own time: a scheduled
         # message is enqueued at its scheduled time and a lock lapses at its end, as if the time had
         # passed (half a millisecond past a deadline, so the broker's whole-ms reading reaches it).
+        # Namespaces sharing the clock step together: the earliest deadline of any of them next.
         while True:
-            deadline = broker.next_deadline()
+            deadlines = [d for d in (server.broker.next_deadline() for server in servers) if d is not None]
+            deadline = min(deadlines, default=None)
             if deadline is None or deadline > target:
                 break
             clock.set(min(target, max(clock(), deadline + 0.0005)))
-            broker.tick()
+            for server in servers:
+                server.broker.tick()
             if clock() >= target:
                 break
         now = clock.set(target)
-        broker.tick()
-        self.commit()
-        self._wake.set()  # the ticker recomputes its next deadline
+        for server in servers:
+            server.broker.tick()
+            server.commit()
+            server._wake.set()  # the ticker recomputes its next deadline
         return now
 
     async def stop(self) -> None:

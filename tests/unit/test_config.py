@@ -14,8 +14,8 @@ from sbemulator.config import (
     load_config,
     load_namespaces,
     parse_config,
-    parse_namespaces,
     parse_duration,
+    parse_namespaces,
 )
 
 OFFICIAL_SAMPLE = {
@@ -316,7 +316,8 @@ def test_several_namespaces_each_with_its_own_entities_and_keys(tmp_path):
     own; entity names and forwarding targets are checked within each one; the first is what the
     one-namespace loaders return."""
     data = {"UserConfig": {"Namespaces": [
-        {"Name": "orders", "Queues": [{"Name": "q", "Properties": {}}, {"Name": "fwd", "Properties": {"ForwardTo": "q"}}]},
+        {"Name": "orders", "Queues": [{"Name": "q", "Properties": {}},
+                                      {"Name": "fwd", "Properties": {"ForwardTo": "q"}}]},
         {"Name": "billing", "Queues": [{"Name": "q", "Properties": {}}],
          "Topics": [{"Name": "t", "Subscriptions": [{"Name": "s"}]}],
          "SasKeys": [{"KeyName": "RootManageSharedAccessKey", "Key": "billing-key"}]},

@@ -1,0 +1,119 @@
+"""Several namespaces in one emulator: a port per namespace, one broker and store each.
+
+Why a port per namespace: what the unchanged SDKs carry without DNS is the Endpoint's host and port
+(and the SAS key). ``*.localhost`` names do not resolve everywhere, extra loopback addresses
+(127.0.0.2, ...) are not configured on macOS by default, but every SDK (Python, JavaScript, Java, Go)
+dials ``sb://127.0.0.1:<port>`` from a plain connection string with ``UseDevelopmentEmulator=true``.
+So each namespace listens on an AMQP port of its own (and, with the management plane on, an HTTPS port
+of its own: ``ServiceBusAdministrationClient.from_connection_string`` lands in the namespace whose port
+its Endpoint names). All listeners run on the one event loop; each namespace has its own broker, store,
+SAS rules, fault rules and connection limits, so nothing of one is visible from another. They share the
+clock: one advance moves every namespace (docs/emulator.md, "Several namespaces").
+
+Durable layout: the first namespace keeps ``<data dir>/sbemulator.db`` (the one-namespace layout opens
+unchanged); every other one lives in ``<data dir>/namespaces/<name>/``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME
+from ..config import NamespaceConfig
+from ..gateway.faults import Faults
+from .server import AmqpServer
+
+NAMESPACES_DIR = "namespaces"
+
+
+def connection_string(host: str, port: int, key_name: str = DEFAULT_KEY_NAME, key: str = DEFAULT_KEY) -> str:
+    endpoint = f"sb://{host}" if port == 5672 else f"sb://{host}:{port}"
+    return (
+        f"Endpoint={endpoint};SharedAccessKeyName={key_name};SharedAccessKey={key};"
+        "UseDevelopmentEmulator=true;"
+    )
+
+
+def namespace_data_dir(base: str | Path, name: str) -> Path:
+    """Where a namespace other than the first keeps its store (its lower-case name: names are
+    case-insensitive, and one directory must serve ``Orders`` and ``orders``)."""
+    return Path(base) / NAMESPACES_DIR / name.lower()
+
+
+def generate_key() -> str:
+    """A fresh SAS key (256 random bits, URL-safe base64): a namespace added at run time gets its own,
+    so a connection string of one namespace does not open another."""
+    return secrets.token_urlsafe(32)
+
+
+def renamed(config: NamespaceConfig, name: str) -> NamespaceConfig:
+    """``config``'s entities and keys under the namespace name ``name``."""
+    return config if config.name == name else replace(config, name=name)
+
+
+@dataclass(eq=False)
+class NamespaceRuntime:
+    """One running namespace: its AMQP listener (``server``, with its broker and store), its HTTPS
+    management listener (``admin``, or None) and the key of RootManageSharedAccessKey."""
+
+    config: NamespaceConfig
+    server: AmqpServer
+    broker: Any
+    host: str
+    key: str
+    faults: Faults
+    admin: Any = None
+    key_name: str = DEFAULT_KEY_NAME
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def connection_string(self) -> str:
+        """For the data-plane SDK clients: this namespace's AMQP port."""
+        return connection_string(self.host, self.port, self.key_name, self.key)
+
+    @property
+    def admin_url(self) -> str | None:
+        return None if self.admin is None else self.admin.url(self.host)
+
+    @property
+    def admin_port(self) -> int | None:
+        return None if self.admin is None else self.admin.port
+
+    @property
+    def admin_connection_string(self) -> str | None:
+        """For ServiceBusAdministrationClient: the same key, this namespace's HTTPS port."""
+        if self.admin is None:
+            return None
+        return (f"Endpoint=sb://{self.host}:{self.admin.port};SharedAccessKeyName={self.key_name};"
+                f"SharedAccessKey={self.key};UseDevelopmentEmulator=true;")
+
+    @property
+    def ca_path(self) -> str | None:
+        return None if self.admin is None else str(self.admin.ca_path)
+
+    def join_clock(self, group: list[AmqpServer]) -> None:
+        """Share ``group`` (the servers on one clock): an advance through any of them moves all."""
+        if self.server not in group:
+            group.append(self.server)
+        self.server.clock_group = group
+
+    async def stop(self) -> None:
+        """Close its listeners and connections, then its store (after the last commit)."""
+        group = self.server.clock_group
+        if self.server in group and len(group) > 1:
+            group.remove(self.server)
+        if self.admin is not None:
+            await self.admin.stop()
+            self.admin.cleanup()
+        await self.server.stop()
+        self.broker.close()
