@@ -3,7 +3,10 @@
 Why a session-scoped emulator with purging rather than one emulator per test: starting is cheap, but
 SDK clients reconnecting to a new port in every test are not; purging every entity between tests keeps
 tests independent at a fraction of the cost. Under pytest-xdist every worker process gets its own
-emulator on its own free loopback port, so workers never see each other's messages.
+emulator on its own free loopback port, so workers never see each other's messages. Tests that want
+more than a purge (entities they create or change, faults, messages left behind while another test
+runs) take ``servicebus_namespace``: a namespace of their own in the worker's emulator, a few
+milliseconds to create (docs/emulator.md, "Several namespaces").
 
 Configuration (a Config.json in the official emulator's schema; none: an empty namespace)::
 
@@ -19,13 +22,19 @@ Fixtures:
   ``admin_url``, ``admin_connection_string``, ``ca_path``, ``purge()`` / ``reset()`` and, with a
   manual clock, ``now()`` / ``advance(seconds)``.
 * ``clean_servicebus_emulator`` (function): the same object, every entity purged and every injected
-  fault removed before the test. Faults: ``servicebus_emulator.faults.add(...)`` or
+  fault removed before the test.
+* ``servicebus_namespace`` (function): a :class:`ServiceBusNamespace` of its own for the test (the
+  session's topology in a fresh namespace of the same emulator, on its own ports with its own key;
+  removed after the test): isolation without purging, and tests that may leave anything behind.
+
+Faults: ``servicebus_emulator.faults.add(...)`` or
   ``with servicebus_emulator.inject(operation, effect, entity, count=..., probability=...)``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +45,7 @@ from .broker.clock import CLOCK_MODES, REAL
 from .config import ConfigError, NamespaceConfig, load_config
 from .gateway.faults import Faults
 from .runtime.emulator import Emulator
+from .runtime.namespaces import NamespaceRuntime
 
 CONFIG_OPTION = "--sbemulator-config"
 CONFIG_INI = "sbemulator_config"
@@ -44,58 +54,70 @@ CLOCK_INI = "sbemulator_clock"
 _TOPOLOGY = pytest.StashKey[NamespaceConfig | None]()
 
 
-class ServiceBusEmulator:
-    """What the ``servicebus_emulator`` fixture yields: addresses, keys and test-support operations."""
+class ServiceBusNamespace:
+    """One namespace of the session's emulator: its addresses, keys and test-support operations. What
+    ``servicebus_namespace`` yields (a fresh namespace per test); ``servicebus_emulator`` is the first
+    namespace with the emulator-wide operations on top."""
 
-    def __init__(self, emulator: Emulator) -> None:
+    def __init__(self, emulator: Emulator, runtime: NamespaceRuntime | None = None) -> None:
         self.emulator = emulator
+        self._runtime = runtime
+
+    @property
+    def runtime(self) -> NamespaceRuntime:
+        return self._runtime if self._runtime is not None else self.emulator.namespace()
+
+    @property
+    def name(self) -> str:
+        return self.runtime.name
 
     @property
     def connection_string(self) -> str:
         """For ``ServiceBusClient.from_connection_string`` (AMQP on a free loopback port)."""
-        return self.emulator.connection_string
+        return self.runtime.connection_string
 
     @property
     def admin_url(self) -> str:
         """The HTTPS management endpoint (``https://127.0.0.1:<port>``); the web console is at ``/console/``."""
-        url = self.emulator.admin_url
+        url = self.runtime.admin_url
         assert url is not None
         return url
 
     @property
     def admin_connection_string(self) -> str:
         """For ``ServiceBusAdministrationClient`` (pass ``connection_verify=ca_path``)."""
-        value = self.emulator.admin_connection_string
+        value = self.runtime.admin_connection_string
         assert value is not None
         return value
 
     @property
     def ca_path(self) -> str:
         """The generated CA certificate that the management endpoint's certificate chains to."""
-        value = self.emulator.ca_path
+        value = self.runtime.ca_path
         assert value is not None
         return value
 
     @property
     def key_name(self) -> str:
-        return self.emulator.key_name
+        return self.runtime.key_name
 
     @property
     def key(self) -> str:
-        return self.emulator.key
+        return self.runtime.key
 
     def entity_paths(self) -> list[str]:
         """Every queue and topic (subscriptions are purged with their topic)."""
-        return self.emulator.call(_queues_and_topics, self.emulator.admin.namespace)
+        return self.emulator.call(_queues_and_topics, self.runtime.admin.namespace)
 
     def purge(self, *entities: str) -> int:
         """Remove every message (dead-lettered and scheduled ones too) from the given queues or topics,
         or from all of them when none is given. Returns how many messages were removed."""
-        namespace = self.emulator.admin.namespace
+        namespace = self.runtime.admin.namespace
         paths = list(entities) or self.entity_paths()
         return self.emulator.call(_purge_all, namespace, paths)
 
-    # --- the clock (``--sbemulator-clock manual``; docs/emulator.md, "A clock you control")
+    # --- the clock (``--sbemulator-clock manual``; docs/emulator.md, "A clock you control"): one for
+    # the whole emulator, so advancing it from any namespace moves them all.
     @property
     def clock_mode(self) -> str:
         """``"manual"`` or ``"real"``."""
@@ -110,21 +132,41 @@ class ServiceBusEmulator:
         scheduled ones become active) before returning the new time."""
         return self.emulator.advance(seconds)
 
-    # --- injected faults (docs/emulator.md, "Fault injection")
+    # --- injected faults (docs/emulator.md, "Fault injection"): this namespace's own
     @property
     def faults(self) -> Faults:
-        """The emulator's fault rules: ``add(...)`` (returns the rule), ``remove(rule)``, ``list()``,
+        """The namespace's fault rules: ``add(...)`` (returns the rule), ``remove(rule)``, ``list()``,
         ``clear()``; ``clean_servicebus_emulator`` clears them before each test."""
-        return self.emulator.faults
+        return self.runtime.faults
 
     def inject(self, operation: str, effect: str, entity: str = "*", **options: Any) -> Any:
         """A context manager: ``with servicebus_emulator.inject("send", "server-busy", "orders", count=2)
         as rule:`` the fault applies inside the block only (see ``Faults.add`` for the options)."""
-        return self.emulator.faults.injected(operation, effect, entity, **options)
+        return self.runtime.faults.injected(operation, effect, entity, **options)
 
     def reset(self) -> None:
         """Back to the configured topology: entities created at run time are deleted, every message goes."""
-        self.emulator.call(self.emulator.admin.namespace.reset)
+        self.emulator.call(self.runtime.admin.namespace.reset)
+
+
+class ServiceBusEmulator(ServiceBusNamespace):
+    """What the ``servicebus_emulator`` fixture yields: the emulator's first namespace (addresses, keys
+    and test-support operations) and its other namespaces (docs/emulator.md, "Several namespaces")."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        super().__init__(emulator)
+
+    def namespace(self, name: str) -> ServiceBusNamespace:
+        """A namespace of the config file, or one added with :meth:`add_namespace`."""
+        return ServiceBusNamespace(self.emulator, self.emulator.namespace(name))
+
+    def add_namespace(self, name: str, config: Any = None, *, sas_key: str | None = None) -> ServiceBusNamespace:
+        """A new namespace on free ports with the session's topology (or ``config``) and a key of its own;
+        ``remove_namespace(name)`` frees it. ``servicebus_namespace`` does both around a test."""
+        return ServiceBusNamespace(self.emulator, self.emulator.add_namespace(name, config, sas_key=sas_key))
+
+    def remove_namespace(self, name: str) -> None:
+        self.emulator.remove_namespace(name)
 
 
 def _queues_and_topics(namespace: Any) -> list[str]:
@@ -188,6 +230,23 @@ def servicebus_emulator(pytestconfig: pytest.Config) -> Iterator[ServiceBusEmula
     topology = pytestconfig.stash.get(_TOPOLOGY, None)
     with Emulator(config=topology, in_memory=True, clock=clock_option(pytestconfig)) as emulator:
         yield ServiceBusEmulator(emulator)
+
+
+_namespace_numbers = itertools.count(1)
+
+
+@pytest.fixture
+def servicebus_namespace(servicebus_emulator: ServiceBusEmulator) -> Iterator[ServiceBusNamespace]:
+    """A fresh namespace of its own for this test, in the session's emulator: the session's topology,
+    no messages, a key of its own, free AMQP and HTTPS ports; removed after the test. Nothing another
+    test does (in this worker or, under pytest-xdist, in another worker with its own emulator) is
+    visible in it, so no purge is needed. Costs a few milliseconds (docs/benchmarks.md)."""
+    name = f"test-{next(_namespace_numbers)}"
+    namespace = servicebus_emulator.add_namespace(name)
+    try:
+        yield namespace
+    finally:
+        servicebus_emulator.remove_namespace(name)
 
 
 @pytest.fixture

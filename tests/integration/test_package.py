@@ -88,7 +88,7 @@ def test_sample_project_passes_against_the_installed_wheel(fresh_venv: Path, tmp
     installed = run([str(fresh_venv), "-m", "pip", "list", "--format=freeze"], project).stdout.lower()
     assert "servicebus-messaging-patterns" not in installed
     result = run([str(fresh_venv), "-m", "pytest", "-q", "-p", "no:cacheprovider"], project, RUN_TIMEOUT_S)
-    assert "4 passed" in result.stdout, result.stdout
+    assert "5 passed" in result.stdout, result.stdout
 
 
 def test_cli_entry_point_of_the_installed_wheel(fresh_venv: Path, tmp_path: Path) -> None:
@@ -106,4 +106,4 @@ def test_sample_project_under_this_repository_environment(tmp_path: Path) -> Non
     workers = ["-n", "2"] if importlib.util.find_spec("xdist") else []
     result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers,
                   "--sbemulator-config", str(project / "Config.json")], project, RUN_TIMEOUT_S)
-    assert "4 passed" in result.stdout, result.stdout
+    assert "5 passed" in result.stdout, result.stdout

@@ -46,6 +46,16 @@ def test_topic_filter(clean_servicebus_emulator):
             receiver.complete_message(message)
 
 
+def test_a_namespace_of_its_own(servicebus_namespace):
+    # A fresh namespace for this test alone (the same topology, its own port and key): no purge needed,
+    # and what it leaves behind is gone with it.
+    with ServiceBusClient.from_connection_string(servicebus_namespace.connection_string) as client:
+        with client.get_queue_sender("orders") as sender:
+            sender.send_messages(ServiceBusMessage("left behind on purpose"))
+        with client.get_queue_receiver("orders", max_wait_time=WAIT) as receiver:
+            assert [str(m) for m in receiver.peek_messages(max_message_count=10)] == ["left behind on purpose"]
+
+
 def test_admin_endpoint(servicebus_emulator):
     assert servicebus_emulator.admin_url.startswith("https://127.0.0.1:")
     assert "SharedAccessKey=" in servicebus_emulator.connection_string
