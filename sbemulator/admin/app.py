@@ -6,7 +6,8 @@ is written, so an entity created here is usable over AMQP as soon as the client 
 * ``GET /health``: 200 ``{"status": "ok"}`` once the emulator serves requests (no authentication).
 * ``POST /$admin/purge/{entity path}`` and ``POST /$admin/reset``: test support (SAS token required);
   ``/$admin/clock`` and ``/$admin/faults``: the clock and injected faults, as JSON (control.py);
-  ``GET /$admin/snapshot``: the namespace's entities and messages as a snapshot (sbemulator/runtime/snapshot.py).
+  ``GET /$admin/snapshot``: the namespace's entities and messages as a snapshot (sbemulator/runtime/snapshot.py);
+  ``POST /$admin/snapshot`` (a snapshot file as the body, up to the snapshot limit): replaces the namespace with it.
 * ``/subscriptions/...``: the Azure Resource Manager subset (``Bearer`` + a namespace SAS token, arm_auth.py).
 * ``/console/...``: the web console (its own sign-in with a SAS key, see console.py).
 * everything else: the Service Bus Atom API (``Authorization: SharedAccessSignature ...``).
@@ -26,10 +27,10 @@ from . import arm, arm_auth, atom
 from .backend import QUEUE, SUBSCRIPTION, TOPIC, Namespace
 from .console import Console, is_console_request
 from .console_broker import ConsoleBroker
-from .control import Controls, handle_clock, handle_faults
+from .control import Controls, error_response, handle_clock, handle_faults
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
 from .http import MAX_BODY, MAX_UNAUTHENTICATED_BODY, Request, Response, asks_for_websocket
-from .snapshots import snapshot_response
+from .snapshots import import_response, snapshot_response
 
 log = logging.getLogger("sbemulator.admin")
 
@@ -62,7 +63,9 @@ class AdminApp:
         if path in ("/health", "/$health") or asks_for_websocket(request):
             return MAX_UNAUTHENTICATED_BODY  # a WebSocket authenticates inside, over AMQP ($cbs)
         if is_console_request(request):
-            return MAX_BODY if self.console.signed_in(request) else MAX_UNAUTHENTICATED_BODY
+            if not self.console.signed_in(request):
+                return MAX_UNAUTHENTICATED_BODY
+            return self._snapshot_body(request) if request.path.lower().endswith("/api/snapshot") else MAX_BODY
         try:
             if is_arm:
                 arm_auth.authenticate(request.headers.get("authorization", ""), self.validator, self.clock())
@@ -70,7 +73,14 @@ class AdminApp:
                 self._authenticate(request)
         except AdminError as exc:
             return self._error(exc, is_arm)
+        if path.strip("/").lower() == "$admin/snapshot":
+            return self._snapshot_body(request)
         return MAX_BODY
+
+    def _snapshot_body(self, request: Request) -> int:
+        """A snapshot upload may be as large as a snapshot may be (runtime/snapshot.py's limit), above
+        the 4 MiB of other requests; anything else on that path gets the usual limit."""
+        return max(MAX_BODY, self.controls.max_snapshot_bytes) if request.method == "POST" else MAX_BODY
 
     def handle(self, request: Request) -> Response:
         path = request.path
@@ -258,6 +268,11 @@ class AdminApp:
         if lower[:1] == ["clock"]:
             return handle_clock(self.controls, request, lower[1:])
         if lower == ["snapshot"]:
+            if request.method == "POST":  # replace the namespace with the snapshot in the body (JSON errors)
+                try:
+                    return import_response(self.controls, request)
+                except AdminError as exc:
+                    return error_response(exc)
             self._only(request.method, "GET")
             return snapshot_response(self.controls)
         if lower[:1] == ["faults"]:

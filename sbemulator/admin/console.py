@@ -36,7 +36,7 @@ from .console_broker import ConsoleBroker
 from .control import Controls, clock_body, handle_faults
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
 from .http import Request, Response
-from .snapshots import snapshot_response
+from .snapshots import import_response, snapshot_response
 
 log = logging.getLogger("sbemulator.admin.console")
 
@@ -253,6 +253,10 @@ class Console:
                 log.info("console faults %s %s by %s", method, name, session.key_name)
             return response
         if name == "snapshot":
+            if method == "POST":  # the file as the body: replaces the namespace (admin/snapshots.py)
+                response = import_response(self.controls, request)
+                log.info("console snapshot imported by %s", session.key_name)
+                return response
             _only(method, "GET")
             return snapshot_response(self.controls)
         if name == "schema":

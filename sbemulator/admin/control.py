@@ -49,6 +49,11 @@ class Controls:
     # The namespace as a snapshot file (bytes, file name; runtime/snapshot.py), exported on the event loop;
     # raises the runtime's SnapshotError (a ValueError) above the size limit. None: not offered.
     snapshot: Callable[[], tuple[bytes, str]] | None = None
+    # Replace the namespace with a snapshot file's bytes (runtime/snapshot.py import_snapshot), on the
+    # event loop; raises the runtime's SnapshotError (a ValueError) naming what is wrong, having changed
+    # nothing. Returns the numbers imported. None: not offered. ``max_snapshot_bytes``: the largest file.
+    import_snapshot: Callable[[bytes], dict[str, int]] | None = None
+    max_snapshot_bytes: int = 0
 
 
 def iso(seconds: float) -> str:

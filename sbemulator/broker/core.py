@@ -296,6 +296,21 @@ class Broker:
         """See :meth:`Inspection.resubmit_dead_lettered`."""
         return self._inspection.resubmit_dead_lettered(path, sequence_numbers)
 
+    def replace_state(self, source: Store) -> None:
+        """Replace the namespace's state with what ``source`` holds, as if the broker had started from it
+        (a snapshot imported into the running emulator, runtime/snapshot.py): back to exactly the config
+        file (:meth:`reset`: runtime entities deleted, every message gone), session states and the
+        duplicate-detection history dropped, then ``source``'s entity descriptions applied the way a
+        restart applies the store's and its messages, sequence numbers and session states loaded the
+        way a restart loads them. Everything loaded is written to this broker's store too (durable:
+        the next start has it). The caller checks ``source`` first: this does not stop half-way for
+        what a start-up would accept."""
+        with self._op:
+            self._inspection.reset()
+            self._flow.forget_history()
+            self._topology.apply_records(source.load_entities(), persist=True)
+            self._flow.load(source, persist=True)
+
     # ================================================================= durability and time
     def commit(self) -> None:
         """Make every change so far durable (one transaction)."""

@@ -130,19 +130,28 @@ class MessageFlow:
         self._window: int = getattr(store, "page_window", 0)
         self.sessions = self._sessions = Sessions(store, clock, lookup, timers, wakeups, self)
 
-    def load(self) -> None:
+    def load(self, source: Store | None = None, *, persist: bool = False) -> None:
         """Restart: the stored messages, sequence numbers, session states and duplicate-detection
-        entries of the entities that exist (the topology was built first)."""
+        entries of the entities that exist (the topology was built first). ``source``: another store
+        to load from (a snapshot imported into the running broker, runtime/snapshot.py); ``persist``:
+        write what it loads to this broker's own store too."""
         now = self._now()
-        for key, last in self.store.load_sequences().items():
+        store = self.store
+        source = source or store
+        for key, last in source.load_sequences().items():
             ent = self._entities.get(key)
             if ent is not None:
                 ent.last_sequence = max(ent.last_sequence, last)
+                if persist:
+                    store.set_sequence(key, ent.last_sequence)
         paged = [key for key, ent in self._entities.items() if self._window and _pages(ent)]
-        for key, msg in self.store.load_messages(paged) if paged else self.store.load_messages():
+        for key, msg in source.load_messages(paged) if paged else source.load_messages():
             ent = self._entities.get(key)
             if ent is None:
                 continue
+            if persist:
+                assert isinstance(msg, BrokerMessage)  # another store's index entries have no data here
+                store.put_message(key, msg)
             if type(msg) is tuple:  # an available message of a paging container: its index entry only
                 cold = ent.cold
                 if cold is None:
@@ -165,18 +174,35 @@ class MessageFlow:
             if ent.cold is not None:
                 owner = _sequence_owner(ent)
                 owner.last_sequence = max(owner.last_sequence, ent.cold.seqs[-1])
-        for key, sid, state in self.store.load_session_states():
+        for key, sid, state in source.load_session_states():
             ent = self._entities.get(key)
             if ent is not None:
                 ent.session(sid).state = bytes(state)
-        for key, sid, updated_ms in self.store.load_session_state_times():
+                if persist:
+                    store.set_session_state(key, sid, bytes(state), now)
+        for key, sid, updated_ms in source.load_session_state_times():
             ent = self._entities.get(key)
             if ent is not None:
                 ent.session(sid).state_updated_ms = int(updated_ms)
-        for key, mid, expires in self.store.load_duplicates(now):
+        for key, mid, expires in source.load_duplicates(now):
             ent = self._entities.get(key)
             if ent is not None:
                 ent.duplicates[mid] = expires
+
+    def forget_history(self) -> None:
+        """Drop every session state and duplicate-detection entry (a snapshot import that replaces the
+        namespace: the entities that stay start without the history a snapshot does not carry)."""
+        store = self.store
+        for ent in list(self._entities.values()):
+            for mid in ent.duplicates:
+                store.add_duplicate(ent.key, mid, 0)  # expired: not loaded at the next start, then pruned
+            ent.duplicates.clear()
+            for s in list(ent.sessions.values()):
+                if s.state is not None or s.state_updated_ms is not None:
+                    s.state = None
+                    s.state_updated_ms = None
+                    store.set_session_state(ent.key, s.id, None)
+                ent.forget_session_if_idle(s)
 
     def _now(self) -> int:
         return int(self.clock() * 1000)

@@ -178,13 +178,7 @@ class Topology:
 
     @staticmethod
     def _compile(ent: Entity, rc: RuleConfig) -> Any:
-        try:
-            return compile_rule(
-                rc.name, rc.filter_type, rc.sql_expression, rc.correlation, rc.action_expression,
-                rc.filter_parameters, rc.action_parameters or {},
-            )
-        except FilterError as exc:
-            raise RuleError(f"{ent.path}: rule {rc.name!r}: {exc}") from exc
+        return _compiled(ent.path, rc)
 
     # --- runtime entity management (persisted) ---------------------------------------------------
     def create_queue(self, q: QueueConfig) -> EntityRef:
@@ -344,9 +338,15 @@ class Topology:
         self.store.forget_entity(key)
 
     def _apply_stored_entities(self) -> None:
-        records = self.store.load_entities()
-        # queues and topics before subscriptions (a subscription may belong to a runtime topic)
-        records.sort(key=lambda r: (r[1] == SUBSCRIPTION, r[0].count("/")))
+        self.apply_records(self.store.load_entities())
+
+    def apply_records(self, records: list[tuple[str, str, str]], *, persist: bool = False) -> None:
+        """Apply stored entity descriptions (``(key, kind, description)``, as ``Store.load_entities``
+        gives them) over the entities that exist, by the rules of the module docstring: what a
+        restart does with the store, and what a snapshot import does with the snapshot's records.
+        ``persist``: also write the entities this creates or changes to the store (records that do not
+        come from it)."""
+        records = sorted(records, key=lambda r: (r[1] == SUBSCRIPTION, r[0].count("/")))
         dropped: set[str] = set()
         for key, kind, data in records:
             desc = json.loads(data, object_hook=_typed_from_json)
@@ -385,6 +385,8 @@ class Topology:
                 self._add_queue(config)
             else:
                 self._add_topic(config)
+            if persist:
+                self.store.save_entity(key, kind, data)
 
     def restore_file_topology(self) -> int:
         """Back to exactly what the config file declares (test support ``reset``): runtime entities
@@ -538,6 +540,16 @@ def _configure(ent: Entity, config: Any) -> None:
             ent.max_message_size = ent.parent.max_message_size
 
 
+def _compiled(path: str, rc: RuleConfig) -> Any:
+    try:
+        return compile_rule(
+            rc.name, rc.filter_type, rc.sql_expression, rc.correlation, rc.action_expression,
+            rc.filter_parameters, rc.action_parameters or {},
+        )
+    except FilterError as exc:
+        raise RuleError(f"{path}: rule {rc.name!r}: {exc}") from exc
+
+
 def _other(target: str | None, own_path: str) -> str | None:
     return None if target is None or target.lower() == own_path.lower() else target
 
@@ -592,3 +604,32 @@ _TIMESPAN_TAG = "$timespan"
 
 def _dumps(data: Any) -> str:
     return json.dumps(data, default=_typed_to_json)
+
+
+def description_json(config: QueueConfig | TopicConfig | SubscriptionConfig) -> dict[str, Any]:
+    """An entity's settings as a JSON object, as the store keeps them (config fields, durations in
+    seconds, a subscription's rules; date/time and duration values of rules tagged so that they keep
+    their type): what a snapshot carries for each entity."""
+    data: dict[str, Any] = json.loads(_dumps(dataclasses.asdict(config)))
+    return data
+
+
+def runtime_record(kind: str, description: dict[str, Any], topic: str | None = None) -> str:
+    """The stored form of an entity created at run time with ``description`` (what
+    :func:`description_json` gives; a subscription also names its ``topic``), for
+    :meth:`Topology.apply_records`. Raises a :class:`BrokerError` naming the problem when the
+    description does not make a valid entity of ``kind`` (an unknown or mistyped field, a rule that
+    does not compile), so a caller can refuse it before applying anything."""
+    desc = json.loads(json.dumps(description), object_hook=_typed_from_json)
+    desc.pop(_FILE_KEY, None)
+    desc.pop(_WITH_TOPIC, None)
+    if kind == SUBSCRIPTION:
+        desc["topic"] = topic or ""
+    try:
+        config = _config_from(kind, desc)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InvalidOperationError(f"The {kind}'s description is not valid: {exc}.") from None
+    if kind == SUBSCRIPTION:
+        for rc in _rules_of(config):
+            _compiled(str(desc.get("name", "")), rc)  # RuleError (a BrokerError) when it does not compile
+    return _dumps({**desc, _FILE_KEY: None})

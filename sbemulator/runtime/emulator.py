@@ -29,7 +29,15 @@ from .namespaces import (
     renamed,
 )
 from .server import AmqpServer
-from .snapshot import read_snapshot, seed_store, snapshot_file
+from .snapshot import (
+    MAX_SNAPSHOT_BYTES,
+    SeededStore,
+    check_loads,
+    import_snapshot,
+    read_snapshot,
+    seed_store,
+    snapshot_file,
+)
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
 DEFAULT_DATA_DIR = ".sbemulator"
@@ -87,7 +95,9 @@ def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | No
         store = SqliteStore(directory / "sbemulator.db",
                             DEFAULT_PAGE_WINDOW if page_window is None else page_window)
     if snapshot is not None:
-        store = seed_store(store, read_snapshot(snapshot), durable=not in_memory)
+        parsed = read_snapshot(snapshot)
+        check_loads(config, SeededStore(parsed), broker_clock)  # refused whole, before the store has any of it
+        store = seed_store(store, parsed, durable=not in_memory)
     broker = Broker(config, store, clock=broker_clock)
     validator = SasValidator(sas_rules(config, sas_key), entity_rules=broker.authorization_rules)
     server = AmqpServer(broker, store, validator, host=host, port=port, clock=broker_clock, **server_options)
@@ -96,13 +106,16 @@ def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | No
 
 def controls_for(server: AmqpServer) -> Any:
     """What the management plane may control (admin/control.py): the broker's clock, how to move it
-    (a manual clock only) and the injected faults."""
+    (a manual clock only), the injected faults, and snapshot export and import."""
     from ..admin.control import Controls
 
     manual = isinstance(server.clock, ManualClock)
     broker = server.broker
+    assert isinstance(broker, Broker)  # the runtime built it (an import replaces the broker's state)
     return Controls(clock=server.clock, advance=server.advance_clock if manual else None, faults=server.faults,
-                    snapshot=lambda: snapshot_file(broker, broker.config.name))
+                    snapshot=lambda: snapshot_file(broker, broker.config.name),
+                    import_snapshot=lambda data: import_snapshot(broker, read_snapshot(data)),
+                    max_snapshot_bytes=MAX_SNAPSHOT_BYTES)
 
 
 async def start_namespace(config: NamespaceConfig, *, key: str, host: str, options: dict[str, Any],
@@ -270,6 +283,16 @@ class Emulator:
         assert self.server is not None
         return to_datetime(self.call(self.server.advance_clock, float(seconds), timeout=timeout))
     # --- end clock
+
+    # --- snapshots (runtime/snapshot.py)
+    def import_snapshot(self, snapshot: str | Path | bytes | dict, timeout: float = 60.0) -> dict[str, int]:
+        """Replace the running namespace with a snapshot (a file, its bytes or the parsed object): the
+        entities and messages a fresh ``Emulator(config=..., snapshot=...)`` would have, and nothing of
+        what was there before (docs/emulator.md, "Snapshots"). A snapshot that cannot be read or loaded
+        raises SnapshotError naming the problem, and nothing changes. Returns the numbers imported."""
+        parsed = read_snapshot(snapshot)
+        result: dict[str, int] = self.call(import_snapshot, self.broker, parsed, timeout=timeout)
+        return result
 
     def start(self, timeout: float = 10.0) -> Emulator:
         self._thread = threading.Thread(target=self._run, name="sbemulator", daemon=True)

@@ -2,11 +2,20 @@
 to share a broken state in a bug report.
 
 Export reads the broker through its public API only (entity views, peek, session views), so it sees
-every message in every state. Import happens at start-up, before the broker loads: the snapshot is
+every message in every state. Import at start-up happens before the broker loads: the snapshot is
 handed to the broker as if the store held it (:class:`SeededStore`, or written into a durable
 store), so the broker rebuilds it the way it rebuilds a durable namespace after a restart
 (sequence numbers, states, timers, session states), with no second code path into the broker. A
 durable store keeps the snapshot in its own files, so it survives the next restart.
+
+Import into a running emulator (:func:`import_snapshot`; ``POST /$admin/snapshot``, the console,
+``Emulator.import_snapshot``) *replaces* the namespace: the result is what a fresh emulator started
+with ``--snapshot`` shows (the config file's entities, the snapshot's entities over them, the
+snapshot's messages and nothing else). A test author seeding a state wants exactly that state, not
+a mix with what an earlier test left; a merge would also have to renumber messages whose sequence
+numbers clash. The snapshot is first loaded into a throw-away broker on the same config, the
+start-up path itself, and checked there; only a snapshot that loads whole is applied
+(``Broker.replace_state``), so a bad one changes nothing.
 
 The format (``"format": "sbemulator-snapshot"``, ``"version": 1``) is described in docs/emulator.md
 ("Snapshots"). A snapshot is untrusted input: it is parsed as JSON and AMQP-encoded values only
@@ -16,21 +25,23 @@ The format (``"format": "sbemulator-snapshot"``, ``"version": 1``) is described 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime as dt
 import json
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..amqp import codec
-from ..broker.topology import _FILE_KEY, _dumps, _typed_from_json
+from ..broker.core import Broker
+from ..broker.errors import BrokerError
+from ..broker.topology import description_json, runtime_record
 from ..model import BrokerMessage, MessageState
 from ..store.base import IndexEntry
 from ..store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from ..broker.api import BrokerAPI
+    from ..config import NamespaceConfig
     from ..store.base import Store
 
 FORMAT = "sbemulator-snapshot"
@@ -57,7 +68,7 @@ def export_snapshot(broker: BrokerAPI, namespace: str) -> dict[str, Any]:
     for view in broker.entity_views():
         if view.kind not in KINDS:
             continue
-        description = json.loads(_dumps(dataclasses.asdict(view.config)))
+        description = description_json(view.config)
         entities.append({"kind": view.kind, "path": view.path, "topic": view.topic, "description": description})
         if view.kind == "topic":
             continue  # a topic holds no messages of its own but scheduled ones, kept below
@@ -237,6 +248,46 @@ def seed_store(store: Store, snapshot: dict[str, Any], *, durable: bool) -> Any:
     return store
 
 
+def import_snapshot(broker: Broker, snapshot: dict[str, Any]) -> dict[str, int]:
+    """Replace the running broker's namespace with ``snapshot`` (read by :func:`read_snapshot`), as a
+    fresh start with ``--snapshot`` would build it (module docstring). Checked first on a throw-away
+    broker built from the same config the way start-up builds one: a snapshot that does not load whole
+    raises :class:`SnapshotError` naming the problem, and nothing has changed. Returns what was
+    imported (``{"entities": n, "messages": m, "sessionStates": k}``). Run it on the broker's thread,
+    then commit."""
+    seeded = SeededStore(snapshot)
+    check_loads(broker.config, seeded, broker.clock)
+    broker.replace_state(seeded)
+    return {"entities": len(seeded._entities), "messages": len(seeded._messages),
+            "sessionStates": len(seeded._sessions)}
+
+
+def check_loads(config: NamespaceConfig, seeded: SeededStore, clock: Callable[[], float]) -> None:
+    """Build a broker from ``seeded`` on ``config`` and check that every entity, message and session
+    state of the snapshot found its place (start-up drops what has none, such as a subscription
+    whose topic neither the snapshot nor the config file has, or a message of an entity that is in
+    neither): :class:`SnapshotError` naming the first that did not."""
+    try:
+        trial = Broker(config, seeded, clock=clock)
+    except (BrokerError, TypeError, ValueError, KeyError) as exc:
+        raise SnapshotError(f"The snapshot cannot be loaded: {exc}") from None
+    try:
+        for i, (key, kind, _) in enumerate(seeded._entities):
+            if trial.find_entity(key) is None:
+                raise SnapshotError(f"entities[{i}]: the {kind} '{key}' cannot be created (a subscription needs "
+                                    "its topic in the snapshot or in the config file).")
+        for what, keys in (("messages", [k for k, _ in seeded._messages]),
+                           ("sessionStates", [k for k, _, _ in seeded._sessions])):
+            for i, key in enumerate(keys):
+                try:
+                    trial.resolve(key)
+                except BrokerError:
+                    raise SnapshotError(f"{what}[{i}]: the entity '{key}' is neither in the snapshot nor in "
+                                        "the config file.") from None
+    finally:
+        trial.close()
+
+
 ParsedSnapshot = tuple[list[tuple[str, str, str]], list[tuple[str, BrokerMessage]], dict[str, int],
                        list[tuple[str, str, bytes]]]
 
@@ -248,11 +299,12 @@ def _parse(snapshot: dict[str, Any]) -> ParsedSnapshot:
         kind, path, desc = _field(item, "kind", str, where), _field(item, "path", str, where), item.get("description")
         if kind not in KINDS or not isinstance(desc, dict):
             raise SnapshotError(f"{where}: 'kind' must be one of {', '.join(KINDS)} and 'description' an object.")
-        desc = json.loads(json.dumps(desc), object_hook=_typed_from_json)
-        desc.pop(_FILE_KEY, None)
-        if kind == "subscription":
-            desc["topic"] = _field(item, "topic", str, where)
-        entities.append((path.lower(), kind, _dumps({**desc, _FILE_KEY: None})))
+        topic = _field(item, "topic", str, where) if kind == "subscription" else None
+        try:
+            record = runtime_record(kind, desc, topic)
+        except BrokerError as exc:
+            raise SnapshotError(f"{where} ({path}): {exc}") from None
+        entities.append((path.lower(), kind, record))
     messages: list[tuple[str, BrokerMessage]] = []
     sequences: dict[str, int] = {}
     for i, item in enumerate(snapshot.get("messages", [])):

@@ -20,6 +20,7 @@ from azure.servicebus.exceptions import ServiceBusError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbemulator import Emulator
+from sbemulator.runtime.snapshot import snapshot_file
 
 from .conftest import TOPOLOGY, UI_TIMEOUT_MS, screenshot
 from .test_console import WAIT_S, count, row, sign_in_by_keyboard
@@ -430,3 +431,28 @@ def test_inject_list_and_clear_faults(page: Any, console_emulator: Emulator) -> 
     assert page.locator("#faults tbody tr[data-fault]").count() == 0
     send(console_emulator, "orders", ServiceBusMessage("accepted"))
     assert [str(m) for m in peek_all(console_emulator, "orders")] == ["accepted"]
+
+
+def test_import_a_snapshot_replaces_the_namespace(page: Any, console_emulator: Emulator, tmp_path: Any) -> None:
+    """The console uploads a snapshot file (docs/emulator.md, "Snapshots"): the namespace becomes what it
+    holds; a broken file is refused with the emulator's reason and changes nothing."""
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True) as other:
+        send(other, "orders", ServiceBusMessage("from the file", application_properties={"k": 2}))
+        with admin_client(other) as admin:
+            admin.create_queue("seeded")
+        data, _ = other.call(snapshot_file, other.broker, "sbemulatorns")
+    good = tmp_path / "good.snapshot.json"
+    good.write_bytes(data)
+    broken = tmp_path / "broken.snapshot.json"
+    broken.write_text('{"format": "sbemulator-snapshot", "version": 7}')
+    send(console_emulator, "orders", ServiceBusMessage("before"))
+    sign_in_by_keyboard(page, console_emulator.key)
+    upload = page.get_by_label("Import snapshot (replaces every entity and message)")
+    upload.set_input_files(str(broken))
+    page.get_by_role("alert").filter(has_text="Snapshot version 7 is not supported").wait_for()
+    assert [str(m) for m in peek_all(console_emulator, "orders")] == ["before"]
+    upload.set_input_files(str(good))
+    page.get_by_role("status").filter(has_text="Imported good.snapshot.json").wait_for()
+    row(page, "seeded").wait_for()  # the entities table shows the imported queue
+    [m] = peek_all(console_emulator, "orders")
+    assert str(m) == "from the file" and m.sequence_number == 1 and m.application_properties == {b"k": 2}

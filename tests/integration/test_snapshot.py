@@ -169,3 +169,94 @@ def test_a_broken_snapshot_is_refused_with_what_is_wrong(broken: bytes, message:
 def test_the_snapshot_needs_a_manage_key() -> None:
     with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True) as emu:
         assert call(emu, "GET", "/$admin/snapshot", auth=None)[0] == 401
+
+
+# --- import into a running emulator (POST /$admin/snapshot, Emulator.import_snapshot): replaces the namespace
+def test_a_snapshot_imported_through_the_api_replaces_the_running_namespace() -> None:
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True) as first:
+        seed(first)
+        before = {f"{name} {kw}": peeked(first, name, **kw) for name, kw in VIEWS}
+        data = export(first)
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True) as emu:
+        # What an earlier test left: a runtime queue, messages, a session state, a duplicate-detection entry.
+        with ServiceBusAdministrationClient.from_connection_string(emu.admin_connection_string,
+                                                                   connection_verify=emu.ca_path) as admin:
+            admin.create_queue("leftover")
+        with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+            with client.get_queue_sender("orders") as sender:
+                sender.send_messages([ServiceBusMessage(f"old{i}") for i in range(8)])
+            with client.get_queue_sender("payments") as sender:
+                sender.send_messages(ServiceBusMessage("old", session_id="z"))
+            with client.get_queue_receiver("payments", session_id="z", max_wait_time=WAIT_S) as receiver:
+                receiver.session.set_state(b"old state")
+        status, _, body = call(emu, "POST", "/$admin/snapshot", json.dumps(data).encode())
+        assert status == 200, body
+        assert json.loads(body)["imported"]["messages"] == len(data["messages"])
+        # The SDK sees exactly what the exporting emulator held, nothing of what was there before.
+        after = {f"{name} {kw}": peeked(emu, name, **kw) for name, kw in VIEWS}
+        assert after == before
+        assert peeked(emu, "payments", session_id="z") == []
+        with ServiceBusAdministrationClient.from_connection_string(emu.admin_connection_string,
+                                                                   connection_verify=emu.ca_path) as admin:
+            assert "leftover" not in [q.name for q in admin.list_queues()]
+            assert admin.get_queue("invoices").max_delivery_count == 7
+        with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+            with client.get_queue_receiver("payments", session_id="z", max_wait_time=WAIT_S) as receiver:
+                assert receiver.session.get_state() is None
+            with client.get_queue_receiver("orders", max_wait_time=WAIT_S) as receiver:
+                [deferred] = receiver.receive_deferred_messages([2])
+                assert str(deferred) == "m2"
+                receiver.complete_message(deferred)
+                [got] = receiver.receive_messages(max_message_count=1, max_wait_time=WAIT_S)
+                assert got.sequence_number == 3 and got.delivery_count == 1
+                receiver.complete_message(got)
+            with client.get_queue_sender("orders") as sender:
+                sender.send_messages(ServiceBusMessage("new"))
+        # numbering goes on after the highest the entity ever gave (the 8 sent before the import)
+        assert peeked(emu, "orders")[-1][0] > 6
+
+
+def test_emulator_import_snapshot_and_a_durable_restart_keeps_it(tmp_path: Path) -> None:
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True) as first:
+        seed(first)
+        before = peeked(first, "orders")
+        data = export(first)
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=False, data_dir=tmp_path / "data") as emu:
+        with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+            with client.get_queue_sender("orders") as sender:
+                sender.send_messages(ServiceBusMessage("before the import"))
+        assert emu.import_snapshot(data)["entities"] == len(data["entities"])
+        assert peeked(emu, "orders") == before
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=False, data_dir=tmp_path / "data") as emu:
+        assert peeked(emu, "orders") == before  # the store has the import, not what was there before
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(version=2), "Snapshot version 2 is not supported"),
+    (lambda d: d["messages"][0].update(sequenceNumber="x"), "messages[0]: 'sequenceNumber' must be a int"),
+    (lambda d: d["messages"][-1].update(entity="nosuchqueue"),
+     "the entity 'nosuchqueue' is neither in the snapshot nor in the config file"),
+    (lambda d: d["entities"].append({"kind": "subscription", "path": "gone/Subscriptions/s", "topic": "gone",
+                                     "description": d["entities"][-1]["description"]}),
+     "cannot be created (a subscription needs its topic"),
+    (lambda d: d["entities"][0]["description"].update(no_such_setting=1), "no_such_setting"),
+])
+def test_a_bad_snapshot_is_a_400_naming_the_problem_and_changes_nothing(change: Any, message: str) -> None:
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True) as first:
+        seed(first)
+        data = export(first)
+    change(data)
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True) as emu:
+        with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+            with client.get_queue_sender("orders") as sender:
+                sender.send_messages(ServiceBusMessage("stays"))
+        before = peeked(emu, "orders")
+        status, _, body = call(emu, "POST", "/$admin/snapshot", json.dumps(data).encode())
+        assert status == 400, body
+        error = json.loads(body)["error"]
+        assert error["code"] == "BadRequest" and message in error["message"]
+        assert peeked(emu, "orders") == before
+        with pytest.raises(SnapshotError, match=message.replace("(", r"\(").replace("[", r"\[")):
+            emu.import_snapshot(data)
+        assert call(emu, "POST", "/$admin/snapshot", b"not json")[0] == 400
+        assert call(emu, "POST", "/$admin/snapshot", json.dumps(data).encode(), auth=None)[0] == 401

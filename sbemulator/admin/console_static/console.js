@@ -531,6 +531,28 @@ async function downloadSnapshot() {
   } catch (err) { fail(err); }
 }
 
+// Import a snapshot file: the namespace becomes what the file holds (docs/emulator.md, "Snapshots"); a file
+// the emulator refuses changes nothing, and its answer says what is wrong.
+async function importSnapshot(event) {
+  const input = event.target;
+  const file = input.files && input.files[0];
+  input.value = "";
+  if (!file) return;
+  if (!confirm(`Replace every entity and message of the namespace with the snapshot ${file.name}?`)) return;
+  clearMessages();
+  try {
+    const response = await fetch(API + "snapshot", { method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "X-Requested-With": "sbconsole", "Content-Type": "application/json" },
+      body: await file.arrayBuffer(), signal: AbortSignal.timeout(120000) });
+    let data = null;
+    try { data = await response.json(); } catch (_) { data = null; }
+    if (!response.ok) throw new ApiError(response.status, (data && data.message) || response.statusText);
+    const n = data.imported;
+    await route();
+    say(`Imported ${file.name}: ${n.entities} entities, ${n.messages} messages, ${n.sessionStates} session states.`);
+  } catch (err) { fail(err); }
+}
+
 // Edit and re-send: the message's body and properties fill the send form, whose target may be any
 // queue or topic (a subscription's or dead-letter queue's message goes to its topic by default).
 function editAndResend(m, e) {
@@ -978,6 +1000,7 @@ async function start() {
   $("#signout").addEventListener("click", onSignOut);
   $("#purge-all").addEventListener("click", () => purge("all"));
   $("#download-snapshot").addEventListener("click", downloadSnapshot);
+  $("#import-snapshot").addEventListener("change", importSnapshot);
   $("#clock-form").addEventListener("submit", onAdvanceClock);
   $("#fault-form").addEventListener("submit", onAddFault);
   $("#clear-faults").addEventListener("click", () => clearFault(null));
