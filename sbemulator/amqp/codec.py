@@ -232,7 +232,7 @@ def _compound(width: struct.Struct, as_map: bool) -> Decoder:
         if size < wsize or end > len(data):
             raise DecodeError(f"compound size {size} exceeds the available bytes")
         pos = off + 2 * wsize
-        items = []
+        items: list[Any] = []
         append = items.append
         for _ in range(count):
             if pos >= end:
@@ -341,7 +341,7 @@ def _decode_at(data: bytes, off: int) -> tuple[Any, int]:
     return decoder(data, off + 1)
 
 
-def decode(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Any, int]:
+def decode(data: bytes, offset: int = 0) -> tuple[Any, int]:
     """Decode one value at ``offset``; returns the value and the offset just past it."""
     try:
         return _decode_at(data, offset)
@@ -351,7 +351,7 @@ def decode(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Any, 
         raise DecodeError(f"malformed encoding: {exc}") from None
 
 
-def decode_all(data: bytes | bytearray | memoryview) -> list[Any]:
+def decode_all(data: bytes) -> list[Any]:
     """Decode a concatenation of values (a message is a sequence of described sections)."""
     values = []
     off = 0
@@ -738,26 +738,35 @@ def _encode_into(out: bytearray, value: Any) -> None:
 
 # Composite types (performatives, sections, delivery states) are encoded straight from their
 # fields: building the intermediate Described and list objects cost more than the encoding itself.
-_COMPOSITE_PLANS: dict[type, tuple[bytes, Callable[[Any], Any], int, bool]] = {}
+_COMPOSITE_PLANS: dict[type, tuple[bytes, Callable[[Any], tuple[Any, ...]], int, bool]] = {}
 
 
-def _composite_plan(cls: type) -> tuple[bytes, Callable[[Any], Any], int, bool]:
-    fields = cls.FIELDS
-    code = cls.CODE
+def _composite_plan(cls: Any) -> tuple[bytes, Callable[[Any], tuple[Any, ...]], int, bool]:
+    """How to encode instances of ``cls`` (a ``performatives.Composite``, which this module cannot
+    import: performatives imports the codec)."""
+    fields: tuple[str, ...] = cls.FIELDS
+    code: int = cls.CODE
     prefix = bytes((0x00, 0x53, code)) if code < 256 else b"\x00\x80" + _u64.pack(code)
+    getter: Callable[[Any], tuple[Any, ...]]
     if len(fields) == 1:
-        name = fields[0]
-
-        def getter(obj: Any, _name: str = name) -> tuple:
-            return (getattr(obj, _name),)
+        getter = _one_field_getter(fields[0])
     elif fields:
         getter = operator.attrgetter(*fields)
     else:
-        def getter(obj: Any) -> tuple:
-            return ()
+        getter = _no_fields
     plan = (prefix, getter, len(fields), bool(getattr(cls, "KEEP_ALL_FIELDS", False)))
     _COMPOSITE_PLANS[cls] = plan
     return plan
+
+
+def _one_field_getter(name: str) -> Callable[[Any], tuple[Any, ...]]:
+    def getter(obj: Any, _name: str = name) -> tuple[Any, ...]:
+        return (getattr(obj, _name),)
+    return getter
+
+
+def _no_fields(obj: Any) -> tuple[Any, ...]:
+    return ()
 
 
 def _e_composite(out: bytearray, value: Any) -> None:

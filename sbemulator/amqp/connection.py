@@ -464,7 +464,7 @@ class Connection:
         return body, offset
 
     # ------------------------------------------------------------------ SASL
-    def _on_sasl_init(self, init: Any) -> None:
+    def _on_sasl_init(self, init: SaslInit) -> None:
         mechanism = str(init.mechanism or "")
         ok = False
         if mechanism not in self.sasl_mechanisms:
@@ -490,7 +490,7 @@ class Connection:
             self._events.append(ConnectionClosed(error("amqp:unauthorized-access", "SASL failed"), False))
 
     # ------------------------------------------------------------------ connection
-    def _on_open(self, channel: int, open_: Any) -> None:
+    def _on_open(self, channel: int, open_: Open) -> None:
         self.state = self.state.next[RECV_OPEN]  # type: ignore[assignment]  # checked by _dispatch
         self._set_phase(Phase.OPENED)
         remote_max = open_.max_frame_size if open_.max_frame_size is not None else UINT_MAX
@@ -520,7 +520,7 @@ class Connection:
             ),
         )
 
-    def _on_close(self, channel: int, close: Any) -> None:
+    def _on_close(self, channel: int, close: Close) -> None:
         self.state = self.state.next[RECV_CLOSE]  # type: ignore[assignment]  # checked by _dispatch
         for session in list(self.sessions_by_channel.values()):
             self._drop_session(session, None)
@@ -550,7 +550,7 @@ class Connection:
         self.close(condition, description)
 
     # ------------------------------------------------------------------ sessions
-    def _on_begin(self, channel: int, begin: Any) -> None:
+    def _on_begin(self, channel: int, begin: Begin) -> None:
         if begin.remote_channel is not None:
             raise ProtocolError(NOT_ALLOWED, "server does not initiate sessions")
         if channel in self.sessions_by_remote and self._enter_session(channel, RECV_BEGIN) is None:
@@ -577,7 +577,7 @@ class Connection:
         )
         self._events.append(SessionBegun(session))
 
-    def _on_end(self, channel: int, end: Any) -> None:
+    def _on_end(self, channel: int, end: End) -> None:
         session = self._enter_session(channel, RECV_END)
         if session is None:
             return
@@ -611,7 +611,7 @@ class Connection:
         self._unmap_session(session)
 
     # ------------------------------------------------------------------ links
-    def _on_attach(self, channel: int, attach: Any) -> None:
+    def _on_attach(self, channel: int, attach: Attach) -> None:
         session = self._enter_session(channel, RECV_ATTACH)
         if session is None:
             return
@@ -624,7 +624,7 @@ class Connection:
         if attach.handle > session.handle_max:
             # Spec 2.7.2: a handle outside the announced range closes the connection.
             raise ProtocolError(FRAMING_ERROR, f"handle {attach.handle} above handle-max {session.handle_max}")
-        link = Link(session, attach)
+        link = Link(session, attach, attach.name, attach.handle)
         link.state = NO_LINK.next[RECV_ATTACH]  # type: ignore[assignment]
         link.handle = session.allocate_handle()
         session.links_by_remote[attach.handle] = link
@@ -701,15 +701,15 @@ class Connection:
         if link.state.remote is CLOSED:
             self._forget_link(link)
 
-    def _on_detach(self, channel: int, detach: Any) -> None:
+    def _on_detach(self, channel: int, detach: Detach) -> None:
         session = self._enter_session(channel, RECV_DETACH)
         if session is None:
             return
-        link = session.links_by_remote.get(detach.handle)
+        link = session.links_by_remote.get(detach.handle) if detach.handle is not None else None
         if link is None:
             raise SessionError(session, UNATTACHED_HANDLE, f"detach of unattached handle {detach.handle}")
         self._enter_link(session, link, RECV_DETACH)
-        session.links_by_remote.pop(detach.handle, None)
+        session.links_by_remote.pop(link.remote_handle, None)
         if self._send_step(link, SEND_DETACH):
             self._events.append(LinkDetached(link, bool(detach.closed), detach.error))
             self._send(session.channel, Detach(UInt(link.handle), True))
@@ -724,7 +724,7 @@ class Connection:
             session.outgoing_unsettled.pop(delivery_id, None)
 
     # ------------------------------------------------------------------ flow control
-    def _on_flow(self, channel: int, flow: Any) -> None:
+    def _on_flow(self, channel: int, flow: Flow) -> None:
         session = self._enter_session(channel, RECV_FLOW)
         if session is None:
             return
@@ -736,16 +736,16 @@ class Connection:
             if flow.echo:
                 self._send_session_flow(session)
             return
-        link = session.links_by_remote.get(flow.handle)
-        if link is None:
+        target = session.links_by_remote.get(flow.handle)
+        if target is None:
             raise SessionError(session, UNATTACHED_HANDLE, f"flow for unattached handle {flow.handle}")
-        if not self._enter_link(session, link, RECV_FLOW):
+        if not self._enter_link(session, target, RECV_FLOW):
             return
-        if link.is_sender:
-            windows.sender_credit(link, flow)
-            self._events.append(LinkCreditChanged(link, link.drain))
+        if target.is_sender:
+            windows.sender_credit(target, flow)
+            self._events.append(LinkCreditChanged(target, target.drain))
         if flow.echo:
-            self._send_link_flow(link)
+            self._send_link_flow(target)
 
     def _send_session_flow(self, session: Session) -> None:
         self._send(
@@ -873,11 +873,12 @@ class Connection:
         self._out += last
         return frames
 
-    def _on_transfer(self, channel: int, transfer: Any, payload: bytes) -> None:
+    def _on_transfer(self, channel: int, transfer: Transfer, payload: bytes) -> None:
         session = self._enter_session(channel, RECV_TRANSFER)
         if session is None:
             return
-        link = session.links_by_remote.get(transfer.handle)
+        handle = transfer.handle
+        link = session.links_by_remote.get(handle) if handle is not None else None
         if link is None or link.is_sender:
             self._end_session_with_error(
                 session, UNATTACHED_HANDLE, f"transfer on unattached handle {transfer.handle}"
@@ -902,7 +903,7 @@ class Connection:
                 self._violation(link, TRANSFER_LIMIT_EXCEEDED,
                                 "transfer sent without link-credit: wait for a flow that grants credit")
                 return
-            delivery = link.incoming = IncomingDelivery(transfer)
+            delivery = link.incoming = IncomingDelivery(transfer, transfer.delivery_id)
         if transfer.aborted:
             link.incoming = None
             return
@@ -985,7 +986,7 @@ class Connection:
                 session.channel, hotframes.disposition(ROLE_SENDER, delivery_id, None, True, state)
             )
 
-    def _on_disposition(self, channel: int, disposition: Any) -> None:
+    def _on_disposition(self, channel: int, disposition: Disposition) -> None:
         session = self._enter_session(channel, RECV_DISPOSITION)
         if session is None:
             return
@@ -993,7 +994,7 @@ class Connection:
             return  # the peer settles deliveries it sent; we already settled ours at once
         first = disposition.first
         last = disposition.last if disposition.last is not None else first
-        if first is None or last - first > 100_000:
+        if first is None or last is None or last - first > 100_000:
             raise SessionError(session, DECODE_ERROR, "disposition range is invalid")
         self._peer_disposed(session, first, last, bool(disposition.settled), disposition.state)
 

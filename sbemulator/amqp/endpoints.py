@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .performatives import ROLE_RECEIVER
+from .performatives import ROLE_RECEIVER, Attach, Begin, Transfer
 from .states import ACTIVE, CLOSED, NO_LINK, NO_SESSION, State
 
 UINT_MAX = 0xFFFFFFFF
@@ -42,11 +42,12 @@ class Link:
         "unsettled",
     )
 
-    def __init__(self, session: Session, attach: Any) -> None:
+    def __init__(self, session: Session, attach: Attach, name: str, remote_handle: int) -> None:
+        """``name`` and ``remote_handle`` are the attach's, once checked present (they are mandatory)."""
         self.session = session
         self.state: State = NO_LINK
-        self.name: str = attach.name
-        self.remote_handle: int = attach.handle
+        self.name = name
+        self.remote_handle = remote_handle
         self.handle: int = -1
         # The peer's role is in the attach; ours is the opposite.
         self.is_sender: bool = attach.role == ROLE_RECEIVER
@@ -97,8 +98,8 @@ class IncomingDelivery:
 
     __slots__ = ("chunks", "delivery_id", "delivery_tag", "message_format", "refused", "settled", "size", "state")
 
-    def __init__(self, transfer: Any) -> None:
-        self.delivery_id = transfer.delivery_id
+    def __init__(self, transfer: Transfer, delivery_id: int) -> None:
+        self.delivery_id = delivery_id  # the first transfer's, checked present
         self.delivery_tag = transfer.delivery_tag
         self.message_format = transfer.message_format or 0
         self.settled = bool(transfer.settled)
@@ -111,7 +112,7 @@ class IncomingDelivery:
 class Session:
     """One session: the channel pair, transfer windows and the links it carries."""
 
-    def __init__(self, remote_channel: int, channel: int, begin: Any, incoming_window: int) -> None:
+    def __init__(self, remote_channel: int, channel: int, begin: Begin, incoming_window: int) -> None:
         self.state: State = NO_SESSION
         self.remote_channel = remote_channel
         self.channel = channel

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class ConnectionOpened:
-    container_id: str
+    container_id: str | None  # mandatory in the spec, but not checked
     hostname: str | None
     properties: dict | None
 

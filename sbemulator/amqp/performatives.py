@@ -1,14 +1,17 @@
 """AMQP 1.0 composite types: performatives, SASL frames, delivery states, terminus and sections.
 
-Each composite is a small slotted class built from a field list, so the wire encoding (a described
-list) and the Python view stay in one place. Trailing null fields are trimmed on encoding, as the
+Each composite is a slotted dataclass whose fields, in order, are the described list's (``composite``
+registers it with the decoder), so the wire encoding and the Python view, types included, stay in one
+place. Trailing null fields are trimmed on encoding, as the
 specification allows and as peers expect.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
 
 from .codec import DecodeError
 from .types import Described, Symbol, ULong
@@ -18,30 +21,21 @@ _BY_NAME: dict[str, type[Composite]] = {}
 
 
 class Composite:
-    """Base of every described-list type."""
+    """Base of every described-list type: the fields are the subclass's dataclass fields, in wire order."""
 
     __slots__ = ()
     CODE: ClassVar[int]
     NAME: ClassVar[str]
     FIELDS: ClassVar[tuple[str, ...]]
+    # The non-null defaults, which a null (or absent) field decodes to.
     DEFAULTS: ClassVar[dict[str, Any]] = {}
     # Per field, a check of what a peer may send in it (None: anything): see ``field_types``.
     CHECKS: ClassVar[tuple[Callable[[Any], bool] | None, ...]] = ()
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        fields = self.FIELDS
-        if len(args) > len(fields):
-            raise TypeError(f"{type(self).__name__} takes at most {len(fields)} fields")
-        for name, value in zip(fields, args, strict=False):
-            object.__setattr__(self, name, value)
-        for name in fields[len(args):]:
-            object.__setattr__(self, name, kwargs.pop(name, self.DEFAULTS.get(name)))
-        if kwargs:
-            raise TypeError(f"unknown fields for {type(self).__name__}: {sorted(kwargs)}")
-
     # Some clients index into certain lists (the SDK reads error[2] without a length check), so
     # those types keep every field on the wire instead of trimming trailing nulls.
     KEEP_ALL_FIELDS: ClassVar[bool] = False
+    # What ``dataclass`` adds to every subclass (declared so the type checker sees composites as dataclasses).
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def to_described(self) -> Described:
         values = [getattr(self, name) for name in self.FIELDS]
@@ -51,7 +45,7 @@ class Composite:
         return Described(ULong(self.CODE), values)
 
     @classmethod
-    def from_list(cls, values: list) -> Composite:
+    def from_list(cls, values: list[Any]) -> Self:
         """The composite a decoded field list describes. Fields with a declared type are checked here,
         where the peer's values become ours: a value of the wrong type is a DecodeError (the peer sees
         ``amqp:decode-error``), so no handler meets a string handle or a list as a delivery-id."""
@@ -86,118 +80,255 @@ class Composite:
         return f"{type(self).__name__}({shown})"
 
 
-def _field_init(name: str, field_names: tuple[str, ...], defaults: dict) -> Any:
-    """An ``__init__`` with one parameter per field (like ``namedtuple`` builds): a frame or a section
-    is built for every message, and the generic loop over ``*args``/``**kwargs`` cost more than the
-    rest of building it."""
-    if not field_names:
-        return Composite.__init__
-    params = ", ".join(f"{f}=_d[{f!r}]" for f in field_names)
-    body = "\n".join(f"    self.{f} = {f}" for f in field_names)
-    namespace: dict[str, Any] = {"_d": {f: defaults.get(f) for f in field_names}}
-    exec(f"def __init__(self, {params}):\n{body}\n", namespace)  # the field names are our own constants
-    init = namespace["__init__"]
-    init.__qualname__ = f"{name}.__init__"
-    return init
+_C = TypeVar("_C", bound=Composite)
 
 
-def _composite(name: str, code: int, symbol: str, fields: str, defaults: dict | None = None) -> type:
-    field_names = tuple(fields.split())
-    cls = type(
-        name,
-        (Composite,),
-        {
-            "__slots__": field_names,
-            "__init__": _field_init(name, field_names, defaults or {}),
-            "CODE": code,
-            "NAME": symbol,
-            "FIELDS": field_names,
-            "DEFAULTS": defaults or {},
-        },
-    )
-    _BY_CODE[code] = cls
-    _BY_NAME[symbol] = cls
-    return cls
+@dataclass_transform(eq_default=False)
+def composite(code: int, symbol: str) -> Callable[[type[_C]], type[_C]]:
+    """Make the decorated class a composite type with descriptor ``code`` / ``symbol``: a slotted
+    dataclass whose annotated fields, in order, are the described list's fields. The ``__init__`` the
+    dataclass writes has one parameter per field (like ``namedtuple``'s): a frame or a section is built
+    for every message, and a generic loop over ``*args``/``**kwargs`` cost more than the rest of
+    building it. The class is registered with the decoder (``from_described``)."""
 
+    def register(cls: type[_C]) -> type[_C]:
+        built = dataclass(slots=True, eq=False, repr=False)(cls)
+        built.CODE = code
+        built.NAME = symbol
+        specs = dataclasses.fields(built)
+        built.FIELDS = tuple(f.name for f in specs)
+        built.DEFAULTS = {f.name: f.default for f in specs if f.default is not None}
+        _BY_CODE[code] = built
+        _BY_NAME[symbol] = built
+        return built
+
+    return register
+
+
+# Fields without a declared AMQP type (``field_types`` below) are ``Any``: what the peer sent there
+# (a terminus, a delivery state, capabilities) is narrowed where it is used.
 
 # Transport performatives (spec 2.7)
-Open = _composite(
-    "Open", 0x10, "amqp:open:list",
-    "container_id hostname max_frame_size channel_max idle_time_out outgoing_locales incoming_locales "
-    "offered_capabilities desired_capabilities properties",
-    {"max_frame_size": 0xFFFFFFFF, "channel_max": 0xFFFF},
-)
-Begin = _composite(
-    "Begin", 0x11, "amqp:begin:list",
-    "remote_channel next_outgoing_id incoming_window outgoing_window handle_max offered_capabilities "
-    "desired_capabilities properties",
-    {"handle_max": 0xFFFFFFFF},
-)
-Attach = _composite(
-    "Attach", 0x12, "amqp:attach:list",
-    "name handle role snd_settle_mode rcv_settle_mode source target unsettled incomplete_unsettled "
-    "initial_delivery_count max_message_size offered_capabilities desired_capabilities properties",
-    {"snd_settle_mode": 2, "rcv_settle_mode": 0, "incomplete_unsettled": False},
-)
-Flow = _composite(
-    "Flow", 0x13, "amqp:flow:list",
-    "next_incoming_id incoming_window next_outgoing_id outgoing_window handle delivery_count "
-    "link_credit available drain echo properties",
-    {"drain": False, "echo": False},
-)
-Transfer = _composite(
-    "Transfer", 0x14, "amqp:transfer:list",
-    "handle delivery_id delivery_tag message_format settled more rcv_settle_mode state resume aborted "
-    "batchable",
-    {"more": False, "resume": False, "aborted": False, "batchable": False},
-)
-Disposition = _composite(
-    "Disposition", 0x15, "amqp:disposition:list",
-    "role first last settled state batchable",
-    {"settled": False, "batchable": False},
-)
-Detach = _composite("Detach", 0x16, "amqp:detach:list", "handle closed error", {"closed": False})
-End = _composite("End", 0x17, "amqp:end:list", "error")
-Close = _composite("Close", 0x18, "amqp:close:list", "error")
-Error = _composite("Error", 0x1D, "amqp:error:list", "condition description info")
-Error.KEEP_ALL_FIELDS = True
+@composite(0x10, "amqp:open:list")
+class Open(Composite):
+    container_id: str | None = None
+    hostname: str | None = None
+    max_frame_size: int = 0xFFFFFFFF
+    channel_max: int = 0xFFFF
+    idle_time_out: int | None = None
+    outgoing_locales: Any = None
+    incoming_locales: Any = None
+    offered_capabilities: Any = None
+    desired_capabilities: Any = None
+    properties: dict[Any, Any] | None = None
+
+
+@composite(0x11, "amqp:begin:list")
+class Begin(Composite):
+    remote_channel: int | None = None
+    next_outgoing_id: int | None = None
+    incoming_window: int | None = None
+    outgoing_window: int | None = None
+    handle_max: int = 0xFFFFFFFF
+    offered_capabilities: Any = None
+    desired_capabilities: Any = None
+    properties: dict[Any, Any] | None = None
+
+
+@composite(0x12, "amqp:attach:list")
+class Attach(Composite):
+    name: str | None = None
+    handle: int | None = None
+    role: bool | None = None
+    snd_settle_mode: int = 2
+    rcv_settle_mode: int = 0
+    source: Any = None
+    target: Any = None
+    unsettled: Any = None
+    incomplete_unsettled: bool | None = False  # None: we send it as null
+    initial_delivery_count: int | None = None
+    max_message_size: int | None = None
+    offered_capabilities: Any = None
+    desired_capabilities: Any = None
+    properties: dict[Any, Any] | None = None
+
+
+@composite(0x13, "amqp:flow:list")
+class Flow(Composite):
+    next_incoming_id: int | None = None
+    incoming_window: int | None = None
+    next_outgoing_id: int | None = None
+    outgoing_window: int | None = None
+    handle: int | None = None
+    delivery_count: int | None = None
+    link_credit: int | None = None
+    available: int | None = None
+    drain: bool = False
+    echo: bool = False
+    properties: dict[Any, Any] | None = None
+
+
+@composite(0x14, "amqp:transfer:list")
+class Transfer(Composite):
+    handle: int | None = None
+    delivery_id: int | None = None
+    delivery_tag: bytes | None = None
+    message_format: int | None = None
+    settled: bool | None = None
+    more: bool = False
+    rcv_settle_mode: int | None = None
+    state: Any = None
+    resume: bool = False
+    aborted: bool = False
+    batchable: bool = False
+
+
+@composite(0x15, "amqp:disposition:list")
+class Disposition(Composite):
+    role: bool | None = None
+    first: int | None = None
+    last: int | None = None
+    settled: bool = False
+    state: Any = None
+    batchable: bool = False
+
+
+@composite(0x16, "amqp:detach:list")
+class Detach(Composite):
+    handle: int | None = None
+    closed: bool = False
+    error: Error | None = None
+
+
+@composite(0x17, "amqp:end:list")
+class End(Composite):
+    error: Error | None = None
+
+
+@composite(0x18, "amqp:close:list")
+class Close(Composite):
+    error: Error | None = None
+
+
+@composite(0x1D, "amqp:error:list")
+class Error(Composite):
+    KEEP_ALL_FIELDS: ClassVar[bool] = True
+    condition: str | None = None
+    description: str | None = None
+    info: dict[Any, Any] | None = None
+
 
 # SASL (spec 5.3)
-SaslMechanisms = _composite("SaslMechanisms", 0x40, "amqp:sasl-mechanisms:list", "sasl_server_mechanisms")
-SaslInit = _composite("SaslInit", 0x41, "amqp:sasl-init:list", "mechanism initial_response hostname")
-SaslChallenge = _composite("SaslChallenge", 0x42, "amqp:sasl-challenge:list", "challenge")
-SaslResponse = _composite("SaslResponse", 0x43, "amqp:sasl-response:list", "response")
-SaslOutcome = _composite("SaslOutcome", 0x44, "amqp:sasl-outcome:list", "code additional_data")
+@composite(0x40, "amqp:sasl-mechanisms:list")
+class SaslMechanisms(Composite):
+    sasl_server_mechanisms: Any = None
+
+
+@composite(0x41, "amqp:sasl-init:list")
+class SaslInit(Composite):
+    mechanism: str | None = None
+    initial_response: bytes | None = None
+    hostname: str | None = None
+
+
+@composite(0x42, "amqp:sasl-challenge:list")
+class SaslChallenge(Composite):
+    challenge: bytes | None = None
+
+
+@composite(0x43, "amqp:sasl-response:list")
+class SaslResponse(Composite):
+    response: bytes | None = None
+
+
+@composite(0x44, "amqp:sasl-outcome:list")
+class SaslOutcome(Composite):
+    code: int | None = None
+    additional_data: bytes | None = None
+
 
 # Delivery states (spec 3.4)
-Received = _composite("Received", 0x23, "amqp:received:list", "section_number section_offset")
-Accepted = _composite("Accepted", 0x24, "amqp:accepted:list", "")
-Rejected = _composite("Rejected", 0x25, "amqp:rejected:list", "error")
-Released = _composite("Released", 0x26, "amqp:released:list", "")
-Modified = _composite(
-    "Modified", 0x27, "amqp:modified:list", "delivery_failed undeliverable_here message_annotations"
-)
+@composite(0x23, "amqp:received:list")
+class Received(Composite):
+    section_number: int | None = None
+    section_offset: int | None = None
+
+
+@composite(0x24, "amqp:accepted:list")
+class Accepted(Composite):
+    pass
+
+
+@composite(0x25, "amqp:rejected:list")
+class Rejected(Composite):
+    error: Any = None
+
+
+@composite(0x26, "amqp:released:list")
+class Released(Composite):
+    pass
+
+
+@composite(0x27, "amqp:modified:list")
+class Modified(Composite):
+    delivery_failed: Any = None
+    undeliverable_here: Any = None
+    message_annotations: Any = None
+
 
 # Terminus (spec 3.5)
-Source = _composite(
-    "Source", 0x28, "amqp:source:list",
-    "address durable expiry_policy timeout dynamic dynamic_node_properties distribution_mode filter "
-    "default_outcome outcomes capabilities",
-)
-Target = _composite(
-    "Target", 0x29, "amqp:target:list",
-    "address durable expiry_policy timeout dynamic dynamic_node_properties capabilities",
-)
+@composite(0x28, "amqp:source:list")
+class Source(Composite):
+    address: Any = None
+    durable: Any = None
+    expiry_policy: Any = None
+    timeout: Any = None
+    dynamic: Any = None
+    dynamic_node_properties: Any = None
+    distribution_mode: Any = None
+    filter: Any = None
+    default_outcome: Any = None
+    outcomes: Any = None
+    capabilities: Any = None
+
+
+@composite(0x29, "amqp:target:list")
+class Target(Composite):
+    address: Any = None
+    durable: Any = None
+    expiry_policy: Any = None
+    timeout: Any = None
+    dynamic: Any = None
+    dynamic_node_properties: Any = None
+    capabilities: Any = None
+
 
 # Message header and properties sections (spec 3.2)
-Header = _composite(
-    "Header", 0x70, "amqp:header:list", "durable priority ttl first_acquirer delivery_count"
-)
-Properties = _composite(
-    "Properties", 0x73, "amqp:properties:list",
-    "message_id user_id to subject reply_to correlation_id content_type content_encoding "
-    "absolute_expiry_time creation_time group_id group_sequence reply_to_group_id",
-)
+@composite(0x70, "amqp:header:list")
+class Header(Composite):
+    durable: Any = None
+    priority: Any = None
+    ttl: Any = None
+    first_acquirer: Any = None
+    delivery_count: Any = None
+
+
+@composite(0x73, "amqp:properties:list")
+class Properties(Composite):
+    message_id: Any = None
+    user_id: Any = None
+    to: Any = None
+    subject: Any = None
+    reply_to: Any = None
+    correlation_id: Any = None
+    content_type: Any = None
+    content_encoding: Any = None
+    absolute_expiry_time: Any = None
+    creation_time: Any = None
+    group_id: Any = None
+    group_sequence: Any = None
+    reply_to_group_id: Any = None
+
 
 PERFORMATIVES = (Open, Begin, Attach, Flow, Transfer, Disposition, Detach, End, Close)
 

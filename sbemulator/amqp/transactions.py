@@ -7,21 +7,43 @@ disposition decode into these classes instead of bare described values.
 
 from __future__ import annotations
 
-from .performatives import _composite
+from typing import Any
+
+from .performatives import Composite, composite
+
 
 # 4.5.1 coordinator: the target of a link that declares and discharges transactions.
-Coordinator = _composite("Coordinator", 0x30, "amqp:coordinator:list", "capabilities")
+@composite(0x30, "amqp:coordinator:list")
+class Coordinator(Composite):
+    capabilities: Any = None
+
+
 # 4.5.2 declare (the body of a message to the coordinator); global-id is for distributed transactions.
-Declare = _composite("Declare", 0x31, "amqp:declare:list", "global_id")
+@composite(0x31, "amqp:declare:list")
+class Declare(Composite):
+    global_id: Any = None
+
+
 # 4.5.3 discharge: fail=true rolls back, false (the default) commits.
-Discharge = _composite("Discharge", 0x32, "amqp:discharge:list", "txn_id fail", {"fail": False})
+@composite(0x32, "amqp:discharge:list")
+class Discharge(Composite):
+    txn_id: Any = None
+    fail: bool = False
+
+
 # 4.5.4 declared: the coordinator's outcome for a declare, carrying the new transaction's id.
-Declared = _composite("Declared", 0x33, "amqp:declared:list", "txn_id")
+@composite(0x33, "amqp:declared:list")
+class Declared(Composite):
+    txn_id: Any = None
+
+
 # 4.5.5 transactional-state: a transfer or disposition that is part of a transaction, with the
 # outcome that applies when it commits.
-TransactionalState = _composite(
-    "TransactionalState", 0x34, "amqp:transactional-state:list", "txn_id outcome"
-)
+@composite(0x34, "amqp:transactional-state:list")
+class TransactionalState(Composite):
+    txn_id: Any = None
+    outcome: Any = None
+
 
 # 4.5.7 txn-capability, offered by a coordinator that supports local transactions.
 LOCAL_TRANSACTIONS = "amqp:local-transactions"

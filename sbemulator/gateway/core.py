@@ -822,7 +822,7 @@ class EntityReceiverLink(LinkHandler):
         filters = getattr(source, "filter", None) or {}
         session_requested = SESSION_FILTER in filters
         session_id = filters.get(SESSION_FILTER) if session_requested else None
-        if hasattr(session_id, "value"):
+        if isinstance(session_id, Described):
             session_id = session_id.value
         if isinstance(session_id, bytes):
             session_id = session_id.decode("utf-8", "replace")
