@@ -1,6 +1,8 @@
-"""The import structure of the whole repository: no import cycles between modules, and the emulator's
+"""The import structure of the whole repository: no import cycles between modules; the emulator's
 layers point one way (``amqp`` <- ``gateway`` <- ``runtime``; the broker and the store below the
-gateway; the admin plane over the broker's public API only).
+gateway; the admin plane over the broker's public API only); and so do the project's parts (``shared``
+<- ``sender``, ``consumers`` <- ``functions`` <- ``function_app``; ``devhost``, ``bench`` and ``tests``
+over them), with every top-level package and module placed.
 
 Imports are read with ``ast`` (those under ``if TYPE_CHECKING:`` and inside functions too: they are
 dependencies as well), so the check has no import side effects. The broker's own module graph is
@@ -23,7 +25,7 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 
 @functools.cache
 def _modules() -> dict[str, Path]:
-    out = {}
+    out = {path.stem: path for path in ROOT.glob("*.py")}  # function_app.py
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             if SKIP_PARTS & set(path.relative_to(ROOT).parts):
@@ -190,8 +192,55 @@ def test_the_admin_plane_reaches_the_broker_only_through_its_public_modules() ->
     assert offenders == []
 
 
-# sbemulator/amqp/ is being reworked (explicit endpoint states); its package docstring comes with that.
-NO_DOCSTRING_YET = {"sbemulator.amqp"}
+# What each top-level part of the repository may import of the others (read as "may depend on"):
+# the pipeline's own code over ``shared``, the Functions adapters over what they adapt, the local
+# host over the pipeline and the emulator (and infra's Bicep reader for the apps' scale settings);
+# benchmarks and tests over anything but each other's dependants. sbemulator imports nothing of the
+# project (test_the_shipped_package_imports_nothing_of_the_tests).
+PROJECT_ALLOWED = {
+    "shared": set(),
+    "sender": {"shared"},
+    "consumers": {"shared"},
+    "functions": {"shared", "sender", "consumers"},
+    "function_app": {"functions", "shared"},
+    "infra": set(),
+    "devhost": {"shared", "sender", "consumers", "infra", "sbemulator"},
+    "bench": {"shared", "sender", "consumers", "functions", "function_app", "devhost", "infra", "sbemulator"},
+    "tests": {"shared", "sender", "consumers", "functions", "function_app", "devhost", "infra", "sbemulator",
+              "bench"},
+}
+
+
+def test_every_part_of_the_repository_is_placed() -> None:
+    unplaced = sorted({m.split(".")[0] for m in _modules()} - set(PROJECT_ALLOWED) - {"sbemulator"})
+    assert unplaced == []
+
+
+def _project_offenders(graph: dict[str, set[str]]) -> list[str]:
+    offenders = []
+    for module, deps in sorted(graph.items()):
+        part = module.split(".")[0]
+        if part == "sbemulator":
+            continue
+        for dep in sorted(deps):
+            dep_part = dep.split(".")[0]
+            if dep_part != part and dep_part not in PROJECT_ALLOWED[part]:
+                offenders.append(f"{module} -> {dep}")
+    return offenders
+
+
+def test_the_project_parts_point_one_way() -> None:
+    assert _project_offenders(_graph()) == []
+
+
+def test_the_project_check_finds_an_import_pointing_back_up() -> None:
+    graph = {"shared.settings": {"consumers.priority"}, "consumers.priority": {"shared.settings"},
+             "tests.unit.x": {"bench.y"}}
+    assert _project_offenders(graph) == ["shared.settings -> consumers.priority"]
+    assert "function_app" in _modules()
+
+
+NO_DOCSTRING_YET: set[str] = set()
 
 
 def test_every_package_says_what_lives_there() -> None:
