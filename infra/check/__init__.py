@@ -16,6 +16,7 @@ from infra.check.body import BodyChecker
 from infra.check.evaluate import FileInstance, ResourceRef
 from infra.check.findings import Finding, Findings
 from infra.check.params import check_param_defaults
+from infra.check.values import InstanceView
 
 INFRA = Path(__file__).resolve().parents[1]
 DEFAULT_FILES = (INFRA / "main.bicep",)
@@ -43,13 +44,13 @@ def checked_resources(paths: list[Path] | tuple[Path, ...] = DEFAULT_FILES) -> i
     findings = Findings()
     count = 0
     for path in paths:
-        instances = [FileInstance(parse(Path(path).resolve()), {}, Path(path).name, findings)]
+        instances: list[InstanceView] = [FileInstance(parse(Path(path).resolve()), {}, Path(path).name, findings)]
         while instances:
             instance = instances.pop()
-            for decl in instance.file.resources.values():
-                count += len(instance.resource_refs(decl))
-            for decl in instance.file.modules.values():
-                instances.extend(m.child for m in instance.module_refs(decl) if m.child)
+            for resource in instance.file.resources.values():
+                count += len(instance.resource_refs(resource))
+            for module in instance.file.modules.values():
+                instances.extend(m.child for m in instance.module_refs(module) if m.child)
     return count
 
 
@@ -67,9 +68,9 @@ def _property_node(obj: Any, *keys: str) -> Any:
     return node
 
 
-def _visit(instance: FileInstance, findings: Findings) -> None:
-    for decl in instance.file.modules.values():
-        for module in instance.module_refs(decl):
+def _visit(instance: InstanceView, findings: Findings) -> None:
+    for module_decl in instance.file.modules.values():
+        for module in instance.module_refs(module_decl):
             if module.child is not None:
                 _visit(module.child, findings)
     app_settings: dict[int, list[tuple[Any, int]]] = {}
@@ -97,7 +98,7 @@ def _visit(instance: FileInstance, findings: Findings) -> None:
         flex.check_site(site, app_settings.get(id(site.decl), []), _reporter(instance, site, findings))
 
 
-def _reporter(instance: FileInstance, ref: ResourceRef, findings: Findings) -> Any:
+def _reporter(instance: InstanceView, ref: ResourceRef, findings: Findings) -> Any:
     label = f"{ref.label} ({ref.decl.type})"
 
     def report(line: int, path: str, message: str, file: Path | None = None) -> None:
@@ -106,7 +107,7 @@ def _reporter(instance: FileInstance, ref: ResourceRef, findings: Findings) -> A
     return report
 
 
-def _check_resource(instance: FileInstance, ref: ResourceRef, findings: Findings) -> None:
+def _check_resource(instance: InstanceView, ref: ResourceRef, findings: Findings) -> None:
     report = _reporter(instance, ref, findings)
     decl = ref.decl
     if not decl.api_version:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from pathlib import Path
 from typing import Any
 
 from infra.check import schema as schemas
@@ -31,7 +32,8 @@ COMPATIBLE = {
 class BodyChecker:
     def __init__(self, report: Any) -> None:
         self.report = report  # report(line, path, message, file=None)
-        self.file = None  # the file whose lines are being reported (values passed into a module keep theirs)
+        # the file whose lines are being reported (values passed into a module keep theirs)
+        self.file: Path | None = None
 
     def check_resource(self, body: Any, schema: schemas.ObjectSchema, line: int,
                        runtime: schemas.ObjectSchema | None = None) -> None:
@@ -67,7 +69,7 @@ class BodyChecker:
                 schema = subtype
         lines = getattr(value, "lines", {})
         outer_file = self.file
-        if lines and getattr(value, "file", None) is not None:
+        if lines and isinstance(value, LDict) and value.file is not None:
             self.file = value.file
         elif not lines:
             lines = {}
@@ -89,7 +91,7 @@ class BodyChecker:
             if entry is None:
                 if schema.open:
                     continue
-                if isinstance(shadow_entry, schemas.FieldSchema) and shadow_entry.readonly:
+                if shadow is not None and isinstance(shadow_entry, schemas.FieldSchema) and shadow_entry.readonly:
                     self._report(item_line, item_path,
                                  f"is read-only ({shadow.name} returns it; {schema.name} does not accept it)")
                     continue

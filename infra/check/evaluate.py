@@ -91,6 +91,7 @@ class FileInstance:
         head, source, body = parts[0], parts[1], parts[-1]
         names = [text(c) for c in named(head)] if head.type == "for_loop_parameters" else [text(head)]
         items = self.eval(source, env)
+        bindings: dict[str, Any]
         if not isinstance(items, list):
             bindings = {names[0]: Unknown("any")}
             if len(names) > 1:
@@ -175,8 +176,8 @@ class FileInstance:
             refs = self.resource_refs(self.file.resources[name])
             return refs if self.file.resources[name].body.type == "for_statement" else refs[0]
         if name in self.file.modules:
-            refs = self.module_refs(self.file.modules[name])
-            return refs if self.file.modules[name].body.type == "for_statement" else refs[0]
+            modules = self.module_refs(self.file.modules[name])
+            return modules if self.file.modules[name].body.type == "for_statement" else modules[0]
         if name in {"az", "sys"}:
             return Unknown("object", origin=name)
         self.findings.add(self.file.path, line_of(node), self.where, "", f"unknown symbol '{name}'")

@@ -79,7 +79,8 @@ def claimed_role(source: str) -> str | None:
 def check_role_assignment(ref: ResourceRef, source: str, report: Any) -> None:
     """report(line, path, message); ``source`` is the text of the roleDefinitionId expression."""
     body = ref.body if isinstance(ref.body, dict) else {}
-    props = body.get("properties") if isinstance(body.get("properties"), dict) else {}
+    raw = body.get("properties")
+    props = raw if isinstance(raw, dict) else {}
     lines = getattr(props, "lines", {})
     role_line = lines.get("roleDefinitionId", ref.decl.line)
     role_id = props.get("roleDefinitionId")

@@ -213,6 +213,8 @@ def _module_api_versions(package: types.ModuleType) -> dict[str, str]:
         config = sys.modules.get(f"{package.__name__}._configuration") or importlib.import_module(
             f"{package.__name__}._configuration"
         )
+        if config.__file__ is None:
+            return found
         source = Path(config.__file__).read_text(encoding="utf-8")
         match = re.search(r'api_version[^=\n]*=\s*kwargs\.pop\("api_version",\s*"([^"]+)"\)', source)
         if match:
@@ -320,8 +322,8 @@ def _hint_type(hint: Any, module: types.ModuleType) -> TypeRef:
         (item,) = typing.get_args(hint) or (Any,)
         return TypeRef("list", item=_hint_type(item, module))
     if origin in (dict, typing.Dict):  # noqa: UP006
-        args = typing.get_args(hint)
-        return TypeRef("dict", item=_hint_type(args[1], module) if len(args) == 2 else TypeRef("any"))
+        key_value = typing.get_args(hint)
+        return TypeRef("dict", item=_hint_type(key_value[1], module) if len(key_value) == 2 else TypeRef("any"))
     if isinstance(hint, type):
         if issubclass(hint, enum.Enum):
             return TypeRef("string", name=hint.__name__, enum_values=_enum_values(hint))
@@ -429,7 +431,7 @@ def _read_msrest(cls: type, schema: ObjectSchema) -> None:
     module = sys.modules[cls.__module__]
     models_module = sys.modules.get(module.__name__.rsplit(".", 1)[0], module)
     validation: dict[str, dict[str, Any]] = getattr(cls, "_validation", {}) or {}
-    init_hints = _type_hints(cls.__init__, module)
+    init_hints = _type_hints(cls.__init__, module)  # type: ignore[misc]  # a class's, not an instance's
     attribute_map = getattr(cls, "_attribute_map", {}) or {}
     for attr, subtypes in (cls.__dict__.get("_subtype_map") or {}).items():
         # a base model such as MetricAlertCriteria: the body's discriminator (``odata.type``) picks the model
