@@ -5,15 +5,19 @@ The credential is created only for identity-based settings, so local runs never 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azure.data.tables import TableServiceClient
 from azure.servicebus import ServiceBusClient
 
 from shared.settings import ServiceBusSettings, TableSettings
 
+if TYPE_CHECKING:  # imported where used: only identity-based settings need them
+    from azure.identity import DefaultAzureCredential
+    from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
-def default_credential() -> Any:
+
+def default_credential() -> DefaultAzureCredential:
     """DefaultAzureCredential: managed identity in Azure, the developer's login on a laptop."""
     from azure.identity import DefaultAzureCredential
 
@@ -32,16 +36,19 @@ def service_bus_client(
     )
 
 
-def async_service_bus_client(settings: ServiceBusSettings, *, credential: Any = None, **kwargs: Any) -> Any:
+def async_service_bus_client(settings: ServiceBusSettings, *, credential: Any = None,
+                             **kwargs: Any) -> AsyncServiceBusClient:
     """The asyncio flavour; the credential must then come from ``azure.identity.aio``."""
     from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
     if settings.connection_string:
         return AsyncServiceBusClient.from_connection_string(settings.connection_string, **kwargs)
+    if not settings.fully_qualified_namespace:
+        raise ValueError("ServiceBusSettings needs a connection string or a fully qualified namespace")
     if credential is None:
-        from azure.identity.aio import DefaultAzureCredential
+        from azure.identity.aio import DefaultAzureCredential as AsyncDefaultAzureCredential
 
-        credential = DefaultAzureCredential()
+        credential = AsyncDefaultAzureCredential()
     return AsyncServiceBusClient(settings.fully_qualified_namespace, credential, **kwargs)
 
 

@@ -84,12 +84,12 @@ class BudgetClock(TableCreatedOnFirstUse):
         self.cap = float(rate)
         self.interval = 1.0 / (rate * (1.0 - headroom))
         self.clock = clock
-        self._cached: tuple[float, str] | None = None  # (NextFree, etag) from our last read or update
+        self._cached: tuple[float, str | None] | None = None  # (NextFree, etag) from our last read or update
         self.updates = 0
         self.reads = 0
         self.conflicts = 0
 
-    def _read(self) -> tuple[float, str]:
+    def _read(self) -> tuple[float, str | None]:
         self.ensure_table()
         self.reads += 1
         try:
@@ -129,7 +129,7 @@ class BudgetClock(TableCreatedOnFirstUse):
                 continue
             finally:
                 self.updates += 1
-            self._cached = (entity["NextFree"], metadata["etag"])
+            self._cached = (first + count * self.interval, metadata["etag"])
             return Lease(first, count, self.interval)
         # lost every race: back off for a random part of a batch so the racers spread out
         log.info("write budget %s: no lease after %d attempts; backing off", self.name, attempts)
