@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import azure.functions as func
 from azure.functions.servicebus import ServiceBusMessage as FunctionsServiceBusMessage
@@ -32,8 +32,9 @@ class Out(func.Out[T], Generic[T]):
         self._value = val
         self.was_set = True
 
-    def get(self) -> T | None:
-        return self._value
+    def get(self) -> T:
+        """What the function set (None until it sets something, as the Functions worker's ``Out``)."""
+        return cast(T, self._value)
 
 
 def _text(value: Any) -> Any:
@@ -130,7 +131,7 @@ def to_service_bus_messages(value: Any) -> list[ServiceBusMessage]:
         if isinstance(item, ServiceBusMessage):
             messages.append(item)
         elif isinstance(item, str | bytes | bytearray):
-            messages.append(ServiceBusMessage(item))
+            messages.append(ServiceBusMessage(bytes(item) if isinstance(item, bytearray) else item))
         else:
             messages.append(ServiceBusMessage(json.dumps(item), content_type="application/json"))
     return messages

@@ -109,6 +109,8 @@ def discover(app: func.FunctionApp, role: str) -> list[FunctionSpec]:
     specs = []
     for function in app.get_functions():
         name = function.get_function_name()
+        if not name:  # the decorators always name a function; this is a host that cannot route it
+            raise DiscoveryError(f"a function of {role} has no name")
         trigger = _repr(function.get_trigger())
         if trigger["type"] not in SUPPORTED_TRIGGERS:
             raise DiscoveryError(f"function {name}: trigger type {trigger['type']!r} is not supported by "

@@ -7,6 +7,7 @@ any function runs.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -284,22 +285,24 @@ class Host:
 
         assert self.settings is not None
         if self.options.admin_connection is not None:
-            conn, ca = self.options.admin_connection
+            given, ca = self.options.admin_connection
             return ServiceBusAdministrationClient.from_connection_string(
-                conn, connection_verify=ca or True, connection_timeout=3, read_timeout=5)
+                given, connection_verify=ca or True, connection_timeout=3, read_timeout=5)
         if self.services.service_bus_connection:  # the embedded emulator
-            conn = self.services.admin_connection_string
-            if conn is None:
+            embedded = self.services.admin_connection_string
+            if embedded is None:
                 return None
             return ServiceBusAdministrationClient.from_connection_string(
-                conn, connection_verify=self.services.admin_ca, connection_timeout=3, read_timeout=5)
+                embedded, connection_verify=self.services.admin_ca, connection_timeout=3, read_timeout=5)
         conn = self.settings.get(SERVICE_BUS)
         if conn:
             return ServiceBusAdministrationClient.from_connection_string(conn, connection_timeout=5)
+        namespace = self.settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace")
+        if not namespace:
+            return None
         from shared.clients import default_credential
 
-        return ServiceBusAdministrationClient(self.settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace"),
-                                              default_credential())
+        return ServiceBusAdministrationClient(namespace, default_credential())
 
     def table_client(self, table_name: str, connection: str = TABLE) -> Any:
         from shared.clients import table_service_client
@@ -434,7 +437,7 @@ class Host:
                 # would hold each "no session has messages" answer back for many seconds (and stop()).
                 retries = 0 if spec.trigger.get("isSessionsEnabled") else 3
                 listener = ServiceBusListener(spec, instance, self.stats, plan.options,
-                                              lambda c=connection, r=retries: self.service_bus_client(c, r), outputs)
+                                              functools.partial(self.service_bus_client, connection, retries), outputs)
             with self._instances_lock:
                 self.listeners.append(listener)
             running.listeners.append(listener)

@@ -19,6 +19,7 @@ message actions (``consumers.settlement.ReceiverActions``). Locks are renewed by
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -66,7 +67,7 @@ RETURN = "$return"  # an output binding fed by the function's return value (Pyth
 
 def call_function(spec: FunctionSpec, kwargs: dict[str, Any], outputs: Outputs) -> None:
     """Call the user function with fresh ``Out`` objects, then flush what they (and ``$return``) hold."""
-    outs = {binding["name"]: Out() for binding in spec.outputs if binding["name"] != RETURN}
+    outs: dict[str, Out[Any]] = {binding["name"]: Out() for binding in spec.outputs if binding["name"] != RETURN}
     returned = spec.function(**kwargs, **outs)
     for binding in spec.outputs:
         if binding["name"] == RETURN:
@@ -206,7 +207,7 @@ class ServiceBusListener(Listener):
 
     def start(self) -> None:
         for slot in range(self.slots):
-            self._spawn(lambda index=slot: self._run_slot(index), f"{self.spec.name}@{self.instance}/{slot}")
+            self._spawn(functools.partial(self._run_slot, slot), f"{self.spec.name}@{self.instance}/{slot}")
 
     def _receiver(self, client: Any, renewer: AutoLockRenewer | None) -> Any:
         trigger = self.spec.trigger

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from azure.servicebus import ServiceBusSubQueue
 
@@ -83,7 +83,15 @@ def _runtime_active(admin: Any, trigger: dict[str, Any]) -> int:
     return int(runtime_properties(admin, **_address(trigger)).active_message_count)
 
 
-def _address(trigger: dict[str, Any]) -> dict[str, str | None]:
+class Address(TypedDict):
+    """The entity a trigger binding names, as the keyword arguments of the functions below."""
+
+    queue: str | None
+    topic: str | None
+    subscription: str | None
+
+
+def _address(trigger: dict[str, Any]) -> Address:
     """A trigger binding's entity as the keyword arguments of the functions below."""
     return {"queue": trigger.get("queueName") or None, "topic": trigger.get("topicName"),
             "subscription": trigger.get("subscriptionName")}
