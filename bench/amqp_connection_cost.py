@@ -17,6 +17,7 @@ import time
 
 from sbemulator.amqp import hotframes
 from sbemulator.amqp.connection import Connection
+from sbemulator.amqp.events import DeliveryStateChanged, LinkAttachRequested
 from sbemulator.amqp.framing import AMQP_HEADER, FRAME_SASL, SASL_HEADER, build_frame
 from sbemulator.amqp.performatives import ROLE_RECEIVER, Attach, Begin, Flow, Open, SaslInit, Source, Target
 from sbemulator.amqp.types import Symbol, UByte, UInt
@@ -43,6 +44,7 @@ def run(messages: int, size: int) -> tuple[float, float]:
     conn.receive_data(build_frame(0, Begin(None, UInt(0), UInt(UINT_MAX), UInt(UINT_MAX))))
     [attached] = conn.receive_data(build_frame(0, Attach("r", UInt(0), ROLE_RECEIVER, UByte(0), UByte(1),
                                                          Source("q"), Target("c"))))
+    assert isinstance(attached, LinkAttachRequested)
     link = attached.link
     conn.accept_attach(link)
     conn.receive_data(build_frame(0, Flow(UInt(0), UInt(UINT_MAX), UInt(0), UInt(UINT_MAX), UInt(0), UInt(0),
@@ -58,7 +60,8 @@ def run(messages: int, size: int) -> tuple[float, float]:
     sent = time.process_time()
     for frame in frames:
         for event in conn.receive_data(frame):
-            conn.settle_outgoing(event.link, event.delivery_id, event.state)
+            if type(event) is DeliveryStateChanged:  # the only event a completion gives
+                conn.settle_outgoing(event.link, event.delivery_id, event.state)
         conn.data_to_send()
     done = time.process_time()
     return (sent - start) / messages * 1e6, (done - sent) / messages * 1e6

@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                 profiler = cProfile.Profile()
                 replay(config, recording, in_memory=mode == "in-memory", profiler=profiler)
                 stats = pstats.Stats(profiler, stream=sys.stdout)
-                print(f"{stats.total_calls / args.messages:.1f} function calls per message (profiled run)")
+                calls = vars(stats)["total_calls"]  # set by Stats, not in its type stubs
+                print(f"{calls / args.messages:.1f} function calls per message (profiled run)")
                 stats.sort_stats("tottime").print_stats(args.profile)
     return 0
 

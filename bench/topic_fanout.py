@@ -19,7 +19,7 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,7 +50,7 @@ from ._util import (
     write_section,
 )
 
-Props = dict[str, Any]
+Props = dict[str | bytes, Any]  # application properties, as ServiceBusMessage takes them
 KINDS = ("order", "refund", "audit")
 
 # (SQL filter, the same predicate in Python): the Python side predicts each subscription's count.
@@ -87,12 +87,12 @@ MATCH_ALL = [
 SUBS = [f"s{i}" for i in range(10)]
 WARM_UP = 20
 QUEUE = "single"
-TOPICS = {"fanout-selective": [s for s, _ in SELECTIVE], "fanout-matchall": MATCH_ALL,
+TOPICS: dict[str, Sequence[str | None]] = {"fanout-selective": [s for s, _ in SELECTIVE], "fanout-matchall": MATCH_ALL,
           "fanout-true": [None] * 10}
 
 
 def message_fields(i: int) -> tuple[Props, str]:
-    props = {"region": f"r{i % 10}", "priority": i % 6, "kind": KINDS[i % 3], "customer": f"c{i % 50}"}
+    props: Props = {"region": f"r{i % 10}", "priority": i % 6, "kind": KINDS[i % 3], "customer": f"c{i % 50}"}
     subject = "job urgent" if i % 4 == 0 else "job normal"
     return props, subject
 
