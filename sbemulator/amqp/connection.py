@@ -395,7 +395,7 @@ class Connection:
             return None
         if session.failure is not None and input_ is not RECV_END:
             return None  # the session is about to be ended with an error: the rest is discarded
-        session.state = nxt  # type: ignore[assignment]
+        session.state = nxt
         return session
 
     def _enter_link(self, session: Session, link: Link, input_: Input) -> bool:
@@ -407,7 +407,7 @@ class Connection:
                                f"{input_.name[5:].lower()} on handle {link.remote_handle} not allowed ({link.state})")
         if nxt is DISCARD:
             return False
-        link.state = nxt  # type: ignore[assignment]
+        link.state = nxt
         return True
 
     def _send_step(self, endpoint: Link | Session, input_: Input) -> bool:
@@ -416,7 +416,7 @@ class Connection:
         nxt = endpoint.state.next[input_]
         if nxt is None or nxt is DISCARD:
             return False
-        endpoint.state = nxt  # type: ignore[assignment]
+        endpoint.state = nxt
         return True
 
     def _on_protocol_header(self, header: bytes) -> None:

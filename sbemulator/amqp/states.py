@@ -15,7 +15,7 @@ Transactions leave the tables as they are: a transactional state (``txn-id``) is
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 from .errors import (
     FRAMING_ERROR,
@@ -60,14 +60,19 @@ RECEIVED = tuple(i for i in Input if i.name.startswith("RECV_"))
 SENT = tuple(i for i in Input if i.name.startswith("SEND_"))
 
 
-class _Discard:
-    __slots__ = ()
+class _Discard(Enum):
+    """The type of ``DISCARD``: a one-member enum, so that ``nxt is DISCARD`` narrows
+    ``State | _Discard`` for the type checker (an ``is`` test on a plain instance does not)."""
+
+    DISCARD = "DISCARD"
 
     def __repr__(self) -> str:
         return "DISCARD"
 
+    __str__ = __repr__
 
-DISCARD = _Discard()
+
+DISCARD = _Discard.DISCARD
 
 
 class State:
@@ -191,13 +196,16 @@ def refusal(kind: str, input_: Input) -> tuple[str, str]:
     return table.get(input_, DEFAULT_REFUSALS[kind])
 
 
+def _target(to: Pair | _Discard, states: dict[Pair, State]) -> State | _Discard:
+    return DISCARD if to is DISCARD else states[to]
+
+
 def _compile(kind: str, table: Table) -> dict[Pair, State]:
     states = {(local, remote): State(kind, local, remote) for local in EndpointState for remote in EndpointState}
     for pair, state in states.items():
         row = table.get(pair, {})
         state.next = tuple(
-            (DISCARD if row[i] is DISCARD else states[row[i]]) if i in row else None  # type: ignore[index]
-            for i in Input
+            _target(row[i], states) if i in row else None for i in Input
         )
     return states
 

@@ -179,7 +179,7 @@ def test_a_field_of_the_wrong_type_is_the_peers_decode_error() -> None:
     peer = Peer()
     peer.open()
     peer.begin()
-    peer.frame(Attach("bad", "not-a-handle", False, source=None, target=None))
+    peer.frame(Attach("bad", "not-a-handle", False, source=None, target=None))  # type: ignore[arg-type]  # the wrong type on purpose
     [close] = [f for f in peer.frames() if isinstance(f.body, Close)]
     assert str(close.body.error.condition) == "amqp:decode-error"
     assert "Attach.handle" in str(close.body.error.description)
@@ -188,7 +188,7 @@ def test_a_field_of_the_wrong_type_is_the_peers_decode_error() -> None:
 def test_a_begin_with_a_list_as_window_is_a_decode_error() -> None:
     peer = Peer()
     peer.open()
-    peer.frame(Begin(None, UInt(0), [UInt(1)], UInt(5)))
+    peer.frame(Begin(None, UInt(0), [UInt(1)], UInt(5)))  # type: ignore[arg-type]  # on purpose
     [close] = [f for f in peer.frames() if isinstance(f.body, Close)]
     assert str(close.body.error.condition) == "amqp:decode-error"
 
