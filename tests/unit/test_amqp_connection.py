@@ -53,13 +53,14 @@ def test_sasl_anonymous_handshake_then_open() -> None:
     out = peer.output()
     assert out[0] == SASL_HEADER
     mechanisms = out[1]
+    assert isinstance(mechanisms, Frame)
     assert mechanisms.frame_type == FRAME_SASL and isinstance(mechanisms.body, SaslMechanisms)
     assert set(mechanisms.body.sasl_server_mechanisms) == {"ANONYMOUS", "PLAIN"}
 
     peer.frame(SaslInit(Symbol("ANONYMOUS"), b""), sasl=True)
-    outcome = peer.output()
-    assert len(outcome) == 1 and isinstance(outcome[0].body, SaslOutcome)
-    assert outcome[0].body.code == 0
+    [outcome] = peer.output()
+    assert isinstance(outcome, Frame) and isinstance(outcome.body, SaslOutcome)
+    assert outcome.body.code == 0
 
     peer.send(AMQP_HEADER)
     assert peer.output() == [AMQP_HEADER]
@@ -734,8 +735,10 @@ def test_connection_lost_reports_links_sessions_and_the_connection() -> None:
     session = peer.begin()
     link = peer.attach(handle=0, client_sends=True)
     events = peer.conn.connection_lost()
-    assert [type(e) for e in events] == [ev.LinkDetached, ev.SessionEnded, ev.ConnectionClosed]
-    assert events[0].link is link and events[1].session is session
+    detached, ended, _closed = events
+    assert isinstance(detached, ev.LinkDetached) and isinstance(ended, ev.SessionEnded)
+    assert isinstance(_closed, ev.ConnectionClosed)
+    assert detached.link is link and ended.session is session
     assert peer.conn.connection_lost() == []
 
 

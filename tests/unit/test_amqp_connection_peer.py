@@ -37,8 +37,9 @@ class Frame:
     size: int
 
 
-def parse_output(data: bytes) -> list[bytes | Frame]:
+def parse_output(data: bytes | bytearray) -> list[bytes | Frame]:
     """Split server output into protocol headers (bytes) and decoded frames."""
+    data = bytes(data)
     out: list[bytes | Frame] = []
     pos = 0
     while pos < len(data):

@@ -185,6 +185,7 @@ class FakeReceiver:
         self.closed = False
         self.session = None
         self.next_available_session = False
+        self.session_lost = False
 
     def on_available(self) -> None:
         self.calls.append(self.name)
@@ -193,7 +194,7 @@ class FakeReceiver:
 
 
 def test_wakeups_tell_each_receiver_once_when_the_outermost_operation_ends(caplog) -> None:
-    w, calls = Wakeups(), []
+    w, calls = Wakeups(), list[str]()
     ent = Entity(key="q", path="q", kind=QUEUE)
     a, b = FakeReceiver("a", calls, fail=True), FakeReceiver("b", calls)
     ent.receivers = ent.waiting = {id(a): a, id(b): b}
@@ -206,7 +207,7 @@ def test_wakeups_tell_each_receiver_once_when_the_outermost_operation_ends(caplo
     assert "on_available callback" in caplog.text
     b.closed = True
     with w.operation:
-        w.wake(b)
+        w.wake(b)  # type: ignore[arg-type]  # a fake receiver
     assert calls == ["a", "b"]
 
 
@@ -217,7 +218,6 @@ def test_losing_a_session_returns_its_locks_through_the_flow_and_wakes_the_owner
     sessions = Sessions(MemoryStore(), lambda: 10.0, {"sq": ent}.__getitem__, timers, wakeups, host)
     calls: list[str] = []
     r = FakeReceiver("r", calls)
-    r.session_lost = False  # type: ignore[attr-defined]
     s = ent.session("a")
     sessions.lock_session(ent, s, r, 10_000)  # type: ignore[arg-type]
     assert (s.owner, s.locked_until_ms, len(timers)) == (r, 11_000, 1)

@@ -8,6 +8,7 @@ general settlement; the error and everything observable afterwards must be the s
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -45,7 +46,7 @@ SCENARIO = st.fixed_dictionaries(
 def _run(scenario: dict, fast: bool) -> tuple:
     b, clock = make_broker(QUEUES)
     path = scenario["path"]
-    session = {"session_id": "s1"} if path == "sq" else {}
+    session: dict[str, Any] = {"session_id": "s1"} if path == "sq" else {}
     b.send(path, [msg(str(i).encode(), message_id=f"m{i}", **session) for i in range(scenario["sent"])])
     r = receiver(b, path, **session)
     taken = r.take(scenario["taken"])

@@ -7,6 +7,8 @@ are told least recently served first.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sbemulator.broker import ReceiveMode
 from tests.fixtures.broker import Recorder, bodies, make_broker, msg, receiver
 
@@ -43,7 +45,7 @@ def test_a_receiver_that_stops_waiting_is_told_again_once_it_waits() -> None:
 def test_receivers_that_can_take_are_told_least_recently_served_first() -> None:
     b, _ = make_broker([Q])
     told: list[str] = []
-    links = {}
+    links: dict[Any, Any] = {}
 
     def on_available(name: str):
         def call() -> None:

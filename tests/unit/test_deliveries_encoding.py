@@ -8,6 +8,7 @@ that both give the same bytes for every combination of the fields that vary per 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -66,8 +67,8 @@ def reference_delivery(message: BrokerMessage, header_delivery_count: int, locke
     return header_bytes + codec.encode(Described(ULong(0x71), da)) + payload[len(header_bytes):]
 
 
-def _message(**fields) -> BrokerMessage:
-    base = dict(
+def _message(**fields: Any) -> BrokerMessage:
+    base: dict[str, Any] = dict(
         properties_raw=encode_message(properties=Properties(message_id="m-1"))[:-4],  # drop the null body
         application_properties={}, body_raw=b"\x00\x53\x75\xa0\x03abc", message_id="m-1", correlation_id=None,
         session_id=None, subject=None, to=None, reply_to=None, reply_to_session_id=None, content_type=None,
@@ -145,7 +146,7 @@ def test_a_management_reply_message_carries_its_lock_token_as_a_delivery_annotat
                               delivered=True)
     parsed = parse_message(payload)
     assert parsed.delivery_annotations == {Symbol("x-opt-lock-token"): token}
-    assert parsed.message_annotations[SEQUENCE_NUMBER] == 7
+    assert parsed.message_annotations is not None and parsed.message_annotations[SEQUENCE_NUMBER] == 7
     assert parsed.body_raw == message.body_raw
     without = encode_delivery(message, header_delivery_count=1, locked_until_ms=5000)
     assert parse_message(without).delivery_annotations is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,9 @@ from sbemulator.descriptions import (
 from tests.fixtures.broker import make_broker
 
 NS = {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "q"}], "Topics": []}]}}
-LOCK_CAP = by_atom(QUEUE)["LockDuration"].maximum  # the one place the cap is written
+_LOCK_CAP = by_atom(QUEUE)["LockDuration"].maximum  # the one place the cap is written
+assert _LOCK_CAP is not None
+LOCK_CAP: float = _LOCK_CAP
 
 
 def _config(queue: dict) -> dict:
@@ -63,7 +66,7 @@ def _rendered(kind: str, api_version: str | None) -> list[str]:
     return [atom._local(c.tag) for c in ET.fromstring(xml)]
 
 
-def _sdk_order(model: type) -> list[str]:
+def _sdk_order(model: Any) -> list[str]:  # a generated msrest model class
     """Element names in the order azure-servicebus's model has once imported (its ``_model_workaround``
     puts the generated models in the order the service reads and writes)."""
     import azure.servicebus.management  # noqa: F401  (applies the workaround)

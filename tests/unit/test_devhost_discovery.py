@@ -133,7 +133,8 @@ def test_instance_scope_gives_each_instance_its_own_cached_resource() -> None:
         enter_instance(InstanceId("r", 1))
         second = module.resource()
         assert second != first and module.resource() == second
-        assert set(scope.factory("fake_runtime.resource").values()) == {InstanceId("r", 0), InstanceId("r", 1)}
+        factory = scope.factory("fake_runtime.resource")
+        assert factory is not None and set(factory.values()) == {InstanceId("r", 0), InstanceId("r", 1)}
     finally:
         enter_instance(None)
         scope.uninstall()
@@ -154,7 +155,7 @@ def test_functions_message_from_an_sdk_message() -> None:
     assert message.message_id == "id-1" and message.content_type == "application/json"
     assert message.application_properties == {"Priority": "High", "n": 3}  # str keys, as the binding gives
     assert message.label == "High"
-    assert message.metadata["MessageId"] == "id-1"
+    assert (message.metadata or {})["MessageId"] == "id-1"
 
 
 def test_out_and_service_bus_output_values() -> None:
@@ -216,7 +217,7 @@ def test_a_connection_no_setting_provides_is_named() -> None:
     options.roles = ("sender",)
     options.overrides = {"SENDER_SCHEDULE": "*/2 * * * * *"}
     host = Host(options)
-    host._ensure_connections = lambda settings, roles: None  # no namespace needed to check the names
+    host._ensure_connections = lambda settings, roles: None  # type: ignore[method-assign]  # no namespace needed to check the names
     with pytest.raises(SettingsError, match="function elsewhere: connection setting 'OtherNamespace' is not set"):
         host.start()
 

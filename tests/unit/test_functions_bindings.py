@@ -16,7 +16,7 @@ from shared.topology import SERVICE_BUS_CONNECTION
 def _bindings(app: func.FunctionApp) -> dict[str, list[dict]]:
     app.functions_bindings = None  # get_functions() refuses a second call otherwise
     return {
-        fn.get_function_name(): [dict(b.get_dict_repr()) for b in fn.get_bindings()]
+        str(fn.get_function_name()): [dict(b.get_dict_repr()) for b in fn.get_bindings()]
         for fn in app.get_functions()
     }
 

@@ -218,7 +218,7 @@ class FakeArmTransport(HttpTransport):
     def __exit__(self, *args: object) -> None:
         pass
 
-    def send(self, request, **kwargs):  # type: ignore[override]
+    def send(self, request, **kwargs):
         body = json.loads(request.content) if request.content else None
         url = urlsplit(request.url)
         self.requests.append(

@@ -32,17 +32,17 @@ class StandInSender:
 
 
 def _ids(batch: ServiceBusMessageBatch) -> list[str]:
-    return [m.message_id for m in batch._messages]
+    return [str(m.message_id) for m in batch._messages]
 
 
 def test_build_messages_sets_priority_property_id_and_json_body() -> None:
     messages = build_messages(2, 3, ["t1", "t2"], now=lambda: datetime(2026, 1, 1, tzinfo=UTC))
-    assert [m.application_properties["Priority"] for m in messages] == ["High"] * 2 + ["Low"] * 3
+    assert [(m.application_properties or {})["Priority"] for m in messages] == ["High"] * 2 + ["Low"] * 3
     assert len({m.message_id for m in messages}) == 5
     for message in messages:
         body = parse_message(b"".join(message.body))
         assert body.message_id == message.message_id
-        assert body.priority == message.application_properties["Priority"]
+        assert body.priority == (message.application_properties or {})["Priority"]
         assert message.content_type == "application/json"
     assert [parse_message(b"".join(m.body)).tenant_id for m in messages] == ["t1", "t2", "t1", "t2", "t1"]
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from shared.contract import ContractMessage, PoisonMessageError, parse_message
 
 
-def _valid(**overrides: object) -> dict:
-    body = {
+def _valid(**overrides: object) -> dict[str, object]:
+    body: dict[str, object] = {
         "message_id": "m-1", "tenant_id": "tenant-1", "priority": "High",
         "created_at": "2026-01-02T03:04:05.000006+00:00", "payload": {"k": 1},
     }
