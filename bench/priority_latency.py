@@ -37,6 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import azure.functions as func
 
@@ -338,7 +339,13 @@ def raw_events(host: Host) -> list[dict]:
          "reason": e.reason, "backlogs": dict(e.backlogs)} for e in host.scaler.events]
 
 
-def split_cold(collector: TelemetryCollector, stream: Stream) -> tuple[ColdStart, Stream]:
+class SampleSource(Protocol):
+    """What :func:`split_cold` reads of a ``TelemetryCollector`` (its tests hand it a list of samples)."""
+
+    def snapshot(self) -> list[Sample]: ...
+
+
+def split_cold(collector: SampleSource, stream: Stream) -> tuple[ColdStart, Stream]:
     """Set apart the messages that queued behind the start from zero (see :class:`ColdStart`)."""
     samples = [s for s in collector.snapshot() if s.stage == "consumer_high" and s.message_id in stream.sent]
     if not samples or not stream.sent:

@@ -56,6 +56,7 @@ def rule_body(rule: RuleProperties) -> bytes:
     element = models.CreateRuleBody(
         content=models.CreateRuleBodyContent(rule_description=rule._to_internal_entity())).serialize(is_xml=True)
     serialize_rule_key_values(element, rule)
+    assert isinstance(element, ET.Element)
     return ET.tostring(element).replace(b"ns1:", b"").replace(b":ns1", b"")
 
 
@@ -145,6 +146,7 @@ def test_queue_entry_reads_back_through_the_sdk() -> None:
     assert (props.max_delivery_count, props.requires_session, props.user_metadata) == (4, True, "m")
     assert props.forward_to == "sb://h:1/other"
     assert props.default_message_time_to_live == datetime.timedelta(minutes=10)
+    assert isinstance(props.auto_delete_on_idle, datetime.timedelta)
     assert props.auto_delete_on_idle > datetime.timedelta(days=10_000)
     runtime = QueueRuntimeProperties._from_internal_entity("orders", entry.content.queue_description)
     assert (runtime.active_message_count, runtime.scheduled_message_count, runtime.dead_letter_message_count) == (
@@ -177,6 +179,7 @@ def test_rule_entries_round_trip_through_the_sdk(rule: RuleConfig) -> None:
     data = atom.render_rule(RuleInfo("t", "s", rule, T0), "https://h", "ns")
     element = ET.fromstring(data)
     entry = models.RuleDescriptionEntry.deserialize(element)
+    assert entry.content is not None
     props = RuleProperties._from_internal_entity("r", entry.content.rule_description)
     deserialize_rule_key_values(element, props)
     # What the SDK read, sent back, parses into the same rule.
@@ -187,9 +190,11 @@ def test_feed_has_a_next_link_only_when_more_pages_exist() -> None:
     entries = [atom.entity_entry(info("queue", QueueConfig(f"q{i}")), "https://h", "h", "ns") for i in range(2)]
     last = ET.fromstring(atom.render_feed("Queues", "/$Resources/queues?$skip=0&$top=5", entries, "https://h", T0))
     feed = models.QueueDescriptionFeed.deserialize(last)
+    assert feed.entry is not None and feed.link is not None
     assert [e.title for e in feed.entry] == ["q0", "q1"] and len(feed.link) == 1
     more = ET.fromstring(atom.render_feed("Queues", "/x", entries, "https://h", T0, "/x?$skip=2&$top=2"))
-    assert models.QueueDescriptionFeed.deserialize(more).link[1].href == "https://h/x?$skip=2&$top=2"
+    links = models.QueueDescriptionFeed.deserialize(more).link
+    assert links is not None and links[1].href == "https://h/x?$skip=2&$top=2"
 
 
 def test_error_body_is_what_the_sdk_reads() -> None:
@@ -200,7 +205,7 @@ def test_error_body_is_what_the_sdk_reads() -> None:
 def test_namespace_info_reads_back() -> None:
     entry = models.NamespacePropertiesEntry.deserialize(ET.fromstring(atom.render_namespace("ns", "https://h", T0,
                                                                                             T0 + 5)))
-    assert entry.title == "ns"
+    assert entry.title == "ns" and entry.content is not None
     assert entry.content.namespace_properties.messaging_sku == "Standard"
 
 

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,7 @@ class FakeSession:
         self.on_renew = on_renew
         self.renewals: list[float] = []
         # set once the broker has granted the lock; far enough ahead not to shorten lock_duration
-        self.locked_until_utc = datetime.now(UTC) + timedelta(hours=1)
+        self.locked_until_utc: datetime | None = datetime.now(UTC) + timedelta(hours=1)
 
     def renew_lock(self, timeout: float | None = None) -> None:
         if self.on_renew:
@@ -56,7 +57,7 @@ class Recorder:
         self.events.append(("lost", self.clock.now))
 
 
-def _elector(clock: FakeClock, rec: Recorder, client: object = None, **kwargs: object) -> LeaderElector:
+def _elector(clock: FakeClock, rec: Recorder, client: object = None, **kwargs: Any) -> LeaderElector:
     return LeaderElector(client, "leader-election", "leader", rec.elected, rec.lost, lock_duration=30.0,
                          safety_margin=3.0, clock=clock, sleep=clock.sleep, watchdog=False, **kwargs)
 
