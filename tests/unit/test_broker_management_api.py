@@ -132,7 +132,7 @@ def test_session_views_show_messages_locks_and_state() -> None:
     b.send("sq", [msg(b"a1", session_id="a"), msg(b"a2", session_id="a"), msg(b"b1", session_id="b")])
     holder = receiver(b, "sq", session_id="b")
     b.set_session_state("sq", "b", b"step 2")
-    until = clock.now * 1000 + 30_000
+    until = int(clock.now * 1000) + 30_000
     assert b.session_views("sq") == [SessionView("a", 2, None, None), SessionView("b", 1, until, b"step 2")]
     clock.advance(31)  # the session lock has ended: the view says so even before the broker's timer runs
     assert b.session_views("sq")[1].locked_until_ms is None

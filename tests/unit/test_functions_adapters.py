@@ -5,6 +5,7 @@ Storage are stand-ins here (their real behaviour is covered by the Azurite and e
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import azure.functions as func
@@ -20,11 +21,12 @@ from consumers.table_sink import InMemorySink
 from functions import runtime
 from shared.contract import ContractMessage, parse_message
 from shared.settings import AppSettings
+from shared.write_budget import SharedWritePacer
 
 
 class Out(func.Out):
     def __init__(self) -> None:
-        self.value = None
+        self.value: object = None
 
     def set(self, val: object) -> None:
         self.value = val
@@ -69,7 +71,7 @@ class StandInClient:
 
 
 @pytest.fixture
-def functions(monkeypatch: pytest.MonkeyPatch) -> dict:
+def functions(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     runtime.reset()
     monkeypatch.setattr(runtime, "app_settings",
                         lambda: AppSettings(sender_batch_size=3, consumer_work_ms_high=0,
@@ -145,8 +147,9 @@ def test_consumers_forward_the_processed_message_to_leveling(functions: dict, na
                                 enqueued_time_utc=datetime(2026, 1, 1))
     out = Out()
     functions[name](message=message, leveling=out)
+    assert isinstance(out.value, str | bytes)
     forwarded = parse_message(out.value)
-    assert forwarded.message_id == "m-9" and forwarded.result["consumer"] == name
+    assert forwarded.message_id == "m-9" and (forwarded.result or {})["consumer"] == name
 
 
 def test_leveler_settles_through_the_message_actions(functions: dict, monkeypatch) -> None:
@@ -164,8 +167,7 @@ def test_leveler_settles_through_the_message_actions(functions: dict, monkeypatc
         def deadletter(self, m: object, deadletter_reason=None, deadletter_error_description=None) -> None:
             calls.append(("deadletter", deadletter_reason))
 
-    good = ContractMessage("m-1", "t", "Low", datetime(2026, 1, 1, tzinfo=UTC), {}, {"ok": 1})
-    good = good.to_json().encode()
+    good = ContractMessage("m-1", "t", "Low", datetime(2026, 1, 1, tzinfo=UTC), {}, {"ok": 1}).to_json().encode()
     functions["leveler"](message=ServiceBusReceivedMessage(Message(data=[good]), receiver=None),
                          message_actions=Actions())
     functions["leveler"](message=ServiceBusReceivedMessage(Message(data=[b"{"]), receiver=None),
@@ -181,6 +183,7 @@ def test_runtime_leveler_leases_from_the_app_wide_budget(monkeypatch: pytest.Mon
     monkeypatch.setenv("LEVELER_BUDGET_TABLE", "budgetx")
     try:
         worker = runtime.leveling_worker()  # builds clients only: nothing connects yet
+        assert isinstance(worker.limiter, SharedWritePacer)
         assert worker.limiter.rate == 60.0  # the whole cap: instances share it, nothing is split
         assert worker.limiter.budget.table.table_name == "budgetx"
         assert runtime.leveling_worker() is worker
@@ -200,6 +203,8 @@ def test_output_binding_annotation_is_a_real_type(functions: dict) -> None:
 def test_ordered_writer_is_a_session_trigger_that_settles_itself() -> None:
     app = function_app.create_app(["ordered"])
     (function,) = app.get_functions()
-    trigger = function.get_trigger().get_dict_repr()
+    declared = function.get_trigger()
+    assert declared is not None
+    trigger = declared.get_dict_repr()
     assert trigger["queueName"] == "ordered-writes"
     assert trigger["isSessionsEnabled"] is True and trigger["autoCompleteMessages"] is False
