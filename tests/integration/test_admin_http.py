@@ -172,6 +172,7 @@ def test_purge_empties_an_entity_and_its_dead_letters(emulator: Emulator) -> Non
     assert status == 200 and json.loads(body) == {"purged": 4}
     status, _, body = call(emulator, "POST", "/$admin/purge/events")  # a topic: all its subscriptions
     assert status == 200 and json.loads(body) == {"purged": 2}
+    assert emulator.admin_connection_string is not None
     with ServiceBusAdministrationClient.from_connection_string(
         emulator.admin_connection_string, connection_verify=emulator.ca_path
     ) as admin:
@@ -182,6 +183,7 @@ def test_purge_empties_an_entity_and_its_dead_letters(emulator: Emulator) -> Non
 
 
 def test_reset_restores_the_configured_namespace(emulator: Emulator) -> None:
+    assert emulator.admin_connection_string is not None
     with ServiceBusAdministrationClient.from_connection_string(
         emulator.admin_connection_string, connection_verify=emulator.ca_path
     ) as admin:

@@ -112,6 +112,7 @@ def test_sign_in_checks_the_namespace_keys_and_sets_a_strict_cookie(console: Con
 
 
 def test_a_queue_named_console_stays_reachable_through_the_atom_api(emu: Emulator) -> None:
+    assert emu.admin_connection_string is not None
     with ServiceBusAdministrationClient.from_connection_string(
             emu.admin_connection_string, connection_verify=emu.ca_path) as admin:
         assert admin.get_queue("console").name == "console"

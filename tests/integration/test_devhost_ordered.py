@@ -80,7 +80,8 @@ def test_two_instances_process_two_tenants_in_parallel_each_in_order(tmp_path: P
     table = "d" + uuid.uuid4().hex[:16]
     with Host(_options(tmp_path, azurite, table, instances=2, sessions=1, idle="00:00:05")) as host:
         assert host.wait_connected(30)
-        assert [listener.slots for listener in host.listeners] == [1, 1]  # maxConcurrentSessions per instance
+        slots = [getattr(listener, "slots", None) for listener in host.listeners]  # Service Bus listeners have them
+        assert slots == [1, 1]  # maxConcurrentSessions per instance
         _send(host, {"tenant-a": 12, "tenant-b": 12})
         rows = _wait_rows(host, table, 24, 60)
         audits = audit_table(host.table_client(table))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from typing import Any
 
 import pytest
 from azure.core.exceptions import HttpResponseError
@@ -39,7 +40,7 @@ def topology_under_test() -> dict:
     return copy.deepcopy(CONFIG)
 
 
-def _subscribe(admin: ServiceBusAdministrationClient, name: str, **rule: object) -> None:
+def _subscribe(admin: ServiceBusAdministrationClient, name: str, **rule: Any) -> None:
     """A subscription whose only rule is ``rule`` (the $Default rule removed)."""
     admin.create_subscription("events", name)
     admin.delete_rule("events", name, "$Default")

@@ -104,7 +104,7 @@ def test_a_dropped_connection_in_a_receive_loop_is_reconnected(emu: Emulator) ->
     with _client(emu, retries=3) as client:
         with client.get_queue_sender("orders") as sender:
             sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(4)])
-        received = []
+        received: list[str] = []
         with client.get_queue_receiver("orders", prefetch_count=0) as receiver:
             rule = None
             deadline = time.monotonic() + 60

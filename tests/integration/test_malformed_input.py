@@ -110,7 +110,7 @@ class RawClient:
         assert isinstance(mechanisms.body, SaslMechanisms) and mechanisms.frame_type == FRAME_SASL
         self.frame(SaslInit(Symbol(mechanism), response), sasl=True)
         outcome = self.read_frame().body
-        assert isinstance(outcome, SaslOutcome)
+        assert isinstance(outcome, SaslOutcome) and outcome.code is not None
         return int(outcome.code)
 
     def open(self, mechanism: str = "ANONYMOUS", response: bytes | None = None, **fields: Any) -> Open:
@@ -275,7 +275,8 @@ def test_transfer_on_an_unattached_handle_ends_the_session_and_the_connection_ke
     assert isinstance(raw.read_frame().body, Begin)
     raw.frame(Transfer(UInt(5), UInt(0), b"t", UInt(0)), payload=b"\x00\x53\x77\x40")
     end = raw.read_frame().body
-    assert isinstance(end, End) and str(end.error.condition) == "amqp:session:unattached-handle"
+    assert isinstance(end, End) and end.error is not None
+    assert str(end.error.condition) == "amqp:session:unattached-handle"
     raw.frame(Transfer(UInt(5), UInt(1), b"u", UInt(0)), payload=b"\x00\x53\x77\x40")  # discarded
     raw.frame(End())
     raw.frame(Begin(None, UInt(0), UInt(100), UInt(100)))  # the same channel, a new session

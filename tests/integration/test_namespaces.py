@@ -11,6 +11,7 @@ azure-core raises as ClientAuthenticationError).
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -51,7 +52,7 @@ def _admin(namespace) -> ServiceBusAdministrationClient:
 
 
 @pytest.fixture
-def two() -> Emulator:
+def two() -> Iterator[Emulator]:
     with Emulator(config=TWO_NAMESPACES, in_memory=True) as emu:
         yield emu
 

@@ -189,7 +189,7 @@ def test_a_write_applied_but_not_settled_is_completed_not_applied_again_by_the_n
             assert store.apply(settle_write(first)).value == "applied"
             # no settlement: the receiver goes away holding the message and the session
         second_store = TableSequenceStore(table, writer_id="host:2:second")
-        outcomes = []
+        outcomes: list[tuple[int | None, object]] = []
         deadline = time.monotonic() + 3 * LOCK_SECONDS + 10
         with client.get_queue_receiver(QUEUE, session_id=NEXT_AVAILABLE_SESSION,
                                        max_wait_time=LOCK_SECONDS * 3) as again:

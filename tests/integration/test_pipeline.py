@@ -9,6 +9,7 @@ Each test gets a fresh in-memory emulator loaded with the project's topology, in
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -41,6 +42,10 @@ from shared.topology import (
 
 WAIT = 2  # seconds a receive may wait for the next message
 TOPOLOGY = Path(__file__).resolve().parents[2] / "infra" / "servicebus.json"
+
+
+def _record(events: list[tuple[str, str, float]], name: str, what: str) -> None:
+    events.append((name, what, time.monotonic()))
 
 
 @pytest.fixture
@@ -191,8 +196,8 @@ def test_one_leader_at_a_time_and_handover_on_stop(client: ServiceBusClient) -> 
     for name in ("a", "b"):
         electors[name] = LeaderElector(
             client, QUEUE_LEADER_ELECTION, session_id,
-            on_elected=lambda n=name: events.append((n, "elected", time.monotonic())),
-            on_lost=lambda n=name: events.append((n, "lost", time.monotonic())),
+            on_elected=functools.partial(_record, events, name, "elected"),
+            on_lost=functools.partial(_record, events, name, "lost"),
             lock_duration=30.0, retry_interval=0.2, acquire_wait=1.0,
         )
     threads = {n: threading.Thread(target=e.run, daemon=True) for n, e in electors.items()}

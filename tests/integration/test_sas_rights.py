@@ -201,7 +201,7 @@ def test_a_rule_added_through_the_management_api_opens_its_queue(emu: Emulator) 
     with ServiceBusAdministrationClient.from_connection_string(admin_conn, connection_verify=emu.ca_path) as adm:
         adm.create_queue("ruled", authorization_rules=[AuthorizationRule(
             type="SharedAccessAuthorizationRule", key_name="ruled-send", primary_key="ruled-primary-key",
-            secondary_key="ruled-secondary-key", rights=[AccessRights.send])])
+            secondary_key="ruled-secondary-key", rights=[AccessRights.send.value])])
     conn = _conn(emu, "ruled-send", "ruled-primary-key", entity="ruled")
     with ServiceBusClient.from_connection_string(conn, retry_total=0) as client:
         _send(client, "ruled", body="through a rule the API added")

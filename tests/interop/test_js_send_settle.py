@@ -41,7 +41,7 @@ def test_js_send_shapes_complete_and_dead_letter_seen_from_python(sb_connection_
             assert message.dead_letter_reason == "InvalidPayload"
             assert message.dead_letter_error_description == "field 'amount' is missing"
             props = {k.decode() if isinstance(k, bytes) else k: v for k, v in
-                     message.application_properties.items()}
+                     (message.application_properties or {}).items()}
             assert props["DeadLetterReason"] in ("InvalidPayload", b"InvalidPayload")
             dlq.complete_message(message)
             assert dlq.receive_messages(max_message_count=1, max_wait_time=1) == []
