@@ -32,6 +32,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+from array import array
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -152,7 +153,13 @@ class MessageFlow:
             if persist:
                 assert isinstance(msg, BrokerMessage)  # another store's index entries have no data here
                 store.put_message(key, msg)
-            if type(msg) is tuple:  # an available message of a paging container: its index entry only
+            if type(msg) is array:  # available messages of a paging container: their index entries only
+                cold = ent.cold
+                if cold is None:
+                    cold = ent.cold = ColdIndex()
+                ent.quota.held_bytes += cold.extend(msg)
+                continue
+            if type(msg) is tuple:  # one such entry (a store that loads them one by one)
                 cold = ent.cold
                 if cold is None:
                     cold = ent.cold = ColdIndex()

@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from array import array
 from collections.abc import Collection, Iterator
 from typing import Protocol
 
 from sbemulator.model import BrokerMessage
 
-IndexEntry = tuple[int, int, int, int | None, int]
+IndexRow = tuple[int, int, int, int | None, int]
 """An available message of a paging container as loaded at start-up without its data: (sequence number,
 delivery count, enqueued ms, expires ms or None, size); a row of broker.paging.ColdIndex."""
+IndexRows = array
+"""Many :data:`IndexRow` at once, in sequence order: an ``array('q')`` of five numbers per message, an
+expiry of -1 for none (what the SQLite store reads at start-up without a Python object per message)."""
+IndexEntry = IndexRow | IndexRows
 
 
 class StoreError(Exception):

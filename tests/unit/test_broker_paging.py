@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sbemulator.broker import MessageState, ReceiveMode
 from sbemulator.store import SqliteStore
+from sbemulator.store import sqlite as sqlite_store
 from tests.fixtures.broker import FakeClock, bodies, make_broker, msg, receiver
 
 QUEUES = [{"Name": "q", "Properties": {"MaxDeliveryCount": 5}}]
@@ -81,6 +82,38 @@ def test_a_restart_reads_only_the_index_and_keeps_delivery_counts(tmp_path):
     assert got[0].header_delivery_count == 1 and got[1].header_delivery_count == 0
     _send(b2, "q", 1, start=8)
     assert b2.peek("q", 0, 1)[0].sequence_number == 9  # the counter survived the paged restart
+    b2.close()
+
+
+def test_a_restart_loads_the_index_in_chunks_with_every_entry_as_stored(tmp_path, monkeypatch):
+    # The store hands the index over in chunks that SQLite concatenates (store/sqlite.py _load_index):
+    # chunks of 3 entries over 11 messages, entries holding zero bytes (small numbers) and large ones
+    # (times), a deferred message among them that must not enter the index. (Entries without an expiry,
+    # -1, load in test_store_migration.)
+    monkeypatch.setattr(sqlite_store, "_LOAD_ROWS", 3)
+    db = tmp_path / "sb.db"
+    clock = FakeClock()
+    b = open_broker(db, clock)
+    b.send("q", [msg(f"m{i}".encode(), message_id=str(i), time_to_live_ms=None if i % 2 else 1_000_000 + i)
+                 for i in range(11)])
+    r = receiver(b, "q")
+    (taken,) = r.take(1)
+    r.defer(taken.lock_token)
+    b.close()
+
+    b2 = open_broker(db, clock)
+    ent = _entity(b2, "q")
+    assert list(ent.cold.seqs) == list(range(2, 12)) and list(ent.messages) == [1]
+    assert list(ent.cold.sizes) == [len(f"m{i}") + 10 for i in range(1, 11)]
+    assert ent.held_bytes == sum(len(f"m{i}") + 10 for i in range(11))
+    got = []
+    r2 = receiver(b2, "q", ReceiveMode.RECEIVE_AND_DELETE)
+    while batch := r2.take(4):
+        got += batch
+    assert [d.message.body_raw for d in got] == [f"m{i}".encode() for i in range(1, 11)]
+    ttls = [d.message.expires_at_ms - d.message.enqueued_time_ms for d in got]
+    assert ttls[1::2] == [1_000_000 + i for i in range(2, 11, 2)]  # as sent
+    assert len(set(ttls[0::2])) == 1 and ttls[0] > 1_000_010  # the entity default
     b2.close()
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from sbemulator.broker import ReceiveMode
 from sbemulator.store import SqliteStore
 from sbemulator.store.journal import DeliveryJournal
+from sbemulator.store.sqlite import stored_rows
 from tests.fixtures.broker import FakeClock, bodies, make_broker, msg, receiver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,7 +21,15 @@ QUEUES = [{"Name": "q", "Properties": {}}]
 
 
 def _rows(db: Path) -> int:
-    return _query(db, "SELECT COUNT(*) FROM messages")
+    return _query(db, "SELECT COUNT(*) FROM message_index")
+
+
+def _stored(db: Path) -> list[tuple]:
+    conn = sqlite3.connect(db)
+    try:
+        return stored_rows(conn)
+    finally:
+        conn.close()
 
 
 def _query(db: Path, sql: str) -> int:
@@ -53,7 +62,7 @@ def test_completions_confirmed_before_a_kill_stay_completed(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, timeout=60, capture_output=True, text=True)
     assert done.returncode == 9, done.stderr
     assert _rows(db) == 5  # the two deletions are only in the journal so far
-    assert _query(db, "SELECT MAX(delivery_count) FROM messages") == 0  # and so are the deliveries
+    assert max(row[3] for row in _stored(db)) == 0  # and so are the deliveries
 
     b, _ = make_broker(QUEUES, [], clock=FakeClock(), store=SqliteStore(db))
     r = receiver(b, "q", ReceiveMode.RECEIVE_AND_DELETE)
@@ -110,7 +119,7 @@ def test_a_full_journal_refuses_and_the_store_folds_it_into_sqlite(tmp_path):
         b.commit()
     in_journal = len(store._journal.keys)
     assert 0 < in_journal < 3000  # it filled up at least once and was folded
-    assert store._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == in_journal
+    assert len(stored_rows(store._db)) == in_journal
     b.close()
     assert _rows(db) == 0  # a clean shutdown folds the rest
 
@@ -136,7 +145,7 @@ def test_a_key_written_again_after_its_journaled_deletion_survives_a_restart(tmp
 
 
 def _rows_in(store: SqliteStore) -> int:
-    return store._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+    return len(stored_rows(store._db))
 
 
 class _KilledRightAfterCommit:
@@ -156,7 +165,7 @@ class _KilledRightAfterCommit:
         return result
 
     def executemany(self, sql: str, rows):
-        self._rewrote |= sql.lstrip().upper().startswith("INSERT") and "messages" in sql
+        self._rewrote |= sql.lstrip().upper().startswith("INSERT") and "message_" in sql
         return self._db.executemany(sql, rows)
 
 
@@ -186,7 +195,7 @@ def test_a_kill_after_a_commit_that_met_the_journal_does_not_bring_back_older_va
     real.close()  # no clean shutdown
     again = SqliteStore(db)
     try:
-        (count,) = again._db.execute("SELECT delivery_count FROM messages").fetchone()
+        ((*_, count, _enqueued, _expires, _size),) = stored_rows(again._db)
         assert count == journaled_count + 5
     finally:
         again.close()
@@ -212,7 +221,6 @@ def test_a_fold_deletes_exactly_the_journaled_rows_whatever_their_gaps(tmp_path)
     b.store.fold_journal()
     b.close()  # the store holds its database exclusively while open
     assert _rows(db) == 15 - 7
-    assert [row[0] for row in sqlite3.connect(db).execute(
-        "SELECT seq FROM messages WHERE entity = 'a' ORDER BY seq")] == [4, 6, 9, 10]
-    assert [row[0] for row in sqlite3.connect(db).execute(
-        "SELECT seq FROM messages WHERE entity = 'a2' ORDER BY seq")] == [1, 3, 4, 5]
+    rows = _stored(db)
+    assert [row[1] for row in rows if row[0] == "a"] == [4, 6, 9, 10]
+    assert [row[1] for row in rows if row[0] == "a2"] == [1, 3, 4, 5]
