@@ -3,6 +3,9 @@ scheduled and deferred messages, session state, duplicate history intact; locks 
 
 from __future__ import annotations
 
+import json
+import pickle
+import struct
 import uuid
 
 from sbemulator.amqp.types import Symbol, Timestamp, UInt
@@ -64,6 +67,23 @@ def test_message_blob_roundtrip_keeps_amqp_types():
         2,
         True,
     )
+
+
+def test_a_message_stored_with_a_json_head_still_loads():
+    # Rows written before the head was pickled (store/serialize.py) hold it as JSON: same fields.
+    m = BrokerMessage.from_incoming(msg(b"body", properties_raw=b"\x00\x53\x73p", message_id="id", session_id="s",
+                                        time_to_live_ms=1000, application_properties={"u": UInt(7)}))
+    m.dead_letter_reason, m.hops, m.header_fields = "r", 2, (True, 4, None)
+    data = encode_message(m)
+    lh, lp, la, ln = struct.unpack_from(">IIII", data, 0)
+    head = pickle.loads(data[16:16 + lh])
+    assert data[16:17] == b"\x80" and head[0] == "id"  # written as a pickle now
+    old_head = json.dumps(head, separators=(",", ":")).encode()  # as encode_message wrote it before
+    old = struct.pack(">IIII", len(old_head), lp, la, ln) + old_head + data[16 + lh:]
+    for back in (decode_message(data), decode_message(old)):
+        assert (back.message_id, back.session_id, back.time_to_live_ms, back.dead_letter_reason, back.hops,
+                back.header_fields, back.body_raw, back.properties_raw, back.application_properties) == (
+            "id", "s", 1000, "r", 2, (True, 4, None), b"body", b"\x00\x53\x73p", {"u": UInt(7)})
 
 
 def test_restart_keeps_everything_but_locks(tmp_path):
