@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .performatives import ROLE_RECEIVER, Attach, Begin, Transfer
+from .performatives import RCV_FIRST, ROLE_RECEIVER, SND_MIXED, Attach, Begin, Transfer
 from .states import ACTIVE, CLOSED, NO_LINK, NO_SESSION, State
 
 UINT_MAX = 0xFFFFFFFF
@@ -54,8 +54,9 @@ class Link:
         self.source = attach.source
         self.target = attach.target
         self.properties: dict = attach.properties or {}
-        self.snd_settle_mode: int = attach.snd_settle_mode
-        self.rcv_settle_mode: int = attach.rcv_settle_mode
+        # A decoded attach has its defaults for null fields (Composite.from_list); these are its modes.
+        self.snd_settle_mode: int = SND_MIXED if attach.snd_settle_mode is None else attach.snd_settle_mode
+        self.rcv_settle_mode: int = RCV_FIRST if attach.rcv_settle_mode is None else attach.rcv_settle_mode
         self.remote_max_message_size: int | None = attach.max_message_size
         # The largest delivery we take on this link (what our attach announced); None: the connection's.
         self.max_message_size: int | None = None

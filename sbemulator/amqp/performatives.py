@@ -140,8 +140,8 @@ class Attach(Composite):
     name: str | None = None
     handle: int | None = None
     role: bool | None = None
-    snd_settle_mode: int = 2
-    rcv_settle_mode: int = 0
+    snd_settle_mode: int | None = 2  # None: sent as null, which a receiver reads as the default
+    rcv_settle_mode: int | None = 0
     source: Any = None
     target: Any = None
     unsettled: Any = None

@@ -56,6 +56,7 @@ def test_js_admin_client_creates_and_lists_entities(emulator: Emulator) -> None:
         with sb.get_queue_sender("orders") as sender:
             sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
 
+    assert emulator.admin_connection_string is not None and emulator.ca_path is not None
     env = {**os.environ, "SB_ADMIN_CONNECTION_STRING": emulator.admin_connection_string,
            "NODE_EXTRA_CA_CERTS": emulator.ca_path}
     proc = subprocess.run([NODE or "node", "--input-type=module", "-e", SCRIPT], cwd=REPO_ROOT, env=env,
@@ -76,6 +77,7 @@ def test_js_admin_client_creates_and_lists_entities(emulator: Emulator) -> None:
 
 def test_js_admin_client_without_the_ca_refuses_the_certificate(emulator: Emulator) -> None:
     env = {k: v for k, v in os.environ.items() if k != "NODE_EXTRA_CA_CERTS"}
+    assert emulator.admin_connection_string is not None
     env["SB_ADMIN_CONNECTION_STRING"] = emulator.admin_connection_string
     script = ('import { ServiceBusAdministrationClient } from "@azure/service-bus";'
               "const c = new ServiceBusAdministrationClient(process.env.SB_ADMIN_CONNECTION_STRING,"
@@ -123,6 +125,7 @@ console.log(JSON.stringify(out));
 
 def test_js_admin_client_sees_service_bus_defaults_rules_sizes_and_versions(emulator: Emulator) -> None:
     """Issue #24 items 2, 8, 10 and 11 as @azure/service-bus sees them (serviceVersion 2021-05 and 2017-04)."""
+    assert emulator.admin_connection_string is not None and emulator.ca_path is not None
     env = {**os.environ, "SB_ADMIN_CONNECTION_STRING": emulator.admin_connection_string,
            "NODE_EXTRA_CA_CERTS": emulator.ca_path}
     proc = subprocess.run([NODE or "node", "--input-type=module", "-e", DESCRIPTIONS_SCRIPT], cwd=REPO_ROOT, env=env,

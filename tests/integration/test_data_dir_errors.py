@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 
 from sbemulator.runtime.launcher import PACKAGE_PARENT, start_emulator_process
 
@@ -124,7 +124,7 @@ def test_a_shutdown_on_a_full_disk_says_what_it_could_not_write_and_loses_no_ack
                 acknowledged += 1
             assert 0 < acknowledged < 400
             with client.get_queue_receiver("leveling") as receiver:  # completions go to the journal
-                got = []
+                got: list[ServiceBusReceivedMessage] = []
                 while len(got) < 5 and (batch := receiver.receive_messages(5 - len(got), max_wait_time=5)):
                     got += batch
                 for m in got:
@@ -146,9 +146,9 @@ def test_a_shutdown_on_a_full_disk_says_what_it_could_not_write_and_loses_no_ack
     try:
         with ServiceBusClient.from_connection_string(again.connection_string) as client, \
                 client.get_queue_receiver("leveling") as receiver:
-            peeked = []
-            while batch := receiver.peek_messages(max_message_count=250,
-                                                  sequence_number=peeked[-1].sequence_number + 1 if peeked else 0):
+            peeked: list[ServiceBusReceivedMessage] = []
+            while batch := receiver.peek_messages(
+                    max_message_count=250, sequence_number=(peeked[-1].sequence_number or 0) + 1 if peeked else 0):
                 peeked += batch
         assert len(peeked) == acknowledged - len(got)  # what was sent is there, what was completed is not
     finally:

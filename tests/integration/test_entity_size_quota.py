@@ -57,6 +57,7 @@ def test_a_full_queue_refuses_sends_with_quota_exceeded_until_it_is_drained(
     with client.get_queue_sender("tiny") as sender:
         taken, refusal = _fill(sender)
         size = admin.get_queue_runtime_properties("tiny").size_in_bytes
+        assert size is not None
         per_message = size // taken
         assert size == per_message * taken  # every message counts its whole encoded size
         assert per_message > len(BODY)  # ... headers and properties included
@@ -84,7 +85,9 @@ def test_a_topic_counts_every_subscription_and_refuses_when_full(
 ) -> None:
     with client.get_topic_sender("tinytopic") as sender:
         sender.send_messages(ServiceBusMessage(BODY))
-        per_copy = admin.get_topic_runtime_properties("tinytopic").size_in_bytes // 2
+        topic_size = admin.get_topic_runtime_properties("tinytopic").size_in_bytes
+        assert topic_size is not None
+        per_copy = topic_size // 2
         assert per_copy > len(BODY)
         taken, refusal = _fill(sender)
         taken += 1
@@ -128,11 +131,13 @@ def test_size_in_bytes_is_the_same_after_a_restart(tmp_path, topology_under_test
     with Emulator(config=copy.deepcopy(topology_under_test), data_dir=data, in_memory=False) as first:
         with ServiceBusClient.from_connection_string(first.connection_string) as sb, sb.get_queue_sender("tiny") as s:
             _fill(s)
+        assert first.admin_connection_string is not None
         with ServiceBusAdministrationClient.from_connection_string(
             first.admin_connection_string, connection_verify=first.ca_path
         ) as adm:
             before = adm.get_queue_runtime_properties("tiny").size_in_bytes
     with Emulator(config=copy.deepcopy(topology_under_test), data_dir=data, in_memory=False) as second:
+        assert second.admin_connection_string is not None
         with ServiceBusAdministrationClient.from_connection_string(
             second.admin_connection_string, connection_verify=second.ca_path
         ) as adm:

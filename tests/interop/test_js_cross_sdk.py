@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 
 from tests.interop.node import requires_js_sdk, run_js
 
@@ -74,7 +74,7 @@ def test_js_sends_python_receives_every_field(sb_connection_string: str) -> None
 
     with ServiceBusClient.from_connection_string(sb_connection_string) as client, \
             client.get_queue_receiver("orders", max_wait_time=5) as receiver:
-        messages = []
+        messages: list[ServiceBusReceivedMessage] = []
         for _ in range(5):
             messages += receiver.receive_messages(max_message_count=2 - len(messages), max_wait_time=2)
             if len(messages) == 2:
@@ -82,14 +82,14 @@ def test_js_sends_python_receives_every_field(sb_connection_string: str) -> None
         for message in messages:
             receiver.complete_message(message)
 
-    received = {m.message_id: m for m in messages}
+    received = {str(m.message_id): m for m in messages}
     assert sorted(received) == ["js-1", "js-2"]
     first, second = received["js-1"], received["js-2"]
     assert (first.subject, first.content_type, first.correlation_id) == (
         "greeting", "text/plain", "corr-js-1")
     # The JS SDK JSON-encodes bodies into a data section.
     assert json.loads(b"".join(first.body)) == "hello from js"
-    props = {_text(k): _text(v) for k, v in first.application_properties.items()}
+    props = {_text(k): _text(v) for k, v in (first.application_properties or {}).items()}
     assert props == {"text": "héllo wörld", "count": 42, "negative": -7, "ratio": 2.5,
                      "flag": True, "off": False}
     assert isinstance(props["ratio"], float) and isinstance(props["count"], int)
@@ -97,7 +97,7 @@ def test_js_sends_python_receives_every_field(sb_connection_string: str) -> None
     assert (second.subject, second.content_type, second.correlation_id) == (
         "order", "application/json", "corr-js-2")
     assert json.loads(b"".join(second.body)) == {"order": 17, "items": ["a", "b"]}
-    assert {_text(k): _text(v) for k, v in second.application_properties.items()} == {
+    assert {_text(k): _text(v) for k, v in (second.application_properties or {}).items()} == {
         "Priority": "High", "big": 5000000000}
     assert first.delivery_count == 0
 

@@ -118,7 +118,7 @@ def _conversation() -> tuple[bytes, bytes]:
         AMQP_HEADER,
         build_frame(0, Open("c")),
         build_frame(0, Begin(None, UInt(0), UInt(100), UInt(100))),
-        build_frame(0, Attach("l", UInt(0), ROLE_SENDER, None, None, Source("s"), Target("orders"))),  # type: ignore[arg-type]  # nulls: the defaults apply
+        build_frame(0, Attach("l", UInt(0), ROLE_SENDER, None, None, Source("s"), Target("orders"))),
     ])
     after_credit = b"".join([
         build_frame(0, Transfer(UInt(0), UInt(0), b"t", UInt(0), False, True), b"first-"),
