@@ -87,7 +87,7 @@ def test_a_message_above_the_entity_size_is_refused_while_it_streams(shared_emul
         raw.open("PLAIN", _plain(shared_emulator))
         _begin(raw)
         attach, frames = _attach_sender(raw, QUEUE)
-        assert int(attach.max_message_size) == STANDARD_MAX_MESSAGE_SIZE
+        assert attach.max_message_size == STANDARD_MAX_MESSAGE_SIZE
         assert isinstance(frames[-1], Flow)
         message = encode_message(properties=Properties(message_id="too-big"), data=b"x" * 400_000)
         chunk = 100_000
@@ -155,7 +155,7 @@ def test_a_put_token_request_larger_than_the_cbs_bound_is_refused_while_it_strea
         raw.open("ANONYMOUS")
         _begin(raw)
         attach, frames = _attach_sender(raw, "$cbs")
-        assert int(attach.max_message_size) == bound
+        assert attach.max_message_size == bound
         assert isinstance(frames[-1], Flow)
         raw.frame(Transfer(UInt(0), UInt(0), b"tok", UInt(0), False, True), payload=b"t" * (bound // 2))
         raw.frame(Transfer(UInt(0), more=True), payload=b"t" * (bound // 2 + bound // 8))
@@ -189,7 +189,7 @@ def test_a_connection_that_never_authenticates_is_closed_at_the_deadline() -> No
                 time.sleep(1.0)  # past the deadline: the connection must still be there
                 sender.send_messages(ServiceBusMessage("after"))
             with client.get_queue_receiver(QUEUE, max_wait_time=5) as receiver:
-                bodies = []
+                bodies: list[str] = []
                 deadline = time.monotonic() + 20
                 while len(bodies) < 2 and time.monotonic() < deadline:
                     for message in receiver.receive_messages(max_message_count=2, max_wait_time=2):

@@ -22,6 +22,7 @@ from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 from devhost.demo.metrics import TelemetryCollector
 from devhost.host import Host, HostOptions
 from devhost.instances import InstanceId
+from devhost.listeners import ServiceBusListener
 from devhost.local_services import AZURITE_KEY
 from devhost.scale import RoleScale
 from shared.topology import QUEUE_LEVELING
@@ -48,7 +49,7 @@ def test_the_pipeline_runs_under_devhost_with_separate_pools() -> None:
     previous_table = os.environ.get("RESULTS_TABLE")
     with TelemetryCollector() as collector, Host(options) as host:
         assert host.services.service_bus_connection and host.services.storage_connection  # both started
-        assert AZURITE_KEY in host.settings.get("TableStorageConnection")
+        assert host.settings is not None and AZURITE_KEY in str(host.settings.get("TableStorageConnection"))
         with host.service_bus_client() as client, client.get_queue_sender(QUEUE_LEVELING) as sender:
             sender.send_messages(ServiceBusMessage(b"{not json", message_id="poison-devhost"))
         table = host.table_client("devhostit")
@@ -109,7 +110,7 @@ def test_a_failing_function_is_logged_abandoned_and_finally_dead_lettered(
     @app.function_name("always_fails")
     @app.service_bus_queue_trigger(arg_name="message", queue_name="flaky", connection="ServiceBusConnection")
     def always_fails(message: func.ServiceBusMessage) -> None:
-        attempts.append(message.delivery_count)
+        attempts.append(message.delivery_count or 0)
         raise ValueError("cannot handle this")
 
     caplog.set_level(logging.ERROR, logger="devhost")
@@ -140,7 +141,7 @@ def test_a_session_trigger_processes_each_session_in_order(tmp_path: Path) -> No
                                    is_sessions_enabled=True)
     def ordered(message: func.ServiceBusMessage) -> None:
         with lock:
-            seen.setdefault(message.session_id, []).append(int(message.get_body()))
+            seen.setdefault(str(message.session_id), []).append(int(message.get_body()))
 
     with Host(_only(app, tmp_path)) as host:
         with host.service_bus_client() as client, client.get_queue_sender("sessions") as sender:
@@ -149,6 +150,7 @@ def test_a_session_trigger_processes_each_session_in_order(tmp_path: Path) -> No
         assert wait_until(lambda: sum(len(v) for v in seen.values()) >= 15, 60)
         listener = host.listeners[0]
     assert seen == {s: [0, 1, 2, 3, 4] for s in ("a", "b", "c")}
+    assert isinstance(listener, ServiceBusListener)
     assert listener.sessions and listener.slots == 8  # maxConcurrentSessions from host.json
 
 

@@ -38,6 +38,11 @@ from tests.fixtures.emulator import STANDARD_TOPOLOGY, receive
 WS = TransportType.AmqpOverWebsocket
 
 
+def _ws_port(emu: Emulator) -> int:
+    assert emu.websocket is not None, "the emulator was started without its WebSocket listener"
+    return emu.websocket.port
+
+
 @pytest.fixture
 def ws_emu() -> Iterator[Emulator]:
     with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, websocket_port=0) as emu:
@@ -191,7 +196,7 @@ def masked_frame(opcode: int, payload: bytes) -> bytes:
 
 
 def test_upgrade_answers_101_with_the_amqp_subprotocol_and_carries_the_amqp_header(ws_emu: Emulator) -> None:
-    with socket.create_connection(("127.0.0.1", ws_emu.websocket.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", _ws_port(ws_emu)), timeout=10) as sock:
         sock.sendall(upgrade_request())
         head = read_head(sock)
         assert head.startswith(b"HTTP/1.1 101"), head
@@ -209,14 +214,14 @@ def test_upgrade_answers_101_with_the_amqp_subprotocol_and_carries_the_amqp_head
 ])
 def test_upgrade_refused_for_another_path_or_without_the_subprotocol(ws_emu: Emulator, path: str,
                                                                       protocol: str | None, status: bytes) -> None:
-    with socket.create_connection(("127.0.0.1", ws_emu.websocket.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", _ws_port(ws_emu)), timeout=10) as sock:
         sock.sendall(upgrade_request(path, protocol))
         head = read_head(sock)
         assert head.split(b" ")[1] == status, head
 
 
 def test_a_plain_http_request_on_the_websocket_port_is_refused(ws_emu: Emulator) -> None:
-    with socket.create_connection(("127.0.0.1", ws_emu.websocket.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", _ws_port(ws_emu)), timeout=10) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         head = read_head(sock)
         assert head.startswith(b"HTTP/1.1 4"), head
@@ -224,7 +229,7 @@ def test_a_plain_http_request_on_the_websocket_port_is_refused(ws_emu: Emulator)
 
 def test_a_text_message_closes_with_1003(ws_emu: Emulator) -> None:
     """The binding carries AMQP in binary messages only."""
-    with socket.create_connection(("127.0.0.1", ws_emu.websocket.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", _ws_port(ws_emu)), timeout=10) as sock:
         sock.sendall(upgrade_request())
         assert read_head(sock).startswith(b"HTTP/1.1 101")
         sock.sendall(masked_frame(0x1, b"hello"))
@@ -234,7 +239,7 @@ def test_a_text_message_closes_with_1003(ws_emu: Emulator) -> None:
 
 
 def test_ping_is_answered_with_pong(ws_emu: Emulator) -> None:
-    with socket.create_connection(("127.0.0.1", ws_emu.websocket.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", _ws_port(ws_emu)), timeout=10) as sock:
         sock.sendall(upgrade_request())
         assert read_head(sock).startswith(b"HTTP/1.1 101")
         sock.sendall(masked_frame(0x9, b"are you there"))
@@ -244,6 +249,6 @@ def test_ping_is_answered_with_pong(ws_emu: Emulator) -> None:
 
 def test_an_unfinished_upgrade_is_cut_off(monkeypatch: pytest.MonkeyPatch, ws_emu: Emulator) -> None:
     monkeypatch.setattr(websocket_module, "HANDSHAKE_TIMEOUT_S", 0.5)
-    with socket.create_connection(("127.0.0.1", ws_emu.websocket.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", _ws_port(ws_emu)), timeout=10) as sock:
         sock.sendall(b"GET /$servicebus/websocket HTTP/1.1\r\nHost: x\r\n")  # and never the rest
         assert sock.recv(1024) == b""  # closed by the emulator within the deadline (the socket's 10 s)
