@@ -167,7 +167,7 @@ def test_send_peek_dead_letter_resubmit_receive(page: Any, console_emulator: Emu
             by_body = {str(m): m for m in received}
             assert sorted(by_body) == sorted([json.dumps(order), "second order"])
             again = by_body[json.dumps(order)]
-            props = {k.decode(): v.decode() if isinstance(v, bytes) else v
+            props = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
                      for k, v in (again.application_properties or {}).items()}
             assert props == {"Priority": "High", "Region": "eu"}
             assert again.subject == "order-created" and again.content_type == "application/json"
@@ -209,9 +209,10 @@ def test_send_from_console_reaches_the_sdk(page: Any, console_emulator: Emulator
             [m] = received
             assert m.content_type == "application/json" and m.subject == "greeting"
             assert m.application_properties == {b"Attempt": 3}
-            assert m.time_to_live.total_seconds() == 600
+            assert m.time_to_live is not None and m.time_to_live.total_seconds() == 600
             receiver.complete_message(m)
             [scheduled] = receiver.peek_messages(max_message_count=5)
+            assert scheduled.scheduled_enqueue_time_utc is not None
             assert str(scheduled) == "later" and scheduled.scheduled_enqueue_time_utc.year == 2099
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import ServiceBusError
-from azure.servicebus.management import ServiceBusAdministrationClient
+from azure.servicebus.management import CorrelationRuleFilter, ServiceBusAdministrationClient
 
 from sbemulator import Emulator
 from sbemulator.runtime.snapshot import snapshot_file
@@ -211,6 +211,7 @@ def test_create_edit_and_delete_a_queue(page: Any, console_emulator: Emulator) -
     page.locator("#entity-title").filter(has_text="invoices").wait_for()
     with admin_client(console_emulator) as admin:
         props = admin.get_queue("invoices")
+        assert isinstance(props.lock_duration, dt.timedelta)
         assert props.lock_duration.total_seconds() == 45 and props.max_delivery_count == 4 and props.requires_session
     # Edit: RequiresSession cannot change any more; MaxDeliveryCount can.
     page.get_by_role("link", name="Settings").click()
@@ -220,6 +221,7 @@ def test_create_edit_and_delete_a_queue(page: Any, console_emulator: Emulator) -
     page.get_by_role("status").filter(has_text="Saved queue invoices").wait_for()
     with admin_client(console_emulator) as admin:
         props = admin.get_queue("invoices")
+        assert isinstance(props.lock_duration, dt.timedelta)
         assert props.max_delivery_count == 7 and props.lock_duration.total_seconds() == 45 and props.requires_session
     page.get_by_role("button", name="Delete queue").click()  # confirm() is accepted by the fixture
     page.locator("#overview-view").wait_for(state="visible")
@@ -256,7 +258,7 @@ def test_create_topic_subscription_and_rules(page: Any, console_emulator: Emulat
                                   ServiceBusMessage("i", application_properties={"Level": "Info"})])
         with client.get_subscription_receiver("audit", "errors") as receiver:
             [m] = receiver.peek_messages(max_message_count=5)
-    assert str(m) == "e" and m.application_properties[b"Seen"] == b"yes"
+    assert str(m) == "e" and (m.application_properties or {})[b"Seen"] == b"yes"
     # A correlation rule, edited afterwards.
     page.get_by_label("Rule name").fill("by-subject")
     page.get_by_label("Filter type").select_option("Correlation")
@@ -269,7 +271,7 @@ def test_create_topic_subscription_and_rules(page: Any, console_emulator: Emulat
     page.get_by_role("status").filter(has_text="Saved rule by-subject").wait_for()
     with admin_client(console_emulator) as admin:
         rule = admin.get_rule("audit", "errors", "by-subject")
-        assert rule.filter.label == "audit-2"
+        assert isinstance(rule.filter, CorrelationRuleFilter) and rule.filter.label == "audit-2"
 
 
 def test_unknown_entity_route_shows_nothing_of_the_previous_entity(page: Any, console_emulator: Emulator) -> None:

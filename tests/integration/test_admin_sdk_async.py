@@ -23,6 +23,7 @@ from sbemulator import Emulator
 
 @pytest.fixture
 async def admin(emulator: Emulator) -> AsyncIterator[ServiceBusAdministrationClient]:
+    assert emulator.admin_connection_string is not None
     async with ServiceBusAdministrationClient.from_connection_string(
         emulator.admin_connection_string, connection_verify=emulator.ca_path
     ) as client:
@@ -84,10 +85,11 @@ async def test_async_topic_subscription_and_rule_operations(admin: ServiceBusAdm
     await admin.create_rule("at", "s1", "corr", filter=CorrelationRuleFilter(properties={"k": "v"}))
     await admin.delete_rule("at", "s1", "$Default")
     rule = await admin.get_rule("at", "s1", "sql")
-    assert rule.filter.sql_expression == "n > 1"
+    assert isinstance(rule.filter, SqlRuleFilter) and rule.filter.sql_expression == "n > 1"
     rule.filter = SqlRuleFilter("n > 2")
     await admin.update_rule("at", "s1", rule)
-    assert (await admin.get_rule("at", "s1", "sql")).filter.sql_expression == "n > 2"
+    updated = (await admin.get_rule("at", "s1", "sql")).filter
+    assert isinstance(updated, SqlRuleFilter) and updated.sql_expression == "n > 2"
     assert sorted(await names(admin.list_rules("at", "s1"))) == ["corr", "sql"]
 
     async with ServiceBusClient.from_connection_string(emulator.connection_string) as sb:
@@ -119,6 +121,7 @@ async def test_async_topic_subscription_and_rule_operations(admin: ServiceBusAdm
 
 
 async def test_async_wrong_key_is_rejected(emulator: Emulator) -> None:
+    assert emulator.admin_connection_string is not None
     wrong = emulator.admin_connection_string.replace("SAS_KEY_VALUE", "not-the-key")
     async with ServiceBusAdministrationClient.from_connection_string(wrong, connection_verify=emulator.ca_path) as c:
         with pytest.raises(ClientAuthenticationError):

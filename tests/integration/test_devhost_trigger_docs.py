@@ -90,7 +90,7 @@ def test_a_failing_batch_is_abandoned_and_dead_lettered_by_service_bus(tmp_path:
     @app.service_bus_queue_trigger(arg_name="messages", queue_name="flaky", connection="ServiceBusConnection",
                                    cardinality="many")
     def batch_fails(messages: list[func.ServiceBusMessage]) -> None:
-        deliveries.append(sorted(m.delivery_count for m in messages))
+        deliveries.append(sorted(m.delivery_count or 0 for m in messages))
         raise ValueError("the whole batch fails")
 
     options = _options(tmp_path, app, [_queue("flaky", MaxDeliveryCount=2)],
@@ -115,7 +115,7 @@ def test_the_lock_is_renewed_while_a_long_function_runs(tmp_path: Path) -> None:
     @app.function_name("slow")
     @app.service_bus_queue_trigger(arg_name="message", queue_name="slow", connection="ServiceBusConnection")
     def slow(message: func.ServiceBusMessage) -> None:
-        deliveries.append(message.delivery_count)
+        deliveries.append(message.delivery_count or 0)
         time.sleep(4)  # twice the lock duration
 
     options = _options(tmp_path, app, [_queue("slow", LockDuration="PT2S")],
@@ -186,7 +186,7 @@ def test_the_trigger_passes_the_documented_metadata(tmp_path: Path) -> None:
             message.content_type) == ("id-1", "s-1", "c-1", "greeting", "application/json")
     assert message.delivery_count == 1
     assert message.user_properties == {"tenant": "t-7", "attempt": 3}
-    assert message.enqueued_time_utc is not None and message.sequence_number >= 1
+    assert message.enqueued_time_utc is not None and (message.sequence_number or 0) >= 1
     assert message.dead_letter_reason is None and message.lock_token
 
 
@@ -223,7 +223,7 @@ def test_a_batch_is_not_lock_renewed(tmp_path: Path) -> None:
     @app.service_bus_queue_trigger(arg_name="messages", queue_name="slow", connection="ServiceBusConnection",
                                    cardinality="many")
     def slow_batch(messages: list[func.ServiceBusMessage]) -> None:
-        deliveries.append([m.delivery_count for m in messages])
+        deliveries.append([m.delivery_count or 0 for m in messages])
         if len(deliveries) == 1:
             time.sleep(3)  # past the 1 s lock: without renewal the lock lapses
 
@@ -253,6 +253,7 @@ def test_a_binding_without_a_connection_uses_azure_web_jobs_service_bus(tmp_path
 
     options = _options(tmp_path, app, [_queue("inbox"), _queue("outbox")])
     with Host(options) as host:  # the embedded emulator is offered under both names
+        assert host.settings is not None
         assert host.settings.get("AzureWebJobsServiceBus") == host.settings.get("ServiceBusConnection")
         assert host.wait_connected(30)
         with host.service_bus_client("AzureWebJobsServiceBus") as client, client.get_queue_sender("inbox") as sender:

@@ -41,6 +41,7 @@ def export(emu: Emulator) -> dict[str, Any]:
 
 def seed(emu: Emulator) -> None:
     """Messages in every state, a runtime entity with a rule, a session state."""
+    assert emu.admin_connection_string is not None
     with ServiceBusAdministrationClient.from_connection_string(emu.admin_connection_string,
                                                                connection_verify=emu.ca_path) as admin:
         admin.create_queue("invoices", lock_duration=dt.timedelta(seconds=45), max_delivery_count=7)
@@ -83,8 +84,9 @@ def peeked(emu: Emulator, name: str, **kw: Any) -> list[tuple[Any, ...]]:
                      m.session_id) for m in receiver.peek_messages(max_message_count=50)]
 
 
-VIEWS = [("orders", {}), ("orders", {"sub_queue": ServiceBusSubQueue.DEAD_LETTER}), ("events/all", {}),
-         ("events/high", {}), ("payments", {"session_id": "a"}), ("payments", {"session_id": "b"})]
+VIEWS: list[tuple[str, dict[str, Any]]] = [
+    ("orders", {}), ("orders", {"sub_queue": ServiceBusSubQueue.DEAD_LETTER}), ("events/all", {}),
+    ("events/high", {}), ("payments", {"session_id": "a"}), ("payments", {"session_id": "b"})]
 
 
 def test_a_snapshot_round_trip_keeps_what_the_sdk_sees() -> None:
@@ -119,6 +121,7 @@ def test_a_snapshot_round_trip_keeps_what_the_sdk_sees() -> None:
             with client.get_topic_sender("events") as sender:  # the imported rule filters
                 sender.send_messages([ServiceBusMessage("e3", application_properties={"Priority": "Low"})])
         assert [row[1] for row in peeked(second, "events/high")] == ["e1"]
+        assert second.admin_connection_string is not None
         with ServiceBusAdministrationClient.from_connection_string(second.admin_connection_string,
                                                                    connection_verify=second.ca_path) as admin:
             props = admin.get_queue("invoices")
@@ -179,6 +182,7 @@ def test_a_snapshot_imported_through_the_api_replaces_the_running_namespace() ->
         data = export(first)
     with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True) as emu:
         # What an earlier test left: a runtime queue, messages, a session state, a duplicate-detection entry.
+        assert emu.admin_connection_string is not None
         with ServiceBusAdministrationClient.from_connection_string(emu.admin_connection_string,
                                                                    connection_verify=emu.ca_path) as admin:
             admin.create_queue("leftover")
@@ -196,6 +200,7 @@ def test_a_snapshot_imported_through_the_api_replaces_the_running_namespace() ->
         after = {f"{name} {kw}": peeked(emu, name, **kw) for name, kw in VIEWS}
         assert after == before
         assert peeked(emu, "payments", session_id="z") == []
+        assert emu.admin_connection_string is not None
         with ServiceBusAdministrationClient.from_connection_string(emu.admin_connection_string,
                                                                    connection_verify=emu.ca_path) as admin:
             assert "leftover" not in [q.name for q in admin.list_queues()]
