@@ -182,8 +182,9 @@ class Connection:
         # until the peer's end arrives (it then leaves both maps and its channels are free again).
         self.sessions_by_remote: dict[int, Session] = {}
         self.sessions_by_channel: dict[int, Session] = {}
-        # Links and sessions the peer broke a flow-control rule on, answered by answer_violations().
-        self._violations: list[Link | Session] = []
+        # Links and sessions the peer broke a flow-control rule on, answered by answer_violations()
+        # (a plain list, read once per input by the gateway: non-empty means there is something to answer).
+        self.violations: list[Link | Session] = []
         self._windows_used = False  # a transfer arrived since the windows were last checked
         self.closed = False  # the connection is over for us: nothing more is read or produced
         self.close_sent = False
@@ -198,9 +199,8 @@ class Connection:
         if self.closed:
             return []
         self._last_received = self.clock()
-        self._reader.feed(data)
         try:
-            self._process_input()
+            self._process_input(data)
             if self._windows_used:  # only transfers use up an incoming window
                 self._windows_used = False
                 self._widen_incoming_windows()
@@ -214,11 +214,6 @@ class Connection:
         events, self._events = self._events, []
         return events
 
-    @property
-    def has_violations(self) -> bool:
-        """Whether :meth:`answer_violations` has something to answer."""
-        return bool(self._violations)
-
     def answer_violations(self) -> list[Event]:
         """Detach the links and end the sessions on which the last read broke a flow-control rule.
 
@@ -227,9 +222,9 @@ class Connection:
         peer learns exactly which of its messages were taken. ``data_to_send`` calls it too, for a
         caller that does not (the events are then returned by the next ``receive_data``).
         """
-        if not self._violations:
+        if not self.violations:
             return []
-        violations, self._violations = self._violations, []
+        violations, self.violations = self.violations, []
         for endpoint in violations:
             condition, description = endpoint.failure or (INTERNAL_ERROR, "")
             if isinstance(endpoint, Session):
@@ -243,11 +238,11 @@ class Connection:
     def _violation(self, endpoint: Link | Session, condition: str, description: str) -> None:
         if endpoint.failure is None:
             endpoint.failure = (condition, description)
-            self._violations.append(endpoint)
+            self.violations.append(endpoint)
 
     def data_to_send(self) -> bytes | bytearray:
         """Bytes the server should write now (empties the buffer; the caller owns what it gets)."""
-        if self._violations:
+        if self.violations:
             self._events += self.answer_violations()
         out = self._out
         if not out:
@@ -310,38 +305,49 @@ class Connection:
         return events
 
     # ------------------------------------------------------------------ the funnel
-    def _process_input(self) -> None:
-        for frame_type, channel, frame in self._reader.frames():
-            if self.closed:
-                return
-            if frame_type == PROTOCOL_HEADER:
-                self._on_protocol_header(frame)
-                continue
-            if (
-                frame_type == FRAME_AMQP
-                and len(frame) > 3
-                and frame[2] == 0x15  # a disposition (00 53 15): one per settled message
-                and frame[0] == 0x00
-                and frame[1] == 0x53
-                and self.state is CONNECTION_OPENED
-            ):
-                # The dispositions the SDKs send, decoded without the generic codec; they pass the same
-                # session check as every other frame before their handler runs.
-                try:
-                    delivery_id = hotframes.sdk_complete_id(frame)
-                    if delivery_id is not None:  # the SDK's complete of one delivery: one per message
-                        session = self._enter_session(channel, RECV_DISPOSITION)
-                        if session is not None:
-                            self._peer_disposed(session, delivery_id, delivery_id, False, _ACCEPTED)
-                        continue
-                    disposition = hotframes.parse_disposition(frame)
-                    if disposition is not None:  # the other shapes the SDKs send; the rest goes the long way
-                        self._dispatch(channel, disposition, b"")
-                        continue
-                except SessionError as exc:
-                    self._end_session_with_error(exc.session, exc.condition, exc.description)
+    def _process_input(self, data: bytes | bytearray | memoryview) -> None:
+        reader = self._reader
+        frames = reader.cut(data)
+        while True:
+            for frame_type, channel, frame in frames:
+                if self.closed:
+                    return
+                if frame_type == PROTOCOL_HEADER:
+                    self._on_protocol_header(frame)
                     continue
-            self._on_frame(frame_type, channel, frame)
+                if (
+                    frame_type == FRAME_AMQP
+                    and len(frame) > 3
+                    and frame[2] == 0x15  # a disposition (00 53 15): one per settled message
+                    and frame[0] == 0x00
+                    and frame[1] == 0x53
+                    and self.state is CONNECTION_OPENED
+                ):
+                    # The dispositions the SDKs send, decoded without the generic codec; they pass the same
+                    # session check as every other frame before their handler runs.
+                    try:
+                        delivery_id = hotframes.sdk_complete_id(frame)
+                        if delivery_id is not None:  # the SDK's complete of one delivery: one per message
+                            # The session check inline when the table leaves the session as it is
+                            # (the common case); any other case takes _enter_session's full path.
+                            session = self.sessions_by_remote.get(channel)
+                            if (session is None or session.failure is not None
+                                    or session.state.next[RECV_DISPOSITION] is not session.state):
+                                session = self._enter_session(channel, RECV_DISPOSITION)
+                            if session is not None:
+                                self._peer_disposed(session, delivery_id, delivery_id, False, _ACCEPTED)
+                            continue
+                        disposition = hotframes.parse_disposition(frame)
+                        if disposition is not None:  # the other shapes the SDKs send; the rest goes the long way
+                            self._dispatch(channel, disposition, b"")
+                            continue
+                    except SessionError as exc:
+                        self._end_session_with_error(exc.session, exc.condition, exc.description)
+                        continue
+                self._on_frame(frame_type, channel, frame)
+            if not reader.more or self.closed:
+                return
+            frames = reader.cut()
 
     def _on_frame(self, frame_type: int, channel: int, frame: bytes) -> None:
         if not frame:

@@ -56,15 +56,17 @@ class FrameReader:
     The connection says what comes next: ``expect_header`` while a protocol header is due (at the
     start, and after SASL), ``opened`` once the open frames are exchanged (before that no frame may be
     larger than MIN-MAX-FRAME-SIZE, spec 2.4.1), ``max_frame_size`` the largest frame we announced.
-    :meth:`frames` yields ``(frame type, channel, body)`` for each complete frame, the body without the
+    :meth:`cut` returns ``(frame type, channel, body)`` for each complete frame, the body without the
     header and extended header, or ``(PROTOCOL_HEADER, 0, header)``; it reads the three settings again
     before every frame, so a frame that changes them is handled before the next one is cut.
     """
 
-    __slots__ = ("_buffer", "expect_header", "max_frame_size", "opened")
+    __slots__ = ("_buffer", "_error", "expect_header", "max_frame_size", "more", "opened")
 
     def __init__(self, max_frame_size: int) -> None:
         self._buffer = bytearray()
+        self._error: ProtocolError | None = None
+        self.more = False
         self.expect_header = True
         self.opened = False
         self.max_frame_size = max_frame_size
@@ -77,36 +79,73 @@ class FrameReader:
         """Bytes received and not yet cut into frames (an incomplete frame)."""
         return len(self._buffer)
 
-    def frames(self) -> Iterator[tuple[int, int, bytes]]:
+    def cut(self, data: bytes | bytearray | memoryview = b"") -> list[tuple[int, int, bytes]]:
+        """Add ``data``, then cut what is complete: ``(frame type, channel, body)`` per frame.
+
+        Once the open frames are exchanged the three settings cannot change any more, so one call
+        cuts every complete frame (one call per socket read, not one per frame: the SDK's completes
+        arrive a frame per read). Before that a frame may change them (a protocol header, the open),
+        so at most one frame is cut. :attr:`more` then says to call again once the frames are
+        handled; it also does when a bad frame header followed good frames: those are handed over
+        first, and the next call raises the error, as if the frames had been cut one by one."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            self.more = False
+            raise error
         buf = self._buffer
+        if data:
+            buf += data
+        frames: list[tuple[int, int, bytes]] = []
+        self.more = False
+        try:
+            while True:
+                if self.expect_header:
+                    if len(buf) >= 8:
+                        frames.append((PROTOCOL_HEADER, 0, bytes(buf[:8])))
+                        del buf[:8]
+                        self.more = True
+                    return frames
+                if len(buf) < FRAME_HEADER_SIZE:
+                    return frames
+                size, doff, frame_type, channel = _unpack_header(buf)
+                if (size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size or size > self.max_frame_size
+                        or (size > MIN_MAX_FRAME_SIZE and not self.opened)):
+                    self._refuse_header(size, doff)
+                if len(buf) < size:
+                    return frames
+                frames.append((frame_type, channel, bytes(buf[doff * 4 : size])))
+                del buf[:size]
+                if not self.opened:
+                    self.more = True
+                    return frames
+        except ProtocolError as exc:
+            if not frames:
+                raise
+            self._error = exc
+            self.more = True
+            return frames
+
+    def _refuse_header(self, size: int, doff: int) -> None:
+        """Raise the framing error a bad frame header deserves (the checks in the order they apply)."""
+        if size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
+            raise ProtocolError(FRAMING_ERROR, f"invalid frame header (size={size}, doff={doff})")
+        if not self.opened and size > MIN_MAX_FRAME_SIZE:
+            # Spec 2.4.1: until the open frames have been exchanged the largest frame is
+            # MIN-MAX-FRAME-SIZE (the open itself, and SASL frames before it, included).
+            raise ProtocolError(
+                FRAMING_ERROR,
+                f"frame of {size} bytes sent before the open exchange completed; "
+                f"the limit until then is {MIN_MAX_FRAME_SIZE} bytes",
+            )
+        raise ProtocolError(
+            FRAMING_ERROR,
+            f"frame of {size} bytes exceeds the negotiated max-frame-size {self.max_frame_size}",
+        )
+
+    def frames(self) -> Iterator[tuple[int, int, bytes]]:
+        """Every complete frame (a convenience over :meth:`cut` for readers that are not the hot path)."""
         while True:
-            if self.expect_header:
-                if len(buf) < 8:
-                    return
-                header = bytes(buf[:8])
-                del buf[:8]
-                yield PROTOCOL_HEADER, 0, header
-                continue
-            if len(buf) < FRAME_HEADER_SIZE:
+            cut = self.cut()
+            yield from cut
+            if not (cut and self.more):
                 return
-            size, doff, frame_type, channel = _unpack_header(buf)
-            if size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
-                raise ProtocolError(FRAMING_ERROR, f"invalid frame header (size={size}, doff={doff})")
-            if not self.opened and size > MIN_MAX_FRAME_SIZE:
-                # Spec 2.4.1: until the open frames have been exchanged the largest frame is
-                # MIN-MAX-FRAME-SIZE (the open itself, and SASL frames before it, included).
-                raise ProtocolError(
-                    FRAMING_ERROR,
-                    f"frame of {size} bytes sent before the open exchange completed; "
-                    f"the limit until then is {MIN_MAX_FRAME_SIZE} bytes",
-                )
-            if size > self.max_frame_size:
-                raise ProtocolError(
-                    FRAMING_ERROR,
-                    f"frame of {size} bytes exceeds the negotiated max-frame-size {self.max_frame_size}",
-                )
-            if len(buf) < size:
-                return
-            body = bytes(buf[doff * 4 : size])
-            del buf[:size]
-            yield frame_type, channel, body

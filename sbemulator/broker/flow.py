@@ -32,6 +32,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import struct
 from array import array
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -100,6 +101,8 @@ _VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
 _VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
 # UUID.bytes[to] == UUID.bytes_le[frm]: the first three fields are little-endian in bytes_le.
 _BYTES_LE_ORDER = ((0, 3), (1, 2), (2, 1), (3, 0), (4, 5), (5, 4), (6, 7), (7, 6))
+_LOCK_POOL = 256  # lock tokens made per getrandom call
+_SPLIT_POOL = struct.Struct("16s" * _LOCK_POOL).unpack  # 256 bytes objects of 16, cut in C
 _SEND_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_SEND_DISABLED})
 _RECEIVE_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_RECEIVE_DISABLED})
 
@@ -222,13 +225,13 @@ class MessageFlow:
         with eight slice assignments instead of per delivery."""
         keys = self._lock_keys
         if not keys:
-            raw = bytearray(os.urandom(16 * 256))
+            raw = bytearray(os.urandom(16 * _LOCK_POOL))
             raw[7::16] = raw[7::16].translate(_VERSION_4)  # byte 6 of the UUID, 7 of bytes_le
             raw[8::16] = raw[8::16].translate(_VARIANT_RFC_4122)
             token = bytearray(raw)
             for to, frm in _BYTES_LE_ORDER:
                 token[to::16] = raw[frm::16]
-            keys.extend([(bytes(raw[i:i + 16]), bytes(token[i:i + 16])) for i in range(0, len(raw), 16)])
+            keys.extend(zip(_SPLIT_POOL(raw), _SPLIT_POOL(token), strict=True))
         return keys.pop()
 
     # --- container primitives ----------------------------------------------------------------

@@ -138,6 +138,9 @@ class Gateway:
             authenticate_plain=self._authenticate_plain,
         )
         self.management = ManagementHandler(broker)
+        # What data_to_send returns, as the connection's own bound method: the server's flush calls it
+        # once per write, one call instead of two.
+        self.take_output: Callable[[], bytes | bytearray] = self.connection.data_to_send
         self.grants: list[Grant] = []
         self.plain_authenticated = False
         self.plain_rights: frozenset[str] = frozenset()
@@ -146,7 +149,9 @@ class Gateway:
         self.mgmt_reply_links: dict[str, Link] = {}
         self.receivers: set[EntityReceiverLink] = set()
         self.closed = False
-        self._pump_pending: set[EntityReceiverLink] = set()
+        # Receivers the broker said have work, pumped by run_pending (the server reads the set first:
+        # most flushes have none, and the call is saved).
+        self.pump_pending: set[EntityReceiverLink] = set()
         # Sends handled but not yet settled: (link handler, delivery id, pre-settled, messages). They are
         # settled after the store's commit (settle_sends), which the server makes, or this gateway
         # through commit_window before receivers could take what they sent.
@@ -192,7 +197,7 @@ class Gateway:
         connection = self.connection
         self._dispatch(connection.receive_data(data))
         # Deliveries before a flow-control violation are answered first, then the link or session ends.
-        if connection.has_violations:
+        if connection.violations:
             if self.sends:  # stored and settled before the detach or end that refuses the rest
                 self.settle_sends(self.commit_window())
             self._dispatch(connection.answer_violations())
@@ -223,7 +228,7 @@ class Gateway:
     def unblock(self) -> None:
         """Output has room again (written to a transport that did not pause): pump the stopped receivers."""
         if self.blocked and not self.write_paused:
-            self._pump_pending |= self.blocked
+            self.pump_pending |= self.blocked
             self.blocked.clear()
             self.request_flush(self)
 
@@ -232,12 +237,13 @@ class Gateway:
 
     def run_pending(self) -> None:
         """Deliver to receivers the broker said have work (called by the server before flushing)."""
-        pending = self._pump_pending
+        pending = self.pump_pending
         while pending:
             pending.pop().pump()
 
     def data_to_send(self) -> bytes | bytearray:
-        return self.connection.data_to_send()
+        """Bytes the server should write now (the connection's, handed over whole)."""
+        return self.take_output()
 
     # ------------------------------------------------------------------ what the server asks
     # (the server knows the gateway, not the AMQP connection inside it)
@@ -270,7 +276,7 @@ class Gateway:
             except Exception:  # a bug in one handler must not take the whole server down
                 log.exception("error handling %r", type(event).__name__)
                 self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
-        if self._pump_pending:
+        if self.pump_pending:
             if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
                 self.settle_sends(self.commit_window())
             self.run_pending()
@@ -346,7 +352,7 @@ class Gateway:
         self.receivers.clear()
 
     def schedule_pump(self, handler: EntityReceiverLink) -> None:
-        self._pump_pending.add(handler)
+        self.pump_pending.add(handler)
         self.request_flush(self)
 
     # ------------------------------------------------------------------ auth

@@ -110,7 +110,8 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         transport = self.transport
         if gateway is None or transport is None:
             return
-        gateway.run_pending()
+        if gateway.pump_pending:
+            gateway.run_pending()
         server = self.server
         try:
             server.store.commit()
@@ -123,7 +124,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             gateway.settle_sends(failure)  # accepted now that they are stored, or refused and taken back
         if self._held:
             return  # a latency fault: written when the hold ends
-        out = gateway.data_to_send()
+        out = gateway.take_output()
         if out and not transport.is_closing():
             transport.write(out)  # may call pause_writing, before it returns
         if gateway.connection_closed:
