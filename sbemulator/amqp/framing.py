@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from . import codec
 from .errors import FRAMING_ERROR, ProtocolError
@@ -88,44 +88,64 @@ class FrameReader:
         so at most one frame is cut. :attr:`more` then says to call again once the frames are
         handled; it also does when a bad frame header followed good frames: those are handed over
         first, and the next call raises the error, as if the frames had been cut one by one."""
+        buf = self._buffer
+        if data:
+            buf += data
+        if not self.opened or self._error is not None:
+            return self._cut_one()
+        self.more = False
+        frames: list[tuple[int, int, bytes]] = []
+        limit = self.max_frame_size
+        while len(buf) >= FRAME_HEADER_SIZE:
+            size, doff, frame_type, channel = _unpack_header(buf)
+            if size > limit or size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
+                return self._refused(frames, size, doff)
+            if len(buf) < size:
+                break
+            frames.append((frame_type, channel, bytes(buf[doff * 4 : size])))
+            del buf[:size]
+        return frames
+
+    def _cut_one(self) -> list[tuple[int, int, bytes]]:
+        """Before the open exchange (or with an error due): at most one header or frame."""
         if self._error is not None:
             error, self._error = self._error, None
             self.more = False
             raise error
         buf = self._buffer
-        if data:
-            buf += data
-        frames: list[tuple[int, int, bytes]] = []
         self.more = False
+        if self.expect_header:
+            if len(buf) < 8:
+                return []
+            header = bytes(buf[:8])
+            del buf[:8]
+            self.more = True
+            return [(PROTOCOL_HEADER, 0, header)]
+        if len(buf) < FRAME_HEADER_SIZE:
+            return []
+        size, doff, frame_type, channel = _unpack_header(buf)
+        if (size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size or size > self.max_frame_size
+                or (size > MIN_MAX_FRAME_SIZE and not self.opened)):
+            self._refuse_header(size, doff)
+        if len(buf) < size:
+            return []
+        body = bytes(buf[doff * 4 : size])
+        del buf[:size]
+        self.more = True
+        return [(frame_type, channel, body)]
+
+    def _refused(self, frames: list[tuple[int, int, bytes]], size: int, doff: int) -> list[tuple[int, int, bytes]]:
+        """A bad frame header after ``frames``: they are handed over, the error comes with the next cut."""
         try:
-            while True:
-                if self.expect_header:
-                    if len(buf) >= 8:
-                        frames.append((PROTOCOL_HEADER, 0, bytes(buf[:8])))
-                        del buf[:8]
-                        self.more = True
-                    return frames
-                if len(buf) < FRAME_HEADER_SIZE:
-                    return frames
-                size, doff, frame_type, channel = _unpack_header(buf)
-                if (size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size or size > self.max_frame_size
-                        or (size > MIN_MAX_FRAME_SIZE and not self.opened)):
-                    self._refuse_header(size, doff)
-                if len(buf) < size:
-                    return frames
-                frames.append((frame_type, channel, bytes(buf[doff * 4 : size])))
-                del buf[:size]
-                if not self.opened:
-                    self.more = True
-                    return frames
+            self._refuse_header(size, doff)
         except ProtocolError as exc:
             if not frames:
                 raise
             self._error = exc
             self.more = True
-            return frames
+        return frames
 
-    def _refuse_header(self, size: int, doff: int) -> None:
+    def _refuse_header(self, size: int, doff: int) -> NoReturn:
         """Raise the framing error a bad frame header deserves (the checks in the order they apply)."""
         if size < FRAME_HEADER_SIZE or doff < 2 or doff * 4 > size:
             raise ProtocolError(FRAMING_ERROR, f"invalid frame header (size={size}, doff={doff})")
