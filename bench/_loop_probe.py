@@ -1,0 +1,58 @@
+"""Inside the emulator process of a benchmark: the CPU time of every long event-loop callback and of
+every full garbage collection, written to a file when the process exits.
+
+Why: on a shared machine a canary's round trip also holds the moments the emulator was not scheduled,
+which no code of the emulator's can shorten. The thread CPU time one callback takes is the stall the
+emulator itself causes, whatever the load. Loaded by a ``sitecustomize`` that
+``bench.canary_stall`` puts on the emulator's ``PYTHONPATH`` when ``SBEMU_LOOP_PROBE`` names the
+output file; nothing of it is part of the emulator.
+"""
+
+from __future__ import annotations
+
+import asyncio.events
+import atexit
+import gc
+import json
+import os
+import time
+
+THRESHOLD_S = 0.002  # callbacks shorter than this are not recorded (only counted)
+
+_path = os.environ.get("SBEMU_LOOP_PROBE")
+_callbacks: list[tuple[float, float]] = []  # (monotonic end, CPU ms)
+_collections: list[tuple[float, float, int]] = []  # (monotonic end, CPU ms, generation)
+_count = [0]
+_gc_started = [0.0]
+
+
+def _install() -> None:
+    original = asyncio.events.Handle._run
+
+    def _run(self: asyncio.events.Handle) -> None:
+        start = time.thread_time()
+        original(self)
+        spent = time.thread_time() - start
+        _count[0] += 1
+        if spent >= THRESHOLD_S:
+            _callbacks.append((time.monotonic(), spent * 1000))
+
+    asyncio.events.Handle._run = _run  # type: ignore[method-assign]
+
+    def _on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            _gc_started[0] = time.thread_time()
+        elif info.get("generation") == 2:
+            _collections.append((time.monotonic(), (time.thread_time() - _gc_started[0]) * 1000, 2))
+
+    gc.callbacks.append(_on_gc)
+
+    def _dump() -> None:
+        with open(_path, "w") as handle:  # type: ignore[arg-type]
+            json.dump({"callbacks": _callbacks, "collections": _collections, "count": _count[0]}, handle)
+
+    atexit.register(_dump)
+
+
+if _path:
+    _install()
