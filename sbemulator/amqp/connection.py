@@ -44,6 +44,7 @@ from .errors import (
 from .events import (
     ConnectionClosed,
     ConnectionOpened,
+    DeliveryRangeStateChanged,
     DeliveryStateChanged,
     Event,
     LinkAttachRequested,
@@ -140,6 +141,9 @@ _INPUTS: dict[type, Input] = {
 class Connection:
     """Server side of one AMQP connection."""
 
+    # A disposition over more delivery ids than this becomes one DeliveryRangeStateChanged event.
+    RANGE_EVENTS = 256
+
     def __init__(
         self,
         *,
@@ -172,6 +176,10 @@ class Connection:
         self._reader = FrameReader(max_frame_size)
         self._out = bytearray()
         self._events: list[Event] = []
+        # Set when a DeliveryRangeStateChanged was emitted (the application clears it): the gateway
+        # then handles that input in slices.
+        self.ranges = False
+        self.defer_violations = False
         self.phase = Phase.HEADER
         self.state: State = CONNECTION_START  # the open/close pair (states.CONNECTION_TRANSITIONS)
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
@@ -241,8 +249,10 @@ class Connection:
             self.violations.append(endpoint)
 
     def data_to_send(self) -> bytes | bytearray:
-        """Bytes the server should write now (empties the buffer; the caller owns what it gets)."""
-        if self.violations:
+        """Bytes the server should write now (empties the buffer; the caller owns what it gets).
+        While ``defer_violations`` is set (the application still handles, in slices, events that came
+        before a violation) the violation waits for its ``answer_violations``."""
+        if self.violations and not self.defer_violations:
             self._events += self.answer_violations()
         out = self._out
         if not out:
@@ -1005,7 +1015,12 @@ class Connection:
         self._peer_disposed(session, first, last, bool(disposition.settled), disposition.state)
 
     def _peer_disposed(self, session: Session, first: int, last: int, settled: bool, state: Any) -> None:
-        """The peer gave deliveries ``first``..``last`` we sent a state: an event for each we know."""
+        """The peer gave deliveries ``first``..``last`` we sent a state: an event for each we know, or
+        for a long range one event the application expands in slices (``expand_range``)."""
+        if last - first >= self.RANGE_EVENTS:
+            self.ranges = True
+            self._events.append(DeliveryRangeStateChanged(session, first, last, settled, state))
+            return
         unsettled = session.outgoing_unsettled
         for delivery_id in range(first, last + 1):
             link = unsettled.get(delivery_id)
@@ -1016,6 +1031,25 @@ class Connection:
                 unsettled.pop(delivery_id, None)
                 link.unsettled.pop(delivery_id, None)
             self._events.append(DeliveryStateChanged(link, delivery_id, state, settled, context))
+
+    def expand_range(self, event: DeliveryRangeStateChanged, count: int) -> list[DeliveryStateChanged]:
+        """The events of the next ``count`` delivery ids of ``event`` (which then starts after them):
+        what the disposition meant for each delivery still unsettled when its slice is handled."""
+        first, last = event.first, min(event.last, event.first + count - 1)
+        settled, state = event.settled, event.state
+        unsettled = event.session.outgoing_unsettled
+        out: list[DeliveryStateChanged] = []
+        for delivery_id in range(first, last + 1):
+            link = unsettled.get(delivery_id)
+            if link is None:
+                continue
+            context = link.unsettled.get(delivery_id)
+            if settled:
+                unsettled.pop(delivery_id, None)
+                link.unsettled.pop(delivery_id, None)
+            out.append(DeliveryStateChanged(link, delivery_id, state, settled, context))
+        event.first = last + 1
+        return out
 
     # ------------------------------------------------------------------ output
     def _send(self, channel: int, body: Any) -> None:

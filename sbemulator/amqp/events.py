@@ -58,6 +58,20 @@ class DeliveryStateChanged:
 
 
 @dataclass(slots=True)
+class DeliveryRangeStateChanged:
+    """The peer settled or updated a range of more than ``Connection.RANGE_EVENTS`` deliveries we sent
+    with one disposition (a client can abandon 100,000 with one frame). Not expanded at once: the
+    application takes ``DeliveryStateChanged`` events from it a slice at a time with
+    ``Connection.expand_range``, so one frame does not hold the event loop for all of them."""
+
+    session: Session
+    first: int  # the next delivery id to expand
+    last: int
+    settled: bool
+    state: Any
+
+
+@dataclass(slots=True)
 class LinkCreditChanged:
     """A sending link of ours may send (credit or session window grew), or the peer asked to drain."""
 
@@ -93,5 +107,6 @@ class SaslPlainAuthenticated:
 
 Event = (
     ConnectionOpened | SessionBegun | LinkAttachRequested | MessageReceived | DeliveryStateChanged
-    | LinkCreditChanged | LinkDetached | SessionEnded | ConnectionClosed | SaslPlainAuthenticated
+    | DeliveryRangeStateChanged | LinkCreditChanged | LinkDetached | SessionEnded | ConnectionClosed
+    | SaslPlainAuthenticated
 )

@@ -56,6 +56,15 @@ MAX_BATCH_SIZE = Symbol("com.microsoft:max-message-batch-size")
 TRANSFER_DESTINATION = Symbol("com.microsoft:transfer-destination-address")
 DOTNET_EPOCH_TICKS = 621355968000000000
 SENDER_CREDIT = 1000  # per link, topped up once half is used; Service Bus grants about as much
+# A receiver granted much credit (100,000 at once) is served in slices: after a full take that ended
+# this much real time after the pump began, the pump stops and goes on at the next loop iteration,
+# after what the connection produced is written and other connections are served.
+PUMP_SLICE_S = 0.01
+PUMP_TAKE = 128  # messages taken from the broker at a time
+# Input that stands for more events than this (a disposition over a range of deliveries) is handled in
+# slices of DISPATCH_SLICE_S real time, checked every DISPATCH_SLICE events (Gateway._dispatch_backlog).
+DISPATCH_SLICE = 256
+DISPATCH_SLICE_S = 0.01
 DEFAULT_SESSION_WAIT_MS = 60_000
 
 
@@ -116,8 +125,14 @@ class Gateway:
         faults: Faults | None = None,
         hold_output: Callable[[float], None] | None = None,
         abort: Callable[[], None] | None = None,
+        pause_input: Callable[[bool], None] | None = None,
     ) -> None:
         self.broker = broker
+        # Stops (True) and resumes (False) reading this connection's socket while events it sent wait
+        # to be handled in slices (_dispatch_backlog).
+        self.pause_input = pause_input
+        self._backlog: deque[Any] = deque()
+        self._input_paused = False
         # Injected faults (faults.py): the emulator's rules; hold_output delays what this connection
         # writes (a latency fault), abort closes its socket without a close frame (a dropped connection).
         self.faults = faults if faults is not None else Faults()
@@ -195,8 +210,18 @@ class Gateway:
     # ------------------------------------------------------------------ driving
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         connection = self.connection
+        if self._backlog:  # input read while earlier events still wait their turn: after them, in order
+            self._backlog.extend(connection.receive_data(data))
+            connection.ranges = False
+            return
         self._dispatch(connection.receive_data(data))
-        # Deliveries before a flow-control violation are answered first, then the link or session ends.
+        # Deliveries before a flow-control violation are answered first, then the link or session ends
+        # (after the events still waiting in slices, when there are any: _dispatch_backlog).
+        if connection.violations and not self._backlog:
+            self._answer_violations()
+
+    def _answer_violations(self) -> None:
+        connection = self.connection
         if connection.violations:
             if self.sends:  # stored and settled before the detach or end that refuses the rest
                 self.settle_sends(self.commit_window())
@@ -270,12 +295,69 @@ class Gateway:
             self.connection.close("amqp:connection:forced", description)
 
     def _dispatch(self, events: list) -> None:
+        connection = self.connection
+        if connection.ranges or len(events) > DISPATCH_SLICE:  # a disposition over 100,000 deliveries
+            connection.ranges = False
+            self._backlog.extend(events)
+            self._dispatch_backlog()
+            return
         for event in events:
             try:
                 self._handle(event)
             except Exception:  # a bug in one handler must not take the whole server down
                 log.exception("error handling %r", type(event).__name__)
                 self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
+        if self.pump_pending:
+            if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
+                self.settle_sends(self.commit_window())
+            self.run_pending()
+
+    def _dispatch_backlog(self) -> None:
+        """Handle the waiting events in slices of real time: after a slice the rest waits for the next
+        loop iteration, with this connection's reading paused (its later input is queued behind them), so
+        one frame that stands for 100,000 settlements holds no other connection for all of them."""
+        backlog = self._backlog
+        stop = time.perf_counter() + DISPATCH_SLICE_S
+        while backlog:
+            first = backlog[0]
+            if type(first) is ev.DeliveryRangeStateChanged:  # the next slice of the range, then the rest
+                chunk = self.connection.expand_range(first, DISPATCH_SLICE)
+                if first.first > first.last:
+                    backlog.popleft()
+            else:
+                chunk = [backlog.popleft() for _ in range(min(DISPATCH_SLICE, len(backlog)))]
+            for event in chunk:
+                try:
+                    self._handle(event)
+                except Exception:  # a bug in one handler must not take the whole server down
+                    log.exception("error handling %r", type(event).__name__)
+                    self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
+            if self.closed:
+                backlog.clear()
+            elif backlog and time.perf_counter() >= stop:
+                self._after_events()
+                if not self._input_paused:
+                    self._input_paused = True
+                    # a violation in the same input is answered after these events, not at the next flush
+                    self.connection.defer_violations = True
+                    if self.pause_input is not None:
+                        self.pause_input(True)
+                self.call_later(0, self._continue_backlog)
+                return
+        self._after_events()
+        if self._input_paused:
+            self._input_paused = False
+            self.connection.defer_violations = False
+            if self.pause_input is not None:
+                self.pause_input(False)
+        self._answer_violations()
+
+    def _continue_backlog(self) -> None:
+        if self._backlog and not self.closed:
+            self._dispatch_backlog()
+        self.request_flush(self)  # commit, then write what the slice produced
+
+    def _after_events(self) -> None:
         if self.pump_pending:
             if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
                 self.settle_sends(self.commit_window())
@@ -337,6 +419,7 @@ class Gateway:
             self._close_all()
 
     def _close_all(self) -> None:
+        self._backlog.clear()
         if self.closed:
             return
         self.closed = True
@@ -354,6 +437,11 @@ class Gateway:
     def schedule_pump(self, handler: EntityReceiverLink) -> None:
         self.pump_pending.add(handler)
         self.request_flush(self)
+
+    def pump_later(self, handler: EntityReceiverLink) -> None:
+        """``handler`` used its slice: pump it again at the next loop iteration (not in this flush's
+        ``run_pending``, which would go on without yielding)."""
+        self.call_later(0, lambda: self.schedule_pump(handler))
 
     # ------------------------------------------------------------------ auth
     def _authenticate_plain(self, username: str, password: str) -> bool:
@@ -911,6 +999,7 @@ class EntityReceiverLink(LinkHandler):
         link = self.link
         peek_lock = self.mode is ReceiveMode.PEEK_LOCK
         gateway = self.gateway
+        stop = 0.0
         while conn.can_send(link):
             if gateway.output_full():
                 # Backpressure: nothing more is taken from the broker (no locks, no delivery counts)
@@ -919,7 +1008,7 @@ class EntityReceiverLink(LinkHandler):
                 self.receiver.set_waiting(False)
                 return
             try:
-                batch = self.receiver.take(min(link.link_credit, 128, link.session.remote_incoming_window))
+                batch = self.receiver.take(min(link.link_credit, PUMP_TAKE, link.session.remote_incoming_window))
             except BrokerError as exc:  # the session lock expired: this link is over
                 conn.detach(link, exc.condition, exc.description or str(exc))
                 self._release()
@@ -937,6 +1026,13 @@ class EntityReceiverLink(LinkHandler):
                  d.lock_key)
                 for d in batch
             ], settled=not peek_lock)
+            if len(batch) == PUMP_TAKE:  # a full take: more may follow, so the slice's time is checked
+                now = time.perf_counter()
+                if not stop:
+                    stop = now + PUMP_SLICE_S
+                elif now >= stop and conn.can_send(link):
+                    gateway.pump_later(self)
+                    return
         if link.drain and link.link_credit > 0 and conn.can_send(link):
             conn.drain_complete(link)
         # New messages wake this receiver only while it could take them; without credit (or session

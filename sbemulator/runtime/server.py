@@ -20,6 +20,7 @@ from ..gateway.core import Gateway
 from ..gateway.faults import Faults
 from ..gateway.limits import DEFAULT_LIMITS, Limits
 from ..store.base import Store, StoreError
+from .collector import Collector
 
 log = logging.getLogger("sbemulator")
 
@@ -45,6 +46,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._heartbeats_known = False
         self._held = False  # a latency fault holds this connection's output (hold_output)
+        self._input_backlog = False  # the gateway is handling this connection's input in slices
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport's interface without subclassing it.
@@ -69,6 +71,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             faults=self.server.faults,
             hold_output=self.hold_output,
             abort=self.abort,
+            pause_input=self.pause_input,
         )
         self.gateway.commit_window = self.server.commit_window
         self.server.connections.add(self)
@@ -84,6 +87,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         gateway = self.gateway
         if gateway is None:
             return
+        self.server.reads += 1
         self._receiving = True
         try:
             gateway.receive_data(data)
@@ -144,8 +148,21 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
     def _release_hold(self) -> None:
         self._held = False
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
+            if not self._input_backlog:
+                self.transport.resume_reading()
             self.flush()
+
+    def pause_input(self, paused: bool) -> None:
+        """The gateway handles what this connection sent in slices: read nothing more until it is done
+        (reading resumes unless a latency fault or the write buffer's high-water mark holds it too)."""
+        self._input_backlog = paused
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if paused:
+            transport.pause_reading()
+        elif not self._held and not (self.gateway is not None and self.gateway.write_paused):
+            transport.resume_reading()
 
     def abort(self) -> None:
         """A dropped-connection fault: the socket closes without a close frame (asyncio then calls
@@ -162,7 +179,8 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.transport.is_closing() and not self._held:
+        if (self.transport is not None and not self.transport.is_closing() and not self._held
+                and not self._input_backlog):
             self.transport.resume_reading()
         if self.gateway is not None:
             self.gateway.resume_writing()
@@ -239,6 +257,10 @@ class AmqpServer:
         # The servers of every namespace that shares this server's clock (runtime/namespaces.py): one
         # advance moves them all, each timer at its own time, in order across namespaces.
         self.clock_group: list[AmqpServer] = [self]
+        # The cyclic collector's full collections at idle moments (runtime/collector.py; the CLI sets
+        # it), which the timer task tells how long ago AMQP input arrived: ``reads`` counts reads.
+        self.collector: Collector | None = None
+        self.reads = 0
 
     def protocol(self) -> asyncio.BufferedProtocol:
         """A new connection's protocol: for TCP here, and for other transports that carry AMQP
@@ -302,7 +324,14 @@ class AmqpServer:
         # A manual clock does not move while the ticker waits: a timer not yet due waits for an
         # advance (which wakes the ticker), not for its distance in real seconds.
         manual = isinstance(clock, ManualClock)
+        reads_seen, last_input = -1, time.monotonic()
         while True:
+            collector = self.collector
+            if collector is not None:
+                reads = sum(server.reads for server in self.clock_group)  # every namespace's input
+                if reads != reads_seen:
+                    reads_seen, last_input = reads, time.monotonic()
+                collector.tick(last_input)
             deadline = self.broker.next_deadline()
             now = clock()
             if deadline is None or (manual and deadline > now):

@@ -1,0 +1,125 @@
+"""Work that stands for thousands of messages is done in slices, and nothing changes for the client.
+
+A receiver granted thousands of credits is served a slice at a time (gateway ``PUMP_SLICE_S``), and
+one disposition over a range of thousands of deliveries is handled a slice at a time with the
+connection's reading paused (``DISPATCH_SLICE_S``), so no other connection waits for the whole batch
+(issue #19: the canary benchmark, ``python -m bench.canary_stall``, measures that; no test times
+it). These tests shrink the slices to nothing, so every slice boundary is crossed, and check what
+the client sees over a raw AMQP socket: every message delivered once and in order, the range's
+outcome applied to every delivery of it before what the client sent after it (AMQP 1.0 part 2.7.6,
+disposition ``first``..``last``; "Message transfers, locks, and settlement": abandon counts a
+delivery and makes the message available again).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+
+from sbemulator import Emulator
+from sbemulator.amqp.performatives import (
+    ROLE_RECEIVER,
+    Attach,
+    Begin,
+    Detach,
+    Disposition,
+    Flow,
+    Modified,
+    Source,
+    Target,
+    Transfer,
+)
+from sbemulator.amqp.types import UByte, UInt
+from sbemulator.gateway import core as gateway_core
+from tests.fixtures.emulator import STANDARD_TOPOLOGY
+
+from .test_malformed_input import RawClient
+
+QUEUE = "orders"
+COUNT = 1500
+UINT_MAX = 0xFFFFFFFF
+
+
+@pytest.fixture
+def sliced(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
+    """An emulator whose slices end after every full take and every 256 events."""
+    monkeypatch.setattr(gateway_core, "PUMP_SLICE_S", 0.0)
+    monkeypatch.setattr(gateway_core, "DISPATCH_SLICE_S", 0.0)
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None) as emu:
+        yield emu
+
+
+def _fill(emu: Emulator, count: int) -> None:
+    with ServiceBusClient.from_connection_string(emu.connection_string) as client, \
+            client.get_queue_sender(QUEUE) as sender:
+        for start in range(0, count, 500):
+            sender.send_messages([ServiceBusMessage(f"m{n}", message_id=str(n))
+                                  for n in range(start, min(count, start + 500))])
+
+
+def _peek_lock_receiver(emu: Emulator) -> RawClient:
+    raw = RawClient(emu.port, timeout=10.0)
+    raw.open("PLAIN", b"\x00" + emu.key_name.encode() + b"\x00" + emu.key.encode())
+    raw.frame(Begin(None, UInt(0), UInt(UINT_MAX), UInt(UINT_MAX)))
+    raw.read_frame()  # begin
+    raw.frame(Attach("sliced", UInt(0), ROLE_RECEIVER, UByte(0), UByte(1), Source(QUEUE), Target("sliced")))
+    raw.read_frame()  # attach
+    return raw
+
+
+def _transfers(raw: RawClient, count: int) -> list[Transfer]:
+    out: list[Transfer] = []
+    deadline = time.monotonic() + 60
+    while len(out) < count:
+        assert time.monotonic() < deadline, f"{len(out)} of {count} deliveries within 60 s"
+        body = raw.read_frame().body
+        if isinstance(body, Transfer):
+            out.append(body)
+    return out
+
+
+def test_a_receiver_granted_thousands_of_credits_gets_each_message_once_in_order(sliced: Emulator) -> None:
+    _fill(sliced, COUNT)
+    with _peek_lock_receiver(sliced) as raw:
+        raw.frame(Flow(UInt(0), UInt(UINT_MAX), UInt(0), UInt(UINT_MAX), UInt(0), UInt(0), UInt(COUNT)))
+        transfers = _transfers(raw, COUNT)
+    ids = [int(t.delivery_id) for t in transfers]
+    assert ids == list(range(ids[0], ids[0] + COUNT))
+    assert len({bytes(t.delivery_tag) for t in transfers}) == COUNT  # a lock token each
+
+
+def test_one_disposition_over_a_range_abandons_every_delivery_before_what_follows_it(sliced: Emulator) -> None:
+    _fill(sliced, COUNT)
+    with _peek_lock_receiver(sliced) as raw:
+        raw.frame(Flow(UInt(0), UInt(UINT_MAX), UInt(0), UInt(UINT_MAX), UInt(0), UInt(0), UInt(COUNT)))
+        transfers = _transfers(raw, COUNT)
+        first, last = int(transfers[0].delivery_id), int(transfers[-1].delivery_id)
+        # One write: the abandon of the whole range, then the detach. The detach must be handled after
+        # every abandon of the range: a plain receiver's detach leaves its locks in place, so a message
+        # the range had not reached yet would stay locked.
+        raw.send(b"".join([
+            _frame(Disposition(ROLE_RECEIVER, UInt(first), UInt(last), True, Modified(True, False))),
+            _frame(Detach(UInt(0), True)),
+        ]))
+        deadline = time.monotonic() + 30
+        while not isinstance(raw.read_frame().body, Detach):
+            assert time.monotonic() < deadline
+    with ServiceBusClient.from_connection_string(sliced.connection_string) as client, \
+            client.get_queue_receiver(QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                                      prefetch_count=COUNT) as receiver:
+        got: list = []
+        deadline = time.monotonic() + 60
+        while len(got) < COUNT and time.monotonic() < deadline:
+            got += receiver.receive_messages(max_message_count=COUNT - len(got), max_wait_time=2)
+    assert sorted(int(str(m.message_id)) for m in got) == list(range(COUNT))
+    assert {m.delivery_count for m in got} == {1}  # the abandon counted the first delivery
+
+
+def _frame(body: object) -> bytes:
+    from sbemulator.amqp.framing import build_frame
+
+    return build_frame(0, body)
