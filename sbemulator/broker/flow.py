@@ -789,7 +789,7 @@ class MessageFlow:
             out: list[Delivery] = []
             peek_lock = r.mode == ReceiveMode.PEEK_LOCK
             # The locks of one take end together: one timer for all of them, not one per message.
-            locks: list[tuple[BrokerMessage, LockKey]] | None = [] if r.session is None else None
+            locks: list[BrokerMessage] | None = [] if r.session is None else None
             while len(out) < max_count:
                 msg = self._pop(ent, heap)
                 if msg is None:
@@ -814,7 +814,7 @@ class MessageFlow:
             return out
 
     def lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int,
-                      locks: list[tuple[BrokerMessage, LockKey]] | None = None) -> Delivery:
+                      locks: list[BrokerMessage] | None = None) -> Delivery:
         """Lock ``msg`` for ``owner``. Its expiry timer is its own, or, given ``locks``, the one the
         caller sets for all the locks it appended there (they share ``now`` and so their deadline)."""
         keys = self._lock_keys
@@ -832,7 +832,7 @@ class MessageFlow:
             if locks is None:
                 self._timers.add(LockExpiry(msg.locked_until_ms, ent, self, msg, key))
             else:
-                locks.append((msg, key))
+                locks.append(msg)
         self.store.update_message(ent.key, msg)
         return Delivery(msg, key, msg.locked_until_ms, msg.delivery_count - 1, token)
 

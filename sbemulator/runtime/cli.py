@@ -17,6 +17,7 @@ from ..config import ConfigError, load_namespaces
 from ..gateway.limits import DEFAULT_LIMITS, Limits
 from ..store.base import StoreError
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, DataDirError
+from .collector import Collector
 from .emulator import DEFAULT_DATA_DIR, build, connection_string, controls_for, sas_keys, start_namespace
 from .namespaces import NamespaceRuntime, namespace_data_dir
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
@@ -88,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="start from a snapshot (entities and messages, exported through GET /$admin/snapshot "
                              "or the console; docs/emulator.md, Snapshots)")
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    parser.add_argument("--gc", choices=("idle", "python"), default="idle",
+                        help="idle (default): what start-up loaded is frozen and the cyclic collector's full "
+                             "collections run when no AMQP input came for a second, so they do not stall "
+                             "clients (docs/emulator.md, \"Limits and faults\"); python: Python's own policy")
     parser.add_argument("--loop", choices=LOOPS, default="asyncio",
                         help="event loop: the standard asyncio one (default) or uvloop, when it is installed")
     # --- admin (HTTPS management) options
@@ -203,6 +208,9 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if args.gc == "idle":  # after start-up: what it loaded is frozen, full collections wait for idle moments
+        server.collector = Collector()
+        server.collector.start()
     keys = sas_keys(config, args.sas_key)
     key_name = "RootManageSharedAccessKey"
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
@@ -231,6 +239,8 @@ async def serve(args: argparse.Namespace) -> int:
         await admin.stop()
         admin.cleanup()
     await server.stop()
+    if server.collector is not None:
+        server.collector.stop()
     try:
         broker.close()
     except StoreError as exc:  # a full disk at shutdown: say what was not written, no traceback

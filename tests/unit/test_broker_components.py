@@ -81,7 +81,7 @@ def test_a_take_timer_ends_only_the_locks_still_held_from_that_take() -> None:
     ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
     keys = [bytes([i]) * 16 for i in range(3)]
     msgs = [_locked(ent, i + 1, k, 500) for i, k in enumerate(keys)]
-    timer = TakeExpiry(500, ent, host, list(zip(msgs, keys, strict=True)))
+    timer = TakeExpiry(500, ent, host, msgs)
     del ent.locks[keys[0]]  # settled
     msgs[1].locked_until_ms = 900  # renewed
     assert timer.valid()

@@ -1,0 +1,80 @@
+"""The collector policy (runtime/collector.py): full collections at idle moments, none on their own.
+
+Real garbage collection on real objects: a reference cycle that became garbage is freed at the first
+idle moment, not while the broker is busy; a busy broker still collects after ``full_after`` young
+collections; what start-up left is frozen, and ``stop`` gives Python its own policy back.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from sbemulator.runtime.collector import Collector
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: _Node | None = None
+
+
+def _old_garbage_cycle() -> weakref.ref:
+    """A reference cycle that lived long enough to reach the oldest generation, then became garbage."""
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    gc.collect(1)  # survivors of a generation-1 collection move to generation 2
+    ref = weakref.ref(a)
+    del a, b
+    return ref
+
+
+def _young_collections(count: int) -> None:
+    for _ in range(count):
+        gc.collect(1)
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    policy = Collector(idle_s=1.0, full_after=50)
+    saved = gc.get_threshold()
+    policy.start()
+    try:
+        yield policy
+    finally:
+        policy.stop()
+        assert gc.get_threshold() == saved
+        assert gc.get_freeze_count() == 0
+
+
+def test_start_freezes_what_exists_and_turns_automatic_full_collections_off(collector: Collector) -> None:
+    assert gc.get_freeze_count() > 0
+    gen0, gen1, gen2 = gc.get_threshold()
+    assert gen2 >= 1 << 30 and (gen0, gen1) != (0, 0)
+
+
+def test_a_garbage_cycle_waits_while_busy_and_is_freed_at_the_next_idle_moment(collector: Collector) -> None:
+    ref = _old_garbage_cycle()
+    _young_collections(10)  # the young generations are collected; the oldest waits
+    assert ref() is not None
+    collector.tick(last_input=100.0, now=100.5)  # input half a second ago: busy
+    assert ref() is not None
+    collector.tick(last_input=100.0, now=101.5)  # a second without input: idle
+    assert ref() is None
+    assert collector.idle_collections == 1
+    assert gc.get_freeze_count() > 0  # frozen again after the idle collection
+
+
+def test_a_broker_that_is_never_idle_still_collects_after_full_after_young_collections(collector: Collector) -> None:
+    ref = _old_garbage_cycle()
+    _young_collections(collector.full_after)
+    collector.tick(last_input=100.0, now=100.1)
+    assert ref() is None
+    assert collector.busy_collections == 1
+
+
+def test_nothing_is_collected_without_young_collections_since_the_last_full_one(collector: Collector) -> None:
+    collector.tick(last_input=0.0, now=100.0)
+    assert collector.idle_collections == 0 and collector.busy_collections == 0
