@@ -619,6 +619,12 @@ class MessageFlow:
             reason, problem = REASON_TRANSFER, f"The forwarding destination '{target_name}' could not be found."
         elif target.status in _SEND_SUSPENDED:
             reason, problem = REASON_TRANSFER, f"The forwarding destination '{target.path}' is disabled."
+        elif target.held_bytes >= target.max_size_bytes:
+            # "Chaining Service Bus entities with autoforwarding": a destination over its quota leaves the
+            # message in the source's dead-letter queue until there is room (a direct send is refused).
+            reason, problem = REASON_TRANSFER, (
+                f"The forwarding destination '{target.path}' is full: size of entity in bytes:"
+                f"{target.held_bytes}, max entity size in bytes: {target.max_size_bytes}. QuotaType: EntitySize")
         elif msg.hops >= MAX_FORWARD_HOPS:
             reason, problem = REASON_MAX_HOPS, DESC_MAX_HOPS
         elif target.requires_session and msg.session_id is None:

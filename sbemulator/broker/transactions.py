@@ -135,23 +135,24 @@ class TransactionCoordinator:
         self._open[txn_id] = Transaction(txn_id, self.clock())
         return txn_id
 
-    def discharge(self, txn_id: bytes, fail: bool) -> None:
+    def discharge(self, txn_id: bytes, fail: bool) -> list[tuple[str, list[IncomingMessage]]]:
         """Commit (``fail`` false) or roll back. Raises for an unknown id (also one discharged
         before), a timed-out transaction, and a commit that found an operation it cannot apply (the
-        transaction is then rolled back)."""
+        transaction is then rolled back). Returns the sends a commit applied (path, messages), which the
+        caller takes back (``withdraw``) if the store cannot write them."""
         self.expire()
         txn = self._open.pop(txn_id, None)
         if txn is None:
             if txn_id in self._timed_out:
                 self._timed_out.discard(txn_id)
                 if fail:
-                    return  # rolling back what the timeout rolled back already
+                    return []  # rolling back what the timeout rolled back already
                 raise TransactionTimeoutError(
                     f"The transaction timed out after {self.timeout_s:g} seconds and was rolled back."
                 )
             raise TransactionUnknownError("Transaction hasn't been declared yet, or has already been discharged.")
         if fail:
-            return
+            return []
         if txn.refused is not None:
             raise TransactionRollbackError(
                 "The transaction was rolled back: an operation in it was refused: "
@@ -167,11 +168,14 @@ class TransactionCoordinator:
             raise TransactionRollbackError(
                 f"The transaction was rolled back: {exc.description or exc}", ROLLBACK
             ) from exc
+        sent = []
         for op in txn.operations:
             if isinstance(op, _Send):
                 self.broker.send(op.path, op.messages)
+                sent.append((op.path, op.messages))
             else:
                 op.apply()
+        return sent
 
     def rollback_all(self) -> None:
         """The connection (or its coordinator link) is gone: every open transaction is rolled back

@@ -152,7 +152,7 @@ class Gateway:
             channel_max=limits.channel_max,
             authenticate_plain=self._authenticate_plain,
         )
-        self.management = ManagementHandler(broker)
+        self.management = ManagementHandler(broker, commit=self.commit_now)
         # What data_to_send returns, as the connection's own bound method: the server's flush calls it
         # once per write, one call instead of two.
         self.take_output: Callable[[], bytes | bytearray] = self.connection.data_to_send
@@ -362,6 +362,15 @@ class Gateway:
             if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
                 self.settle_sends(self.commit_window())
             self.run_pending()
+
+    def commit_now(self) -> BrokerError | None:
+        """Commit what this connection did so far, before answering a write that must be stored first
+        (a $management schedule-message, a transaction's commit); its sends are settled with the outcome.
+        None when written, else the error (QuotaExceeded, ServerBusy) the write is refused with."""
+        failure = self.commit_window()
+        if self.sends:
+            self.settle_sends(failure)
+        return failure
 
     def settle_sends(self, failure: BrokerError | None) -> None:
         """Settle the sends handled since the last commit: accepted once stored, or, when the store
@@ -1186,7 +1195,7 @@ class CoordinatorLink:
                 state = Declared(self.gateway.transactions.declare())
                 self.gateway.arm_transaction_timeout()
             elif isinstance(body, Discharge):
-                self.gateway.transactions.discharge(bytes(body.txn_id or b""), bool(body.fail))
+                self._discharge(bytes(body.txn_id or b""), bool(body.fail))
                 state = Accepted()
             else:
                 raise BrokerError("A coordinator takes declare and discharge messages only.", "amqp:decode-error")
@@ -1199,6 +1208,26 @@ class CoordinatorLink:
         if self.link.link_credit < SENDER_CREDIT // 2:
             conn.grant_credit(self.link, SENDER_CREDIT)
         self.gateway.request_flush(self.gateway)
+
+    def _discharge(self, txn_id: bytes, fail: bool) -> None:
+        """A commit is accepted only once what it sent is stored. A store that cannot write now (a
+        full disk: QuotaExceeded; another write error: ServerBusy) refuses the commit before anything of
+        the transaction applies (it is rolled back); one that fails at this commit's own write takes its
+        sends back (never stored later) and refuses the commit with that error."""
+        gateway = self.gateway
+        transactions = gateway.transactions
+        if not fail:
+            failure = gateway.commit_now()
+            if failure is not None:
+                transactions.discharge(txn_id, True)
+                raise failure
+        sent = transactions.discharge(txn_id, fail)
+        if sent:
+            failure = gateway.commit_now()
+            if failure is not None:
+                for path, messages in sent:
+                    gateway.broker.withdraw(path, messages)
+                raise failure
 
     def on_disposition(self, event: Any) -> None:
         return None

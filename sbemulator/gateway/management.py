@@ -115,8 +115,11 @@ OPERATIONS = frozenset({
 class ManagementHandler:
     """Executes ``$management`` requests for one broker."""
 
-    def __init__(self, broker: BrokerAPI) -> None:
+    def __init__(self, broker: BrokerAPI, commit: Callable[[], BrokerError | None] | None = None) -> None:
         self.broker = broker
+        # Writes what the connection did so far; the store's refusal when it could not (a full disk).
+        # A schedule-message is answered only once its messages are stored, as a send is settled.
+        self.commit = commit
         self._ops: dict[str, Callable[[str, Any], MgmtReply]] = {
             "com.microsoft:renew-lock": self._renew_lock,
             "com.microsoft:peek-message": self._peek,
@@ -258,6 +261,10 @@ class ManagementHandler:
                 raise BadRequest("each scheduled message needs a binary 'message'")
             incoming.append(to_incoming(parse_message(raw), len(raw)))
         numbers = self.broker.schedule(path, incoming)
+        failure = self.commit() if self.commit is not None else None
+        if failure is not None:  # QuotaExceeded (a full disk) or ServerBusy: taken back, never stored later
+            self.broker.withdraw(path, incoming)
+            raise failure
         return MgmtReply(200, "OK", {"sequence-numbers": Array(tuple(Long(n) for n in numbers), "long")})
 
     def _cancel_scheduled(self, path: str, body: Any) -> MgmtReply:
