@@ -136,7 +136,7 @@ class Namespace:
     """Management operations over one broker (one namespace)."""
 
     def __init__(self, broker: BrokerAPI, name: str = "sbemulatorns", clock: Callable[[], float] = time.time,
-                 commit: Callable[[], None] | None = None) -> None:
+                 commit: Callable[[], BrokerError | None] | None = None) -> None:
         self.broker = broker
         self.name = name
         self.clock = clock
@@ -179,9 +179,11 @@ class Namespace:
             subscription_count=view.subscription_count, default_rule=default_rule,
         )
 
-    def commit(self) -> None:
-        """Make the broker changes so far durable: after every management request that changed state."""
-        self._commit()
+    def commit(self) -> BrokerError | None:
+        """Make the broker changes so far durable: after every management request that changed state.
+        Returns the error a store that cannot write refuses them with (QuotaExceeded, ServerBusy), or None."""
+        result = self._commit()
+        return result if isinstance(result, BrokerError) else None
 
     # ------------------------------------------------------------------ listing and reading
     def list_entities(self, kind: str, topic: str | None = None) -> list[EntityInfo]:

@@ -151,12 +151,19 @@ class ConsoleBroker:
             application_properties=_app_properties(spec.get("applicationProperties") or []) or None,
             data=body.encode("utf-8"),
         )
+        messages = incoming_messages(payload, 0)
         try:
-            self.broker.send(view.path, incoming_messages(payload, 0))
+            self.broker.send(view.path, messages)
         except BrokerError as exc:
-            raise BadRequest(exc.description or str(exc)) from None
-        finally:
             self.ns.commit()
+            raise BadRequest(exc.description or str(exc)) from None
+        failure = self.ns.commit()
+        if failure is not None:
+            # The store could not write it (a full disk: QuotaExceeded; another error: ServerBusy): refused
+            # like an SDK's send, and taken back so that it is never delivered nor written later.
+            self.broker.withdraw(view.path, messages)
+            raise AdminError(failure.description or str(failure), status=failure.status_code,
+                             code=type(failure).__name__.removesuffix("Error"))
         return {"sent": 1, "messageId": str(props.message_id), "scheduled": bool(scheduled)}
 
     def resubmit(self, path: str, sequence_numbers: list[int] | None) -> dict[str, Any]:

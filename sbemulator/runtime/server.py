@@ -276,10 +276,11 @@ class AmqpServer:
         self.port = sock.getsockname()[1]
         self._ticker = self.loop.create_task(self._tick_forever())
 
-    def commit(self) -> None:
+    def commit(self) -> BrokerError | None:
         """Commit what the broker buffered; a store that cannot write is logged (the work stays buffered
-        and the next commit tries again), never raised into the event loop."""
-        self.commit_window()
+        and the next commit tries again), never raised into the event loop. Returns what a write of this
+        commit is refused with (None when written): the management plane refuses a console send with it."""
+        return self.commit_window()
 
     def commit_window(self) -> BrokerError | None:
         """Commit; None when written, else the error the sends of this commit are refused with."""

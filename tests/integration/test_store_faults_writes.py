@@ -1,6 +1,6 @@
 """The writes besides a send that a full or failing store must refuse too, never answering before the
 write landed and never storing a refused one later: a ``$management`` schedule-message (the SDK's
-``schedule_messages``), a transaction's commit, and auto-forwarding into a full queue.
+``schedule_messages``), a transaction's commit, a send from the web console, and auto-forwarding into a full queue.
 
 Errors as for a send (test_store_faults.py; "Service Bus messaging exceptions"): QuotaExceeded
 (``amqp:resource-limit-exceeded``, ``ServiceBusQuotaExceededError``) for a full disk, ServerBusy
@@ -10,7 +10,8 @@ follows "Chaining Service Bus entities with autoforwarding": "If the destination
 too many messages and exceeds the quota, or the destination entity is disabled, the source entity adds
 the messages to its dead-letter queue until there's space in the destination" (the emulator's
 forwarding failures go to the source's transfer dead-letter queue, with the reason in
-``DeadLetterErrorDescription``).
+``DeadLetterErrorDescription``). The console's send is refused the same way (403 QuotaExceeded, 503
+ServerBusy) and taken back.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from azure.servicebus.exceptions import ServiceBusQuotaExceededError, ServiceBus
 from sbemulator import Emulator
 from sbemulator.amqp.performatives import Accepted, Rejected
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, queue, receive
+from tests.integration.test_console_api import Console
 from tests.integration.test_store_faults import FULL, Faults, data_dir, emu, faults  # noqa: F401 (fixtures)
 from tests.integration.test_transactions_amqp import ORDERS, TxClient
 
@@ -116,3 +118,24 @@ def test_forwarding_into_a_full_queue_leaves_the_message_in_the_sources_transfer
             tdlq.complete_message(held)
         with client.get_queue_receiver("tinydest") as receiver:
             assert len(receiver.peek_messages(max_message_count=20)) == 6  # nothing forwarded past the quota
+
+
+def test_a_full_store_refuses_a_console_send_and_never_stores_it(
+    emu: Emulator, faults: Faults, data_dir: Path  # noqa: F811
+) -> None:
+    """The console's send (docs/emulator.md, "Web console") is answered only once the message is stored."""
+    console = Console(emu)
+    console.login()
+    faults.fail(sqlite3.OperationalError(FULL))
+    status, _, body = console.call("POST", "/console/api/send", {"path": "orders", "body": "refused"})
+    assert status == 403 and body["error"] == "QuotaExceeded", body
+    assert FULL in body["message"]
+    faults.fail(sqlite3.OperationalError("disk I/O error"))
+    status, _, body = console.call("POST", "/console/api/send", {"path": "orders", "body": "refused-busy"})
+    assert status == 503 and body["error"] == "ServerBusy", body
+    faults.fail(None)
+    assert console.call("POST", "/console/api/send", {"path": "orders", "body": "stored"})[0] == 200
+    assert _peek(emu) == ["stored"]
+    emu.stop()
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), data_dir=data_dir, in_memory=False) as again:
+        assert _peek(again) == ["stored"]
