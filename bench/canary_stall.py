@@ -169,7 +169,12 @@ def run_canary(port: int, pace_ms: float, seconds: float) -> None:
     client.send(build_frame(0, Flow(UInt(0), UInt(UINT_MAX), UInt(0), UInt(UINT_MAX), UInt(1), UInt(0),
                                     UInt(credit))))
     stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+    def _until_stdin_closes() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=_until_stdin_closes, daemon=True).start()
     samples: list[tuple[float, float]] = []
     end = time.monotonic() + seconds
     payload = _data_section(b"canary")
@@ -235,19 +240,19 @@ class Bulk:
         self.client.send(build_frame(0, Flow(UInt(self.next_incoming), UInt(UINT_MAX), UInt(0), UInt(UINT_MAX),
                                              UInt(self.handle), UInt(self.delivery_count), UInt(count))))
         end = time.monotonic() + deadline_s
-        got, first = 0, None
+        got, first = 0, -1
         while got < count:
             frame = self.client.frame()
             if _code(frame) != TRANSFER:
                 continue
-            if first is None:
+            if got == 0:
                 first = int(_performative(frame).delivery_id)
             got += 1
             if got % 1000 == 0 and time.monotonic() > end:
                 raise TimeoutError(f"took {got} of {count} within {deadline_s:g} s")
         self.delivery_count += count
-        self.next_incoming = (first + count) & UINT_MAX  # type: ignore[operator]
-        return first, (first + count - 1) & UINT_MAX  # type: ignore[operator]
+        self.next_incoming = (first + count) & UINT_MAX
+        return first, (first + count - 1) & UINT_MAX
 
     def settle_range(self, first: int, last: int, state: object) -> None:
         self.client.send(build_frame(0, Disposition(ROLE_RECEIVER, UInt(first), UInt(last), True, state)))
@@ -337,23 +342,29 @@ def main(argv: list[str] | None = None) -> int:
             phase("take (one flow of credit)", take)
             phase("expire (locks lapse)", lambda: time.sleep(args.lock_seconds + 3))
             phase("take again", take)
-            phase("abandon (one range disposition)",
-                  lambda: (bulk.settle_range(*taken["range"], Modified(True, False)), time.sleep(3)))
+            def abandon() -> None:
+                bulk.settle_range(*taken["range"], Modified(True, False))
+                time.sleep(3)
+
+            def release_and_detach() -> None:
+                bulk.settle_range(*taken["range"], Released())
+                bulk.detach()
+                time.sleep(3)
+
+            phase("abandon (one range disposition)", abandon)
             phase("take again ", take)
-            phase("release + detach",
-                  lambda: (bulk.settle_range(*taken["range"], Released()), bulk.detach(), time.sleep(3)))
+            phase("release + detach", release_and_detach)
             if args.sdk_take:
                 phase("SDK prefetch of all", lambda: _sdk_take(proc.connection_string, args.messages, budget))
                 phase("SDK receiver closed (locks stay)", lambda: time.sleep(3))
             bulk.client.close()
         finally:
             samples = canary.stop()
-        if args.rss_loop:
-            rss = _rss_loop(proc, args.rss_loop)
+        rss = _rss_loop(proc, args.rss_loop) if args.rss_loop else []
         proc.terminate()
         measured = json.loads((probe / "probe.json").read_text())
     callbacks, collections = measured["callbacks"], measured["collections"]
-    rows = []
+    rows: list[tuple[str, int, str, str, str, str, str]] = []
     for name, start, end in phases:
         rtts = [rtt for t, rtt in samples if start <= t < end]
         worst_cpu = max((cpu for t, cpu in callbacks if start <= t < end), default=0.0)
@@ -371,9 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     print("| phase | canary round trips | median | p99 | worst | emulator's longest callback, CPU | "
           "full collections |")
     print("|---|---|---|---|---|---|---|")
-    for name, count, median, p99, worst, cpu, fulls in rows:
-        print(f"| {name} | {count:,} | {median} ms | {p99} ms | {worst} ms | {cpu} ms | {fulls} |")
-    if args.rss_loop:
+    for name, count, median, p99, worst, cpu, gc_text in rows:
+        print(f"| {name} | {count:,} | {median} ms | {p99} ms | {worst} ms | {cpu} ms | {gc_text} |")
+    if rss:
         print(f"\nRSS over {args.rss_loop} rounds (connect, send {RSS_ROUND} and receive them, disconnect): "
               + ", ".join(f"{mb:.0f}" for mb in rss) + " MB")
     return 0
