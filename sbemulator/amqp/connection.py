@@ -180,6 +180,7 @@ class Connection:
         # then handles that input in slices.
         self.ranges = False
         self.defer_violations = False
+        self._open_ranges: list[DeliveryRangeStateChanged] = []  # emitted, not yet expanded to the end
         self.phase = Phase.HEADER
         self.state: State = CONNECTION_START  # the open/close pair (states.CONNECTION_TRANSITIONS)
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
@@ -608,6 +609,8 @@ class Connection:
         if session.ended:
             return
         session.ended = True
+        if self._open_ranges:
+            self._resolve_ranges()
         for link in list(session.links_by_handle.values()):
             self._events.append(LinkDetached(link, True, None))
         session.links_by_handle.clear()
@@ -732,6 +735,8 @@ class Connection:
         self._forget_link(link)
 
     def _forget_link(self, link: Link) -> None:
+        if self._open_ranges:
+            self._resolve_ranges()
         session = link.session
         session.links_by_handle.pop(link.handle, None)
         if link.state.remote is CLOSED:
@@ -1017,9 +1022,13 @@ class Connection:
     def _peer_disposed(self, session: Session, first: int, last: int, settled: bool, state: Any) -> None:
         """The peer gave deliveries ``first``..``last`` we sent a state: an event for each we know, or
         for a long range one event the application expands in slices (``expand_range``)."""
+        if self._open_ranges:
+            self._resolve_ranges()  # an earlier range first: dispositions apply in the order they came
         if last - first >= self.RANGE_EVENTS:
             self.ranges = True
-            self._events.append(DeliveryRangeStateChanged(session, first, last, settled, state))
+            event = DeliveryRangeStateChanged(session, first, last, settled, state)
+            self._open_ranges.append(event)
+            self._events.append(event)
             return
         unsettled = session.outgoing_unsettled
         for delivery_id in range(first, last + 1):
@@ -1035,11 +1044,21 @@ class Connection:
     def expand_range(self, event: DeliveryRangeStateChanged, count: int) -> list[DeliveryStateChanged]:
         """The events of the next ``count`` delivery ids of ``event`` (which then starts after them):
         what the disposition meant for each delivery still unsettled when its slice is handled."""
-        first, last = event.first, min(event.last, event.first + count - 1)
+        if event.resolved is not None:
+            out = event.resolved[:count]
+            del event.resolved[:count]
+            return out
+        last = min(event.last, event.first + count - 1)
+        out = self._range_events(event, last)
+        if event.first > event.last:
+            self._open_ranges.remove(event)
+        return out
+
+    def _range_events(self, event: DeliveryRangeStateChanged, last: int) -> list[DeliveryStateChanged]:
         settled, state = event.settled, event.state
         unsettled = event.session.outgoing_unsettled
         out: list[DeliveryStateChanged] = []
-        for delivery_id in range(first, last + 1):
+        for delivery_id in range(event.first, last + 1):
             link = unsettled.get(delivery_id)
             if link is None:
                 continue
@@ -1050,6 +1069,14 @@ class Connection:
             out.append(DeliveryStateChanged(link, delivery_id, state, settled, context))
         event.first = last + 1
         return out
+
+    def _resolve_ranges(self) -> None:
+        """Work out the rest of every range not expanded yet, now: a frame is about to change which
+        deliveries are unsettled (a detach or end forgets a link's, a disposition settles some), and a
+        range means the deliveries it named when it arrived."""
+        for event in self._open_ranges:
+            event.resolved = self._range_events(event, event.last)
+        self._open_ranges.clear()
 
     # ------------------------------------------------------------------ output
     def _send(self, channel: int, body: Any) -> None:

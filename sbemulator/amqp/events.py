@@ -69,6 +69,13 @@ class DeliveryRangeStateChanged:
     last: int
     settled: bool
     state: Any
+    # The rest of the range worked out at once (Connection._resolve_ranges), because a later frame
+    # (a detach, an end, another disposition) was about to change which deliveries are unsettled.
+    resolved: list[DeliveryStateChanged] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.first > self.last and not self.resolved
 
 
 @dataclass(slots=True)

@@ -322,7 +322,7 @@ class Gateway:
             first = backlog[0]
             if type(first) is ev.DeliveryRangeStateChanged:  # the next slice of the range, then the rest
                 chunk = self.connection.expand_range(first, DISPATCH_SLICE)
-                if first.first > first.last:
+                if first.done:
                     backlog.popleft()
             else:
                 chunk = [backlog.popleft() for _ in range(min(DISPATCH_SLICE, len(backlog)))]
@@ -914,6 +914,7 @@ class EntityReceiverLink(LinkHandler):
         self.receiver: Any = None
         self.waiting_for_session = False
         self.closed = False
+        self.continued = False  # the last pump stopped at its slice and goes on at the next loop iteration
         self._timeout_handle: Any = None
 
     @classmethod
@@ -1002,6 +1003,7 @@ class EntityReceiverLink(LinkHandler):
         self.gateway.schedule_pump(self)
 
     def pump(self) -> None:
+        self.continued = False
         if self.closed or self.waiting_for_session:
             return
         conn = self.gateway.connection
@@ -1040,6 +1042,7 @@ class EntityReceiverLink(LinkHandler):
                 if not stop:
                     stop = now + PUMP_SLICE_S
                 elif now >= stop and conn.can_send(link):
+                    self.continued = True  # a drain completes once the pump has used the credit it can
                     gateway.pump_later(self)
                     return
         if link.drain and link.link_credit > 0 and conn.can_send(link):
@@ -1059,7 +1062,7 @@ class EntityReceiverLink(LinkHandler):
                     self._release()
                 return
         self.pump()
-        if event.drain and self.link.drain and self.link.link_credit > 0:
+        if event.drain and self.link.drain and self.link.link_credit > 0 and not self.continued:
             self.gateway.connection.drain_complete(self.link)
 
     def on_disposition(self, event: Any) -> None:
