@@ -12,6 +12,7 @@ message as a client would), ``sbemulator.amqp``, ``sbemulator.config``, ``sbemul
 from __future__ import annotations
 
 import shutil
+import ssl
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,8 @@ class AdminServer:
     """The HTTPS endpoint. ``cert_dir`` holds the generated CA and server certificate (created on first
     start, reused after); ``tls_cert``/``tls_key`` replace them with the user's own. ``websocket`` takes
     over connections that ask for a WebSocket (AMQP over WebSockets, sbemulator/runtime/websocket.py).
-    ``certificates``: those of another namespace's endpoint, so that every namespace of one emulator
-    chains to one CA (docs/emulator.md, "Several namespaces")."""
+    ``like``: another namespace's endpoint whose CA, certificate and TLS context this one shares, so that
+    every namespace of one emulator chains to one CA (docs/emulator.md, "Several namespaces")."""
 
     def __init__(
         self,
@@ -51,13 +52,15 @@ class AdminServer:
         commit: Any = None,
         websocket: Upgrade | None = None,
         controls: Controls | None = None,
-        certificates: CertificatePaths | None = None,
+        like: AdminServer | None = None,
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together")
         self._temp_dir: str | None = None
-        if certificates is not None:  # another namespace's endpoint: the same CA, nothing generated
-            self.certificates = certificates
+        self.certificates: CertificatePaths
+        self.ssl_context: ssl.SSLContext
+        if like is not None:  # another namespace's endpoint: the same CA, certificate and TLS context
+            self.certificates = like.certificates
         elif tls_cert is not None and tls_key is not None:
             self.certificates = CertificatePaths(Path(tls_cert), Path(tls_cert), Path(tls_key))
         else:
@@ -70,8 +73,11 @@ class AdminServer:
         self.namespace = Namespace(broker, broker.config.name, clock=lambda: broker.now_ms() / 1000, commit=commit)
         self.controls = controls or Controls(clock=lambda: broker.now_ms() / 1000)
         self.app = AdminApp(self.namespace, validator, controls=self.controls)
-        self.http = HttpServer(self.app, host, port, server_context(self.certificates.cert, self.certificates.key),
-                               websocket=websocket, admit=self.app.admit)
+        # Loading the key and chain is most of what an endpoint costs to make (~10 ms): a namespace
+        # added per test shares the first one's context (one SSLContext serves any number of servers).
+        self.ssl_context = like.ssl_context if like is not None else server_context(
+            self.certificates.cert, self.certificates.key)
+        self.http = HttpServer(self.app, host, port, self.ssl_context, websocket=websocket, admit=self.app.admit)
 
     @property
     def port(self) -> int:

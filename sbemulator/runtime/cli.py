@@ -187,7 +187,7 @@ async def serve(args: argparse.Namespace) -> int:
                                                                                    extra.name))
             runtime = await start_namespace(extra, key=sas_keys(extra, args.sas_key)[DEFAULT_KEY_NAME],
                                             host=args.host, options=options,
-                                            admin_certificates=None if admin is None else admin.certificates,
+                                            admin_like=admin,
                                             admin_port=None if admin is None else 0)
             runtime.host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
             runtime.join_clock(group)

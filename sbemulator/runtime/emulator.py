@@ -119,10 +119,10 @@ def controls_for(server: AmqpServer) -> Any:
 
 
 async def start_namespace(config: NamespaceConfig, *, key: str, host: str, options: dict[str, Any],
-                          admin_certificates: Any = None, admin_port: int | None = None) -> NamespaceRuntime:
+                          admin_like: Any = None, admin_port: int | None = None) -> NamespaceRuntime:
     """Build and start one more namespace on the running loop: ``options`` are :func:`build`'s (the
     emulator's, with this namespace's data directory); its AMQP port is a free one, and so is its HTTPS
-    port when ``admin_port`` is not None (0 for a free one), with ``admin_certificates`` (the first
+    port when ``admin_port`` is not None (0 for a free one), sharing ``admin_like``'s TLS (the first
     namespace's CA and certificate). Nothing is left listening when it fails."""
     faults = Faults(config.name)
     server, broker = build(config, **dict(options, sas_key=key, host=host, port=0, faults=faults,
@@ -134,7 +134,7 @@ async def start_namespace(config: NamespaceConfig, *, key: str, host: str, optio
             from ..admin import AdminServer
 
             runtime.admin = AdminServer(broker, server.validator, host=host, port=admin_port,
-                                        certificates=admin_certificates, commit=server.commit,
+                                        like=admin_like, commit=server.commit,
                                         websocket=upgrade_factory(server), controls=controls_for(server))
             await runtime.admin.start()
     except BaseException:
@@ -371,8 +371,7 @@ class Emulator:
         options = {k: v for k, v in self._options.items() if k != "faults"}
         if not self._options["in_memory"]:
             options["data_dir"] = namespace_data_dir(self._options["data_dir"] or DEFAULT_DATA_DIR, config.name)
-        certificates = None if self.admin is None else self.admin.certificates
-        return start_namespace(config, key=key, host=self.host, options=options, admin_certificates=certificates,
+        return start_namespace(config, key=key, host=self.host, options=options, admin_like=self.admin,
                                admin_port=None if self.admin is None else 0)
 
     @property
