@@ -10,6 +10,7 @@ azure-core raises as ClientAuthenticationError).
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Iterator
 from datetime import timedelta
@@ -75,13 +76,16 @@ def test_each_namespace_of_the_file_has_its_own_port_entities_and_messages(two):
         admin.get_queue("invoices")
 
 
-def test_a_key_of_one_namespace_does_not_open_another(two):
-    """A token signed with orders-ns's key, presented to billing-ns: refused (401 from $cbs, so the SDK
-    raises ServiceBusAuthenticationError), on the data plane and on the management plane."""
+def test_a_key_of_one_namespace_does_not_open_another(two, caplog):
+    """A token signed with orders-ns's key, presented to billing-ns: refused as a wrong signature (401
+    InvalidSignature from $cbs, so the SDK raises ServiceBusAuthenticationError), on the data plane and
+    on the management plane."""
     orders, billing = two.namespace("orders-ns"), two.namespace("billing-ns")
     crossed = billing.connection_string.replace("billing-secret", orders.key)
-    with pytest.raises(ServiceBusAuthenticationError):
+    with caplog.at_level(logging.WARNING, logger="sbemulator"), pytest.raises(ServiceBusAuthenticationError):
         _send(crossed, "work", "signed with the other namespace's key")
+    assert any("put-token refused" in r.getMessage() and "InvalidSignature" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
     crossed_admin = billing.admin_connection_string.replace("billing-secret", orders.key)
     admin = ServiceBusAdministrationClient.from_connection_string(crossed_admin, connection_verify=billing.ca_path)
     with admin, pytest.raises(ClientAuthenticationError):
