@@ -136,7 +136,7 @@ def _namespace_of(topology: Mapping[str, Any]) -> Mapping[str, Any]:
         raise TopologyError("missing UserConfig.Namespaces") from exc
     if not isinstance(namespaces, list) or len(namespaces) != 1:
         raise TopologyError(
-            "UserConfig.Namespaces must hold exactly one namespace (as the emulator requires)"
+            "UserConfig.Namespaces must hold exactly one namespace (the one this deployment provisions)"
         )
     return namespaces[0]
 
