@@ -442,6 +442,9 @@ class Emulator:
         async def run() -> Any:
             result = fn(*args)
             server.commit()
+            for runtime in list(self._namespaces.values()):  # fn may have changed any namespace
+                if runtime.server is not server:
+                    runtime.server.commit()
             return result
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
