@@ -170,3 +170,22 @@ def test_the_command_line_lists_every_namespace_in_its_ready_line(tmp_path):
             _send(process.connection_string, "invoices", "not in the first")
     finally:
         assert process.terminate() == 0
+
+
+def test_faults_and_purges_through_the_plugin_stay_in_their_namespace(two):
+    """What the pytest plugin's ServiceBusNamespace does to its namespace (docs/emulator.md, "Fault
+    injection", per namespace) leaves the others alone: a ServerBusy fault on one fails only its sends,
+    a purge of one removes only its messages."""
+    from azure.servicebus.exceptions import ServiceBusServerBusyError
+
+    from sbemulator.pytest_plugin import ServiceBusEmulator
+
+    session = ServiceBusEmulator(two)
+    billing = session.namespace("billing-ns")
+    with billing.inject("send", "server-busy", "work"):
+        with pytest.raises(ServiceBusServerBusyError):
+            _send(billing.connection_string, "work", "refused")
+        _send(session.connection_string, "work", "the first namespace is not faulted")
+    _send(billing.connection_string, "work", "after the fault")
+    assert billing.purge() == 1
+    assert _receive(session.connection_string, "work") == ["the first namespace is not faulted"]
