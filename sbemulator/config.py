@@ -123,6 +123,8 @@ class SubscriptionConfig:
     # "Suspend and reactivate messaging entities": Active, Disabled, SendDisabled or ReceiveDisabled
     # (set through the management APIs; the config file has no such property).
     status: str = STATUS_ACTIVE
+    # AutoDeleteOnIdle in seconds; None (TimeSpan.MaxValue, the default): never (management APIs only).
+    auto_delete_on_idle: float | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,8 @@ class QueueConfig:
     status: str = STATUS_ACTIVE
     # Entity-level shared access rules (management APIs only, like status).
     authorization_rules: tuple[AuthorizationRuleConfig, ...] = ()
+    # AutoDeleteOnIdle in seconds; None (TimeSpan.MaxValue, the default): never (management APIs only).
+    auto_delete_on_idle: float | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,8 @@ class TopicConfig:
     status: str = STATUS_ACTIVE
     # Entity-level shared access rules (management APIs only, like status).
     authorization_rules: tuple[AuthorizationRuleConfig, ...] = ()
+    # AutoDeleteOnIdle in seconds; None (TimeSpan.MaxValue, the default): never (management APIs only).
+    auto_delete_on_idle: float | None = None
 
 
 @dataclass(frozen=True)

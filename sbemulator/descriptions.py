@@ -186,8 +186,9 @@ PROPERTIES: tuple[Property, ...] = (
        bound_doc="it may be at most 1024 characters long"),
     _p("ForwardDeadLetteredMessagesTo", {Q: 26, S: 15}, Codec.ENTITY, arm="forwardDeadLetteredMessagesTo",
        field="forward_dead_lettered_messages_to", enforced=True, in_config_file=True),
+    # "Message expiration", Temporary entities: enforced on the broker's clock (broker/idle.py)
     _p("AutoDeleteOnIdle", {Q: 20, T: 19, S: 16}, Codec.DURATION, arm="autoDeleteOnIdle", api_default=NEVER,
-       minimum=300.0, bound_doc="the minimum is 5 minutes"),
+       field="auto_delete_on_idle", minimum=300.0, bound_doc="the minimum is 5 minutes", enforced=True),
     _p("EnablePartitioning", {Q: 21, T: 20}, Codec.BOOL, arm="enablePartitioning", api_default=False,
        immutable=True),
     _p("EntityAvailabilityStatus", {Q: 22, T: 21, S: 17}, Codec.RUNTIME),

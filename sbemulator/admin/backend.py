@@ -9,7 +9,7 @@ renderers. It runs on the emulator's event loop (the broker is single-threaded).
 Which properties each kind has, their types, Service Bus's defaults (an entity created through the
 management API gets these, not the config file's) and bounds come from the one table of entity
 properties (:mod:`sbemulator.descriptions`). Properties the broker has no behaviour for
-(``AutoDeleteOnIdle``, ``UserMetadata``, ``EnableBatchedOperations``, ``MaxSizeInMegabytes``,
+(``UserMetadata``, ``EnableBatchedOperations``, ``MaxSizeInMegabytes``,
 partitioning...) are validated, kept in memory and echoed, so that round trips (get, change, update)
 behave; they are not enforced and, unlike the entities themselves, not kept across restarts.
 
@@ -300,7 +300,7 @@ class Namespace:
             # "Chaining Service Bus entities with autoforwarding": with autoforwarding set up, the source's
             # AutoDeleteOnIdle is set to the maximum value (forwarding counts as receiving; never idle). The
             # live service does so only for a non-session entity forwarding to another entity.
-            extras.pop("AutoDeleteOnIdle", None)
+            config = dataclasses.replace(config, auto_delete_on_idle=None)
         return config, extras
 
     def _forward_target(self, value: str | None, own_queue: str | None) -> str | None:

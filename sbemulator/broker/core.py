@@ -42,6 +42,7 @@ reaching into another's state (tests/unit/test_broker_structure.py checks the im
                              owns sessions (Sessions: session locks and state)
     settlement  Settlement   settling peek-locked messages (model.Outcome), lock checks, renewal
     inspection  Inspection   entity views and counts, purge, reset, resubmitting dead-lettered messages
+    idle        AutoDelete   AutoDeleteOnIdle: an idle-deletion timer per entity with an interval
 
 ``core`` -> ``inspection``, ``settlement``, ``flow`` -> ``sessions``, ``topology`` -> ``timers``,
 ``wakeups``, ``receiver`` -> ``entity`` -> ``sbemulator.model``; ``errors``, ``views`` and ``rules``
@@ -72,11 +73,12 @@ from ..model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMo
 from .entity import NO_LIMIT, EntityRef
 from .errors import RuleError
 from .flow import MessageFlow
+from .idle import AutoDelete
 from .inspection import Inspection
 from .receiver import Receiver, ReceiverOps
 from .settlement import Settlement
 from .timers import Timers
-from .topology import Topology
+from .topology import Topology, normalize
 from .views import EntityView, Resubmission, SessionView
 from .wakeups import Wakeups
 
@@ -111,6 +113,9 @@ class Broker:
             acquire_session=sessions.try_acquire_session,
         )
         flow.load()
+        # AutoDeleteOnIdle (idle.py): deletes an entity the way the management API does
+        self._idle = AutoDelete(topology.entities, timers, topology.delete_entity, self._now)
+        self._idle.arm_all()
 
     def _now(self) -> int:
         return int(self.clock() * 1000)
@@ -132,17 +137,32 @@ class Broker:
         return self._topology.entity(path).config
 
     def create_queue(self, q: QueueConfig) -> EntityRef:
-        return self._topology.create_queue(q)
+        ref = self._topology.create_queue(q)
+        self._idle.arm_path(ref.path)
+        return ref
 
     def create_topic(self, t: TopicConfig) -> EntityRef:
-        return self._topology.create_topic(t)
+        ref = self._topology.create_topic(t)
+        self._idle.arm_path(ref.path)
+        return ref
 
     def create_subscription(self, topic_name: str, s: SubscriptionConfig) -> EntityRef:
-        return self._topology.create_subscription(topic_name, s)
+        ref = self._topology.create_subscription(topic_name, s)
+        self._idle.arm_path(ref.path)
+        return ref
 
     def update_entity(self, path: str, config: QueueConfig | TopicConfig | SubscriptionConfig) -> EntityRef:
-        """See :meth:`Topology.update_entity`."""
-        return self._topology.update_entity(path, config)
+        """See :meth:`Topology.update_entity` (an update is use of the entity: AutoDeleteOnIdle)."""
+        ref = self._topology.update_entity(path, config)
+        self._idle.arm_path(ref.path)
+        return ref
+
+    def _touch(self, path: str) -> None:
+        """A management operation uses the entity (AutoDeleteOnIdle, idle.py); an unknown path is the
+        operation's own error to report."""
+        ent = self._topology.entities.get(normalize(path))
+        if ent is not None:
+            self._idle.touch(ent)
 
     def delete_entity(self, path: str) -> None:
         self._topology.delete_entity(path)
@@ -166,6 +186,7 @@ class Broker:
         action_expression: str | None = None,
     ) -> None:
         """See :meth:`Topology.add_rule`."""
+        self._touch(path)  # a new rule is use of the subscription
         self._topology.add_rule(
             path,
             rule,
@@ -176,6 +197,7 @@ class Broker:
         )
 
     def set_rule(self, path: str, rule: RuleConfig) -> bool:
+        self._touch(path)
         return self._topology.set_rule(path, rule)
 
     def remove_rule(self, path: str, name: str) -> None:
@@ -238,6 +260,7 @@ class Broker:
         session_id: str | None = None,
     ) -> None:
         """$management update-disposition: completed, abandoned, defered (sic) or suspended."""
+        self._touch(path)
         self._settlement.update_disposition(
             path, lock_tokens, status, dead_letter_reason, dead_letter_description, properties_to_modify, session_id
         )
@@ -248,16 +271,20 @@ class Broker:
         self._settlement.check_locks(path, lock_tokens, session_id)
 
     def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]:
+        self._touch(path)
         return self._settlement.renew_lock(path, lock_tokens)
 
     # ================================================================= sessions
     def renew_session_lock(self, path: str, session_id: str) -> int:
+        self._touch(path)
         return self._sessions.renew_session_lock(path, session_id)
 
     def get_session_state(self, path: str, session_id: str) -> bytes | None:
+        self._touch(path)
         return self._sessions.get_session_state(path, session_id)
 
     def set_session_state(self, path: str, session_id: str, state: bytes | None) -> None:
+        self._touch(path)
         self._sessions.set_session_state(path, session_id, state)
 
     def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1,
@@ -290,7 +317,9 @@ class Broker:
         return self._inspection.purge(path, sub_queues=sub_queues)
 
     def reset(self) -> dict[str, int]:
-        return self._inspection.reset()
+        result = self._inspection.reset()
+        self._idle.arm_all()
+        return result
 
     def resubmit_dead_lettered(self, path: str, sequence_numbers: Iterable[int] | None = None) -> Resubmission:
         """See :meth:`Inspection.resubmit_dead_lettered`."""
@@ -310,6 +339,7 @@ class Broker:
             self._flow.forget_history()
             self._topology.apply_records(source.load_entities(), persist=True)
             self._flow.load(source, persist=True)
+            self._idle.arm_all()
 
     # ================================================================= durability and time
     def commit(self) -> None:

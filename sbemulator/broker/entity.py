@@ -105,6 +105,11 @@ class Entity:
     # when built), and, on that queue or topic, the bytes all of them hold (its SizeInBytes).
     quota: Entity = field(init=False, repr=False)
     held_bytes: int = 0
+    # AutoDeleteOnIdle (broker/idle.py): the interval (None: never), when the container was last used
+    # (stamped by the message flow and the facade) and the timer that checks it
+    idle_ms: int | None = None
+    active_ms: int = 0
+    idle_timer: Any = None
     # sequence numbers and duplicate detection (queues and topics)
     last_sequence: int = 0
     duplicates: OrderedDict[str, int] = field(default_factory=OrderedDict)

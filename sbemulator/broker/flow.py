@@ -427,6 +427,7 @@ class MessageFlow:
     def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None:
         with self._op:
             ent = self._entity(path)
+            ent.active_ms = self._now()
             found = []
             for seq in sequence_numbers:
                 msg = ent.messages.get(seq)
@@ -534,6 +535,7 @@ class MessageFlow:
 
     def accept(self, target: Entity, msg: BrokerMessage, now: int) -> int:
         """A new message arrives at a queue or topic (from a sender or by forwarding)."""
+        target.active_ms = now  # a send is use (AutoDeleteOnIdle, broker/idle.py)
         msg.sequence_number = self.next_sequence(target)
         scheduled = msg.scheduled_enqueue_time_ms
         if scheduled is not None and scheduled > now:
@@ -791,7 +793,7 @@ class MessageFlow:
                     raise SessionLockLostError(f"The session lock on {ent.path} was lost.")
             else:
                 heap = ent.available
-            now = self._now()
+            now = ent.active_ms = self._now()  # a receive is use (AutoDeleteOnIdle)
             out: list[Delivery] = []
             peek_lock = r.mode == ReceiveMode.PEEK_LOCK
             # The locks of one take end together: one timer for all of them, not one per message.
@@ -849,7 +851,7 @@ class MessageFlow:
         with self._op:
             ent = self._entity(path)
             self._check_receive_status(ent)
-            now = self._now()
+            now = ent.active_ms = self._now()
             found = []
             for seq in sequence_numbers:
                 msg = ent.messages.get(seq)
@@ -892,6 +894,7 @@ class MessageFlow:
         a sub-queue (``q/$DeadLetterQueue``, ``t/Subscriptions/s/$DeadLetterQueue``). The messages are
         the broker's own objects: read them, do not change them."""
         ent = self._entity(path)
+        ent.active_ms = self._now()  # browsing is use (AutoDeleteOnIdle)
         if count <= 0:
             return []
         if session_id is None:

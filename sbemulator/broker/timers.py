@@ -3,8 +3,8 @@ matters and what it does, and one heap that runs them.
 
 Kinds: a lock's expiry (``LockExpiry``; a renewed lock gets a new one), the expiry of the locks one
 take made together (``TakeExpiry``, one heap entry per take instead of one per message), a message's
-time to live (``MessageExpiry``), a scheduled message's enqueue time (``ScheduledActivation``) and a
-session lock's expiry (``SessionLockExpiry``).
+time to live (``MessageExpiry``), a scheduled message's enqueue time (``ScheduledActivation``), a
+session lock's expiry (``SessionLockExpiry``) and an entity's AutoDeleteOnIdle check (``IdleDeletion``).
 
 Timers are never cancelled: a settled message, a renewed lock or a deleted entity leaves its timer in
 the heap, where :meth:`Timer.valid` says it no longer matters (lazy deletion; ``Timers`` drops such
@@ -171,6 +171,27 @@ class SessionLockExpiry(Timer):
 
     def fire(self, now: int) -> None:
         self.host.lose_session(self.entity, self.session, now)
+
+
+class IdleHost(Protocol):
+    def fired(self, ent: Entity, now: int) -> None: ...
+
+
+class IdleDeletion(Timer):
+    """An entity's AutoDeleteOnIdle interval may have passed (broker/idle.py decides; valid only while it
+    is the entity's current idle timer)."""
+
+    __slots__ = ("host",)
+
+    def __init__(self, deadline: int, entity: Entity, host: IdleHost) -> None:
+        super().__init__(deadline, entity)
+        self.host = host
+
+    def valid(self) -> bool:
+        return self.entity.live and self.entity.idle_timer is self
+
+    def fire(self, now: int) -> None:
+        self.host.fired(self.entity, now)
 
 
 class Timers:

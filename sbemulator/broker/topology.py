@@ -520,6 +520,8 @@ def _configure(ent: Entity, config: Any) -> None:
     if ent.kind == SUBSCRIPTION and ent.parent is not None and ent.parent.ttl_ms is not None:
         ttl = ent.parent.ttl_ms if ttl is None else min(ttl, ent.parent.ttl_ms)  # the topic's is a ceiling too
     ent.ttl_ms = ttl
+    idle = getattr(config, "auto_delete_on_idle", None)
+    ent.idle_ms = None if idle is None or idle >= MAX_TIMESPAN_SECONDS else _ms(idle)
     if ent.kind in (QUEUE, SUBSCRIPTION):
         ent.lock_duration_ms = _ms(config.lock_duration)
         ent.max_delivery_count = config.max_delivery_count
