@@ -46,6 +46,9 @@ from .management import ManagementHandler, MgmtReply, required_right
 
 log = logging.getLogger("sbemulator")
 _MANAGEMENT_FAULT_KINDS = {"com.microsoft:update-disposition": SETTLE, "com.microsoft:schedule-message": SEND_OPERATION}
+# $management operations of a session's lock holder: a lock-lost fault is the session's lock (faults.py)
+_SESSION_OPERATIONS = frozenset({"com.microsoft:renew-session-lock", "com.microsoft:get-session-state",
+                                 "com.microsoft:set-session-state"})
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
@@ -468,13 +471,13 @@ class Gateway:
         self._cancel_auth_timer()
 
     # ------------------------------------------------------------------ faults
-    def fault(self, operation: str, entity: str = "") -> Refusal | None:
+    def fault(self, operation: str, entity: str = "", *, session: bool = False) -> Refusal | None:
         """The injected fault for this operation now (call only while ``faults.active``): None to go on
         (no rule applied, or a latency one, which holds this connection's output and lets the operation
         proceed); a refusal to answer with, or one whose effect is DROP after the socket was dropped
         (then do nothing more)."""
         uri = f"sb://{self.hostname or 'localhost'}/{entity}" if entity else ""
-        refusal = self.faults.check(operation, entity, uri)
+        refusal = self.faults.check(operation, entity, uri, session=session)
         if refusal is None:
             return None
         if refusal.effect is LATENCY:
@@ -810,7 +813,10 @@ class ManagementRequestLink(_RequestLink):
             # and scheduling a message is sending one
             operation = (request.application_properties or {}).get("operation")
             kind = _MANAGEMENT_FAULT_KINDS.get(operation, MANAGEMENT) if isinstance(operation, str) else MANAGEMENT
-            refusal = gateway.fault(kind, self.entity)
+            body = request.body_value() if operation in _SESSION_OPERATIONS or kind is SETTLE else None
+            in_session = operation in _SESSION_OPERATIONS or (
+                isinstance(body, dict) and body.get("session-id") is not None)
+            refusal = gateway.fault(kind, self.entity, session=in_session)
             if refusal is not None:
                 if refusal.effect is not DROP:
                     self._reply(request, MgmtReply(refusal.status_code, refusal.description, None, refusal.condition))
@@ -1054,7 +1060,7 @@ class EntityReceiverLink(LinkHandler):
     # -- AMQP events ----------------------------------------------------------------------
     def on_credit(self, event: Any) -> None:
         if self.gateway.faults.active and event.link.link_credit > 0:
-            refusal = self.gateway.fault(RECEIVE, self.path)
+            refusal = self.gateway.fault(RECEIVE, self.path, session=self.ref.requires_session)
             if refusal is not None:
                 if refusal.effect is not DROP:
                     # Service Bus ends the receive link with the error; the SDK reopens it to retry.
@@ -1077,7 +1083,7 @@ class EntityReceiverLink(LinkHandler):
             if token is None:
                 return
             if self.gateway.faults.active and isinstance(state, (Accepted, Modified, Rejected)):
-                refusal = self.gateway.fault(SETTLE, self.path)
+                refusal = self.gateway.fault(SETTLE, self.path, session=self.ref.requires_session)
                 if refusal is not None:
                     if refusal.effect is DROP:
                         return

@@ -79,6 +79,11 @@ EFFECTS: dict[str, Effect] = {e.name: e for e in (
     Effect("lock-lost", "com.microsoft:message-lock-lost", 410,
            "The lock supplied is invalid. Either the lock expired, or the message has already been removed "
            "from the queue, or was received by a different receiver instance.", "MessageLockLostError"),
+    # What a session receiver's operations get for "lock-lost" (check's ``session``), or asked for by name:
+    # Service Bus's SessionLockLostException text.
+    Effect("session-lock-lost", "com.microsoft:session-lock-lost", 410,
+           "The session lock has expired on the MessageSession. Accept a new MessageSession.",
+           "SessionLockLostError"),
     Effect("not-found", "amqp:not-found", 404,
            "The messaging entity '{entity}' could not be found. To know more visit "
            "https://aka.ms/sbResourceMgrExceptions", "MessagingEntityNotFoundError"),
@@ -87,6 +92,8 @@ EFFECTS: dict[str, Effect] = {e.name: e for e in (
 )}
 DROP = EFFECTS["drop-connection"]
 LATENCY = EFFECTS["latency"]
+LOCK_LOST = EFFECTS["lock-lost"]
+SESSION_LOCK_LOST = EFFECTS["session-lock-lost"]
 _ids = itertools.count(1)
 
 
@@ -239,9 +246,12 @@ class Faults:
         return len(self.rules)
 
     # ------------------------------------------------------------------ the gateway's side
-    def check(self, operation: str, entity: str = "", entity_uri: str = "") -> Refusal | None:
+    def check(self, operation: str, entity: str = "", entity_uri: str = "", *, session: bool = False) -> Refusal | None:
         """The first rule that applies to this operation now, counted; None when none does. Every
-        covering rule counts the operation as matched, whether or not it applies."""
+        covering rule counts the operation as matched, whether or not it applies. ``session``: the
+        operation is a session receiver's (a receive or settlement on a session link, a ``$management``
+        request naming a session), for which ``lock-lost`` is the session's lock, as Service Bus
+        answers then (``com.microsoft:session-lock-lost``, SessionLockLostError)."""
         entity = entity.strip("/").lower()
         found: Refusal | None = None
         for rule in self.rules:
@@ -254,6 +264,8 @@ class Faults:
                 continue
             rule.applied += 1
             effect = EFFECTS[rule.effect]
+            if session and effect is LOCK_LOST:
+                effect = SESSION_LOCK_LOST
             text = rule.description if rule.description is not None else effect.description
             description = text.replace("{entity}", entity_uri or entity).replace("{namespace}", self.namespace)
             found = Refusal(rule, effect, effect.condition or "", effect.status_code, description)
@@ -261,5 +273,21 @@ class Faults:
         return found
 
 
-__all__ = ["CONNECT", "DROP", "EFFECTS", "LATENCY", "MANAGEMENT", "OPERATIONS", "PUT_TOKEN", "RECEIVE", "SEND",
-           "SETTLE", "Effect", "FaultRule", "Faults", "Refusal"]
+__all__ = [
+    "CONNECT",
+    "DROP",
+    "EFFECTS",
+    "LATENCY",
+    "LOCK_LOST",
+    "MANAGEMENT",
+    "OPERATIONS",
+    "PUT_TOKEN",
+    "RECEIVE",
+    "SEND",
+    "SESSION_LOCK_LOST",
+    "SETTLE",
+    "Effect",
+    "FaultRule",
+    "Faults",
+    "Refusal",
+]

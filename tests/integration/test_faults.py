@@ -27,10 +27,11 @@ from azure.servicebus.exceptions import (
     ServiceBusConnectionError,
     ServiceBusQuotaExceededError,
     ServiceBusServerBusyError,
+    SessionLockLostError,
 )
 
 from sbemulator import Emulator
-from sbemulator.gateway.faults import Faults
+from sbemulator.gateway.faults import EFFECTS, Faults
 from tests.fixtures.emulator import queue, topology
 from tests.integration.test_admin_http import call
 
@@ -226,3 +227,33 @@ def test_the_readme_example_a_retried_schedule_and_a_clock_moved_an_hour() -> No
         with client.get_queue_receiver("orders") as receiver:
             (message,) = receiver.receive_messages(max_wait_time=WAIT)
             assert str(message) == "later"
+
+
+def test_lock_lost_on_a_session_receiver_is_session_lock_lost() -> None:
+    """A session receiver's lock is the session's ("Message sessions": SessionLockLostException when the
+    session lock is lost): the lock-lost effect on its settlement, its session's $management operations
+    and its receive is com.microsoft:session-lock-lost, which the SDK raises as SessionLockLostError."""
+    with Emulator(config=topology(queues=[queue("sessions", RequiresSession=True)])) as emu, _client(emu) as client:
+        with client.get_queue_sender("sessions") as sender:
+            sender.send_messages([ServiceBusMessage("a1", session_id="a"), ServiceBusMessage("b1", session_id="b")])
+        # (the SDK treats a lost session lock as final for that receiver: each case gets a new one)
+        with client.get_queue_receiver("sessions", session_id="a", prefetch_count=0) as receiver:
+            (message,) = receiver.receive_messages(max_wait_time=WAIT)
+            with emu.faults.injected("settle", "lock-lost", "sessions") as rule:
+                with pytest.raises(SessionLockLostError):
+                    receiver.complete_message(message)
+            assert rule.applied == 1
+        with client.get_queue_receiver("sessions", session_id="a", prefetch_count=0) as receiver:
+            with emu.faults.injected("management", "lock-lost", "sessions"):
+                with pytest.raises(SessionLockLostError):
+                    receiver.session.renew_lock()
+        with client.get_queue_receiver("sessions", session_id="b", prefetch_count=0) as receiver:
+            with emu.faults.injected("receive", "lock-lost", "sessions", count=1):
+                with pytest.raises(SessionLockLostError):
+                    receiver.receive_messages(max_wait_time=WAIT)
+        for session_id, body in (("a", "a1"), ("b", "b1")):  # the injected answers settled nothing
+            with client.get_queue_receiver("sessions", session_id=session_id, prefetch_count=0) as receiver:
+                (message,) = receiver.receive_messages(max_wait_time=WAIT)
+                assert str(message) == body
+                receiver.complete_message(message)
+    assert EFFECTS["session-lock-lost"].condition == "com.microsoft:session-lock-lost"
