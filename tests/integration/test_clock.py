@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
-from azure.servicebus.exceptions import MessageLockLostError, SessionLockLostError
+from azure.servicebus.exceptions import MessageLockLostError, MessageNotFoundError, SessionLockLostError
 
 from sbemulator import Emulator
 from sbemulator.auth import sign
@@ -118,6 +118,34 @@ def test_an_expired_message_goes_to_the_dead_letter_queue(emu: Emulator) -> None
             (dead,) = dlq.receive_messages(max_wait_time=WAIT)
             assert str(dead) == "perishable"
             assert dead.dead_letter_reason == "TTLExpiredException"
+            dlq.complete_message(dead)
+
+
+def test_a_deferred_message_waits_out_its_ttl_until_it_is_received(emu: Emulator) -> None:
+    """"Message deferral": a deferred message stays (its TTL is not applied while it is deferred) and is
+    received by its sequence number; an expired one is dead-lettered when asked for, and the receive
+    finds nothing ("Message expiration": TTLExpiredException)."""
+    with _client(emu) as client:
+        with client.get_queue_sender("expiring") as sender:
+            sender.send_messages([ServiceBusMessage("kept"), ServiceBusMessage("too late")])
+        with client.get_queue_receiver("expiring") as receiver:
+            kept, late = receiver.receive_messages(max_message_count=2, max_wait_time=WAIT)
+            kept_seq, late_seq = kept.sequence_number, late.sequence_number
+            assert kept_seq is not None and late_seq is not None
+            receiver.defer_message(kept)
+            receiver.defer_message(late)
+            emu.advance(HOUR - 60)  # within the TTL
+            [again] = receiver.receive_deferred_messages([kept_seq])
+            assert str(again) == "kept"
+            receiver.complete_message(again)
+            emu.advance(120)  # past the TTL of the one still deferred
+            [still] = receiver.peek_messages(max_message_count=5, sequence_number=late_seq)
+            assert still.sequence_number == late_seq  # deferred: still there
+            with pytest.raises(MessageNotFoundError):
+                receiver.receive_deferred_messages([late_seq])
+        with client.get_queue_receiver("expiring", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
+            (dead,) = dlq.receive_messages(max_wait_time=WAIT)
+            assert str(dead) == "too late" and dead.dead_letter_reason == "TTLExpiredException"
             dlq.complete_message(dead)
 
 

@@ -40,3 +40,18 @@ def test_the_javascript_sdk_sees_the_emulators_time(emu: Emulator) -> None:
     (dead,) = out["dead"]
     assert dead["body"] == {"buffer": "perishable"} and dead["deadLetterReason"] == "TTLExpiredException"
     assert dead["enqueuedTimeUtc"] == int(start.timestamp() * 1000)
+
+
+def test_a_lapsed_lock_is_message_lock_lost_for_the_javascript_sdk(emu: Emulator) -> None:
+    """"Message transfers, locks, and settlement": a lock that ends before the settlement makes the
+    settlement fail (MessageLockLostException) and the message is delivered again with its delivery
+    counted. The JS script moves the manual clock itself over the management endpoint, between its
+    receive and its complete."""
+    with _client(emu) as client, client.get_queue_sender("plain") as sender:
+        sender.send_messages(ServiceBusMessage("held too long"))
+    assert emu.admin_url is not None and emu.ca_path is not None
+    out = run_js("lapsed_lock.mjs", emu.connection_string, "plain", "61", extra_env={
+        "SB_ADMIN_URL": emu.admin_url, "SB_CA_PATH": emu.ca_path, "SB_KEY_NAME": emu.key_name, "SB_KEY": emu.key})
+    assert out["clockMs"] >= out["lockedUntil"] + 1000  # the clock passed the lock
+    assert out["error"] is not None and out["error"]["code"] == "MessageLockLost", out
+    assert out["again"]["body"] == {"buffer": "held too long"} and out["again"]["deliveryCount"] == 1
