@@ -1,6 +1,7 @@
 """This project's leveler against injected faults: ServerBusy on its complete, on its dead-letter and on
-the priority consumer's send to the leveling queue, with the emulator's clock moved past the lock
-instead of waiting for it (docs/emulator.md, "Fault injection" and "A clock you control").
+the priority consumer's send to the leveling queue, and a table store that throttles, with the
+emulator's clock moved past the lock instead of waiting for it (docs/emulator.md, "Fault injection"
+and "A clock you control").
 
 The leveler runs the code the Function runs (``consumers.leveling.settle`` with the SDK receiver's
 settlement calls), over the project's topology (infra/servicebus.json: the leveling queue's lock is
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from azure.core.exceptions import HttpResponseError
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import ServiceBusServerBusyError
 
@@ -99,3 +101,58 @@ def test_poison_whose_dead_letter_is_refused_is_dead_lettered_on_its_redelivery(
         with client.get_queue_receiver(QUEUE_LEVELING, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
             (dead,) = dlq.receive_messages(max_wait_time=WAIT)
             assert dead.message_id == "poison-1" and dead.dead_letter_reason == "MissingField"
+
+
+class ThrottlingSink(InMemorySink):
+    """A table store that answers its first ``refusals`` writes as Table Storage does when it throttles
+    (503 ServerBusy, "Azure Table storage performance and scalability checklist": retry with backoff);
+    ``refusals=None``: every write."""
+
+    def __init__(self, refusals: int | None) -> None:
+        super().__init__()
+        self.refusals = refusals
+        self.refused = 0
+
+    def upsert(self, message: ContractMessage) -> None:
+        if self.refusals is None or self.refused < self.refusals:
+            self.refused += 1
+            raise HttpResponseError(message="ServerBusy: The server is busy.", response=None)
+        super().upsert(message)
+
+
+def test_a_store_that_throttles_abandons_and_the_redelivery_writes_once(emu: Emulator) -> None:
+    """A throttled write fails the invocation and abandons the message (delivery counted); the next
+    delivery writes the row once and completes."""
+    sink = ThrottlingSink(refusals=2)
+    worker = LevelingWorker(sink)
+    with _client(emu) as client:
+        _send(client, "throttled-1")
+        with client.get_queue_receiver(QUEUE_LEVELING, prefetch_count=0) as receiver:
+            for attempt in range(2):
+                (message,) = receiver.receive_messages(max_wait_time=WAIT)
+                assert message.delivery_count == attempt
+                with pytest.raises(HttpResponseError):
+                    settle(worker, message, ReceiverActions(receiver))
+            (message,) = receiver.receive_messages(max_wait_time=WAIT)
+            assert settle(worker, message, ReceiverActions(receiver)) is Outcome.COMPLETED
+            assert receiver.receive_messages(max_wait_time=1) == []
+    assert (sink.refused, sink.writes) == (2, 1) and list(sink.rows) == [("tenant-x", "throttled-1")]
+
+
+def test_a_store_that_keeps_throttling_sends_the_message_to_the_dead_letter_queue(emu: Emulator) -> None:
+    """MaxDeliveryCount (5 on the leveling queue) abandoned deliveries: the broker dead-letters the
+    message with MaxDeliveryCountExceeded ("Dead-letter queues"), nothing is written."""
+    sink = ThrottlingSink(refusals=None)
+    worker = LevelingWorker(sink)
+    with _client(emu) as client:
+        _send(client, "throttled-2")
+        with client.get_queue_receiver(QUEUE_LEVELING, prefetch_count=0) as receiver:
+            for _ in range(5):
+                (message,) = receiver.receive_messages(max_wait_time=WAIT)
+                with pytest.raises(HttpResponseError):
+                    settle(worker, message, ReceiverActions(receiver))
+            assert receiver.receive_messages(max_wait_time=1) == []
+        with client.get_queue_receiver(QUEUE_LEVELING, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
+            (dead,) = dlq.receive_messages(max_wait_time=WAIT)
+            assert dead.message_id == "throttled-2" and dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+    assert (sink.refused, sink.writes) == (5, 0)
