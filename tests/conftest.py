@@ -6,8 +6,16 @@ The suite runs on pytest-xdist workers (``make test``; see tests/README.md for t
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["tests.fixtures.emulator", "tests.fixtures.azurite"]
+
+# Hypothesis's defaults time each example (a 200 ms deadline) and fail a test whose data generation is
+# slow: both are timed assertions, which this suite does not make (tests/README.md), and under a loaded
+# run the first turns a slow example into a FlakyFailure once the replay is fast. Every property test
+# gets no deadline and no too_slow health check; a test's own @settings still sets the rest.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

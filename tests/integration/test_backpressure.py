@@ -14,19 +14,22 @@ from __future__ import annotations
 import copy
 import time
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 
 from sbemulator import Emulator
 from sbemulator.amqp.message import parse_message
 from sbemulator.amqp.performatives import ROLE_RECEIVER, Attach, Begin, Flow, Source, Target, Transfer
 from sbemulator.amqp.types import UByte, UInt
 from sbemulator.gateway.limits import Limits
-from tests.fixtures.emulator import STANDARD_TOPOLOGY
+from tests.fixtures.emulator import queue, topology
 
 from .test_malformed_input import RawClient
 from .test_protocol_strictness import _plain
 
 QUEUE = "orders"
+# The stalled client's locks must outlive the test, however loaded the machine: if they lapsed, the
+# other receiver would be given those messages too. PT5M is the longest lock Service Bus allows.
+TOPOLOGY = topology(queues=[queue(QUEUE, LockDuration="PT5M")])
 MESSAGES = 6000
 BODY = b"b" * 2000  # 12 MB in all: more than the kernel's socket buffers on loopback can hold
 
@@ -54,22 +57,23 @@ def _stalled_receiver(emu: Emulator) -> RawClient:
 
 def test_a_receiver_that_does_not_read_leaves_the_rest_of_the_queue_to_the_others() -> None:
     limits = Limits(write_high_water=64 * 1024, write_low_water=16 * 1024)
-    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None, limits=limits) as emu:
+    with Emulator(config=copy.deepcopy(TOPOLOGY), in_memory=True, admin_port=None, limits=limits) as emu:
         _send_all(emu)
         with _stalled_receiver(emu) as stalled:
             time.sleep(1.0)  # let the emulator write to it until its buffers are full
             # Another receiver of the same queue gets what the stalled one could not take.
             others: set[str] = set()
             with ServiceBusClient.from_connection_string(emu.connection_string) as client:
-                with client.get_queue_receiver(QUEUE, prefetch_count=200) as receiver:
+                # Receive-and-delete: what it is given is its own at once, with no lock of its own that
+                # could lapse between a prefetch and its complete on a loaded machine.
+                with client.get_queue_receiver(QUEUE, prefetch_count=200,
+                                               receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
                     deadline = time.monotonic() + 60
                     while time.monotonic() < deadline:
                         batch = receiver.receive_messages(max_message_count=200, max_wait_time=2)
                         if not batch:
                             break
-                        for message in batch:
-                            others.add(str(message.message_id))
-                            receiver.complete_message(message)
+                        others.update(str(message.message_id) for message in batch)
             # The stalled connection holds at most what fits in the socket buffers plus the mark.
             assert len(others) >= MESSAGES // 2, f"only {len(others)} of {MESSAGES} reached the other receiver"
             # Reading again, the stalled client gets exactly the messages nobody else received.
