@@ -42,12 +42,18 @@ def run_provision(emu: Emulator, *, ca_env: bool = False) -> subprocess.Complete
     )
 
 
+def _seconds(duration: object) -> float:
+    """A duration the SDK read back (typed ``timedelta | str | None``), in seconds."""
+    assert isinstance(duration, datetime.timedelta), duration
+    return duration.total_seconds()
+
+
 def applied_line() -> str:
     """What provision.py prints for the whole topology: counted from its own plan, so a topology that
     grows (a queue added for a new pattern) does not break these tests."""
     sys.path.insert(0, str(REPO_ROOT / "infra"))
     try:
-        import provision
+        import provision  # type: ignore[import-not-found]  # infra/provision.py, put on the path above
     finally:
         sys.path.pop(0)
     return f"applied {len(provision.plan_from_topology(provision.load_topology(TOPOLOGY)))} operations"
@@ -75,6 +81,7 @@ def snapshot(admin: ServiceBusAdministrationClient) -> dict[str, Any]:
 
 def test_provision_builds_the_topology_and_a_second_run_changes_nothing(empty_emulator: Emulator) -> None:
     emu = empty_emulator
+    assert emu.admin_connection_string is not None
     with ServiceBusAdministrationClient.from_connection_string(
         emu.admin_connection_string, connection_verify=emu.ca_path
     ) as admin:
@@ -86,22 +93,22 @@ def test_provision_builds_the_topology_and_a_second_run_changes_nothing(empty_em
         assert sorted(q.name for q in admin.list_queues()) == sorted(q.name for q in expected.queues)
         for q in expected.queues:
             got = admin.get_queue(q.name)
-            assert got.lock_duration.total_seconds() == q.lock_duration
+            assert _seconds(got.lock_duration) == q.lock_duration
             assert got.max_delivery_count == q.max_delivery_count
             assert got.requires_session == q.requires_session
-            assert got.default_message_time_to_live.total_seconds() == q.default_message_ttl
+            assert _seconds(got.default_message_time_to_live) == q.default_message_ttl
             assert got.dead_lettering_on_message_expiration == q.dead_lettering_on_message_expiration
         for t in expected.topics:
-            assert admin.get_topic(t.name).default_message_time_to_live.total_seconds() == t.default_message_ttl
+            assert _seconds(admin.get_topic(t.name).default_message_time_to_live) == t.default_message_ttl
             assert [s.name for s in admin.list_subscriptions(t.name)] == [s.name for s in t.subscriptions]
             for s in t.subscriptions:
                 got_sub = admin.get_subscription(t.name, s.name)
                 assert got_sub.max_delivery_count == s.max_delivery_count
-                assert got_sub.lock_duration.total_seconds() == s.lock_duration
+                assert _seconds(got_sub.lock_duration) == s.lock_duration
                 # As in Azure: the first rule created through ARM replaces the automatic $Default.
                 rules = list(admin.list_rules(t.name, s.name))
                 assert [r.name for r in rules] == [r.name for r in s.rules]
-                assert [r.filter.sql_expression for r in rules] == [r.sql_expression for r in s.rules]
+                assert [getattr(r.filter, "sql_expression", None) for r in rules] == [r.sql_expression for r in s.rules]
 
         before = snapshot(admin)
         second = run_provision(emu)
@@ -185,6 +192,7 @@ def test_arm_get_list_delete_of_every_resource(mgmt: Any, emulator: Emulator) ->
     assert mgmt.rules.get(rg, ns, "arm-t", "arm-s", "corr").properties.action.sql_expression == "SET seen = 'yes'"
 
     # The same entities through the Service Bus admin API.
+    assert emulator.admin_connection_string is not None
     with ServiceBusAdministrationClient.from_connection_string(
         emulator.admin_connection_string, connection_verify=emulator.ca_path
     ) as admin:
@@ -208,8 +216,9 @@ def test_arm_rejects_bad_input_with_arm_errors(mgmt: Any) -> None:
     with pytest.raises(HttpResponseError) as bad_duration:
         mgmt.queues.create_or_update(rg, ns, "q1", {"properties": {"lockDuration": "ten seconds"}})
     assert bad_duration.value.status_code == 400
-    assert bad_duration.value.error.code == "BadRequest"
-    assert "lockDuration" in bad_duration.value.error.message
+    error = bad_duration.value.error
+    assert error is not None and error.code == "BadRequest"
+    assert "lockDuration" in str(error.message)
     with pytest.raises(HttpResponseError) as bad_name:
         mgmt.queues.create_or_update(rg, ns, "bad_name_", {"properties": {}})
     assert bad_name.value.status_code == 400

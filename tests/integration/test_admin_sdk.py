@@ -34,6 +34,7 @@ SECOND = datetime.timedelta(seconds=1)
 
 @pytest.fixture
 def admin(emulator: Emulator) -> Iterator[ServiceBusAdministrationClient]:
+    assert emulator.admin_connection_string is not None
     with ServiceBusAdministrationClient.from_connection_string(
         emulator.admin_connection_string, connection_verify=emulator.ca_path
     ) as client:
@@ -61,6 +62,7 @@ def test_namespace_properties(admin: ServiceBusAdministrationClient) -> None:
     assert ns.name == "sbemulatorns"
     assert ns.messaging_sku == "Standard"
     assert ns.namespace_type == "Messaging"
+    assert ns.created_at_utc is not None and ns.modified_at_utc is not None
     assert ns.created_at_utc <= ns.modified_at_utc
 
 
@@ -116,6 +118,7 @@ def test_updated_lock_duration_applies_to_new_receives(admin: ServiceBusAdminist
         sender.send_messages(ServiceBusMessage("x"))
     with sb.get_queue_receiver("orders") as receiver:
         (msg,) = receiver.receive_messages(max_wait_time=5)
+        assert msg.locked_until_utc is not None and msg.enqueued_time_utc is not None
         held = msg.locked_until_utc - msg.enqueued_time_utc
         receiver.complete_message(msg)
     assert 9 <= held.total_seconds() <= 13
@@ -142,7 +145,8 @@ def test_queue_runtime_properties_count_what_the_data_plane_did(
     assert runtime.transfer_dead_letter_message_count == 0
     assert runtime.transfer_message_count == 0
     assert runtime.total_message_count == 7
-    assert runtime.size_in_bytes > 0
+    assert (runtime.size_in_bytes or 0) > 0
+    assert runtime.created_at_utc and runtime.updated_at_utc and runtime.accessed_at_utc
     assert runtime.created_at_utc <= runtime.updated_at_utc <= runtime.accessed_at_utc
 
     listed = {r.name: r for r in admin.list_queues_runtime_properties()}
@@ -219,12 +223,13 @@ def test_rules_of_every_kind_filter_amqp_delivery(admin: ServiceBusAdministratio
     assert sorted(rules) == ["by-correlation", "never", "only-red"]
     assert isinstance(rules["only-red"].filter, SqlRuleFilter)
     assert rules["only-red"].filter.sql_expression == "color = 'red'"
-    assert rules["only-red"].action.sql_expression == "SET tagged = 'yes'"
+    action = rules["only-red"].action
+    assert action is not None and action.sql_expression == "SET tagged = 'yes'"
     assert isinstance(rules["never"].filter, FalseRuleFilter)
     corr = admin.get_rule("events", "red", "by-correlation").filter
     assert isinstance(corr, CorrelationRuleFilter)
     assert (corr.correlation_id, corr.label) == ("c-1", "L")
-    assert dict(corr.properties) == {"kind": "x", "n": 5}
+    assert dict(corr.properties or {}) == {"kind": "x", "n": 5}
 
     with sb.get_topic_sender("events") as sender:
         sender.send_messages([
@@ -235,12 +240,13 @@ def test_rules_of_every_kind_filter_amqp_delivery(admin: ServiceBusAdministratio
     with sb.get_subscription_receiver("events", "red", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as r:
         got = {str(m): m for m in r.receive_messages(max_message_count=10, max_wait_time=3)}
     assert sorted(got) == ["corr", "red"]
-    assert got["red"].application_properties[b"tagged"] == b"yes"
+    assert (got["red"].application_properties or {})[b"tagged"] == b"yes"
 
     rule = admin.get_rule("events", "red", "only-red")
     rule.filter = SqlRuleFilter("color = 'blue'")
     admin.update_rule("events", "red", rule)
-    assert admin.get_rule("events", "red", "only-red").filter.sql_expression == "color = 'blue'"
+    updated = admin.get_rule("events", "red", "only-red").filter
+    assert isinstance(updated, SqlRuleFilter) and updated.sql_expression == "color = 'blue'"
     with sb.get_topic_sender("events") as sender:
         sender.send_messages([ServiceBusMessage("red", application_properties={"color": "red"}),
                               ServiceBusMessage("blue", application_properties={"color": "blue"})])
@@ -259,7 +265,7 @@ def test_rules_of_every_kind_filter_amqp_delivery(admin: ServiceBusAdministratio
 
 def test_forward_to_created_through_admin(admin: ServiceBusAdministrationClient, sb: ServiceBusClient) -> None:
     admin.create_queue("inbox", forward_to="retry3")
-    assert admin.get_queue("inbox").forward_to.endswith("/retry3")
+    assert str(admin.get_queue("inbox").forward_to).endswith("/retry3")
     with sb.get_queue_sender("inbox") as sender:
         sender.send_messages(ServiceBusMessage("moved"))
     assert receive_all(sb, "retry3") == ["moved"]
@@ -275,8 +281,10 @@ def test_errors_carry_service_bus_status_and_detail(admin: ServiceBusAdministrat
         admin.create_subscription("no-such-topic", "s")
     with pytest.raises(ResourceExistsError) as exists:
         admin.create_queue("orders")
-    assert "<Code>409</Code>" in exists.value.response.text()
-    assert "already exists" in exists.value.response.text()
+    response = exists.value.response
+    assert response is not None
+    assert "<Code>409</Code>" in response.text()
+    assert "already exists" in response.text()
     with pytest.raises(HttpResponseError) as bad_name:
         admin.create_queue("bad name!")
     assert bad_name.value.status_code == 400
@@ -290,6 +298,7 @@ def test_errors_carry_service_bus_status_and_detail(admin: ServiceBusAdministrat
     with pytest.raises(ResourceNotFoundError):
         admin.delete_queue("nope")
 
+    assert emulator.admin_connection_string is not None
     wrong_key = emulator.admin_connection_string.replace("SAS_KEY_VALUE", "wrong")
     with ServiceBusAdministrationClient.from_connection_string(wrong_key, connection_verify=emulator.ca_path) as bad:
         with pytest.raises(ClientAuthenticationError):
