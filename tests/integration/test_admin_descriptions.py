@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from azure.core.exceptions import HttpResponseError
@@ -32,6 +33,7 @@ MAX_TIMESPAN = datetime.timedelta(days=10675199, seconds=10085, microseconds=477
 
 
 def _admin(emu: Emulator, api_version: str | ApiVersion = ApiVersion.V2024_05) -> ServiceBusAdministrationClient:
+    assert emu.admin_connection_string is not None
     return ServiceBusAdministrationClient.from_connection_string(
         emu.admin_connection_string, connection_verify=emu.ca_path, api_version=api_version
     )
@@ -43,8 +45,15 @@ def admin(emulator: Emulator) -> Iterator[ServiceBusAdministrationClient]:
         yield client
 
 
-def _near(actual: datetime.timedelta | None, expected: datetime.timedelta) -> bool:
-    return actual is not None and abs(actual - expected) < datetime.timedelta(milliseconds=1)
+def _near(actual: object, expected: datetime.timedelta) -> bool:
+    """``actual`` (a duration the SDK read back, typed ``timedelta | str | None``) is ``expected``."""
+    return isinstance(actual, datetime.timedelta) and abs(actual - expected) < datetime.timedelta(milliseconds=1)
+
+
+def _rules(entity: Any) -> list[AuthorizationRule]:
+    """An entity's authorization rules as the SDK read them (None when it sent none)."""
+    assert entity.authorization_rules is not None
+    return list(entity.authorization_rules)
 
 
 # --- names (#18 item 1) ------------------------------------------------------------------------------
@@ -109,27 +118,27 @@ def test_authorization_rules_are_stored_replaced_and_returned(emulator: Emulator
         _rule("sender", AccessRights.SEND),
     ])
     q = admin.get_queue("guarded")
-    assert [(r.key_name, r.rights) for r in q.authorization_rules] == [("listener", ["Listen"]), ("sender", ["Send"])]
-    assert q.authorization_rules[0].primary_key == "a2V5LW9uZQ=="
-    assert q.authorization_rules[1].primary_key  # generated when not given, as Service Bus does
-    generated = q.authorization_rules[1].primary_key
-    q.authorization_rules = [q.authorization_rules[1], _rule("admin", AccessRights.MANAGE, AccessRights.SEND,
+    assert [(r.key_name, r.rights) for r in _rules(q)] == [("listener", ["Listen"]), ("sender", ["Send"])]
+    assert _rules(q)[0].primary_key == "a2V5LW9uZQ=="
+    assert _rules(q)[1].primary_key  # generated when not given, as Service Bus does
+    generated = _rules(q)[1].primary_key
+    q.authorization_rules = [_rules(q)[1], _rule("admin", AccessRights.MANAGE, AccessRights.SEND,
                                                              AccessRights.LISTEN)]
     admin.update_queue(q)
     q = admin.get_queue("guarded")
-    assert [r.key_name for r in q.authorization_rules] == ["sender", "admin"]
-    assert q.authorization_rules[0].primary_key == generated
-    assert sorted(q.authorization_rules[1].rights) == ["Listen", "Manage", "Send"]
+    assert [r.key_name for r in _rules(q)] == ["sender", "admin"]
+    assert _rules(q)[0].primary_key == generated
+    assert sorted(_rules(q)[1].rights or []) == ["Listen", "Manage", "Send"]
     t = admin.create_topic("guarded-topic", authorization_rules=[_rule("t", AccessRights.SEND)])
-    assert [r.key_name for r in t.authorization_rules] == ["t"]
-    assert [r.key_name for r in admin.get_topic("guarded-topic").authorization_rules] == ["t"]
+    assert [r.key_name for r in _rules(t)] == ["t"]
+    assert [r.key_name for r in _rules(admin.get_topic("guarded-topic"))] == ["t"]
 
 
 def test_authorization_rules_survive_a_restart(tmp_path) -> None:
     with Emulator(in_memory=False, data_dir=tmp_path) as emu, _admin(emu) as admin:
         admin.create_queue("kept", authorization_rules=[_rule("k", AccessRights.LISTEN, key="c2VjcmV0")])
     with Emulator(in_memory=False, data_dir=tmp_path) as emu, _admin(emu) as admin:
-        (rule,) = admin.get_queue("kept").authorization_rules
+        (rule,) = _rules(admin.get_queue("kept"))
         assert (rule.key_name, rule.rights, rule.primary_key) == ("k", ["Listen"], "c2VjcmV0")
         # what the auth layer reads: the queue's rules, also for its dead-letter queue
         from sbemulator.descriptions import AuthorizationRuleConfig
@@ -149,13 +158,13 @@ def test_forward_to_edges_as_the_live_service_accepts_them(admin: ServiceBusAdmi
     admin.create_topic("fan")
     ten = datetime.timedelta(minutes=10)
     q = admin.create_queue("sessions-fwd", requires_session=True, forward_to="fan", auto_delete_on_idle=ten)
-    assert q.forward_to.endswith("/fan") and q.auto_delete_on_idle == ten
+    assert str(q.forward_to).endswith("/fan") and q.auto_delete_on_idle == ten
     q = admin.create_queue("self-fwd")
     q.forward_to = q.forward_dead_lettered_messages_to = "self-fwd"
     q.auto_delete_on_idle = ten
     admin.update_queue(q)
     q = admin.get_queue("self-fwd")
-    assert q.forward_to.endswith("/self-fwd") and q.forward_dead_lettered_messages_to.endswith("/self-fwd")
+    assert str(q.forward_to).endswith("/self-fwd") and str(q.forward_dead_lettered_messages_to).endswith("/self-fwd")
     assert q.auto_delete_on_idle == ten
     q = admin.create_queue("other-fwd", forward_to="fan", auto_delete_on_idle=ten)
     assert _near(q.auto_delete_on_idle, MAX_TIMESPAN)
@@ -237,6 +246,7 @@ def test_async_admin_client_sees_defaults_rules_and_filter_counts(emulator: Emul
     from azure.servicebus.aio.management import ServiceBusAdministrationClient as AsyncAdmin
 
     async def run() -> tuple:
+        assert emulator.admin_connection_string is not None
         async with AsyncAdmin.from_connection_string(emulator.admin_connection_string,
                                                      connection_verify=emulator.ca_path) as client:
             q = await client.create_queue("async-q", authorization_rules=[_rule("r", AccessRights.SEND)])
