@@ -59,7 +59,7 @@ REQUIRED_APP_SETTINGS = {
 
 @functools.cache
 def parse(path: Path) -> dict[str, Any]:
-    doc = BicepParser().parse(file_path=Path(path))
+    doc: dict[str, Any] = dict(BicepParser().parse(file_path=Path(path)))
     for section in ("parameters", "variables", "resources", "modules", "outputs"):
         doc.setdefault(section, {})  # pycep leaves out empty sections
     return doc
@@ -153,7 +153,7 @@ def _tree_sitter_errors(source: bytes) -> list[str]:
         node = stack.pop()
         if node.type == "ERROR" or node.is_missing:
             row, col = node.start_point
-            found.append(f"{row + 1}:{col + 1} {node.type} {node.text[:40]!r}")
+            found.append(f"{row + 1}:{col + 1} {node.type} {(node.text or b'')[:40]!r}")
         stack.extend(node.children)
     return found
 
@@ -630,7 +630,8 @@ def _literal_assignment(path: Path, name: str) -> Any:
             isinstance(t, ast.Name) and t.id == name for t in node.targets
         ):
             return ast.literal_eval(node.value)
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name \
+                and node.value is not None:
             return ast.literal_eval(node.value)
     raise AssertionError(f"{path.name} has no literal {name}")
 

@@ -285,14 +285,21 @@ def test_flex_instance_memory_outside_the_documented_sizes(tmp_path: Path) -> No
 # --- the pieces -------------------------------------------------------------------------------------
 
 
+def _field(schema: schemas.ObjectSchema, name: str) -> schemas.FieldSchema:
+    """A field of ``schema`` that is a plain field, not a flattened object (``fields`` holds both)."""
+    field = schema.fields[name]
+    assert isinstance(field, schemas.FieldSchema), name
+    return field
+
+
 def test_multi_api_package_resolves_the_version_folder() -> None:
     schema, models = schemas.resource_schema("Microsoft.Authorization/roleAssignments", "2022-04-01")
     assert models.module.__name__ == "azure.mgmt.authorization.v2022_04_01.models"
     properties = schema.fields["properties"]  # msrest flattening: "properties.roleDefinitionId"
     assert isinstance(properties, schemas.ObjectSchema)
     assert properties.fields["roleDefinitionId"].required
-    assert properties.fields["principalType"].type.enum_values == ("User", "Group", "ServicePrincipal",
-                                                                   "ForeignGroup", "Device")
+    assert _field(properties, "principalType").type.enum_values == ("User", "Group", "ServicePrincipal",
+                                                                    "ForeignGroup", "Device")
 
 
 def test_version_missing_from_a_multi_api_package_is_an_error() -> None:
@@ -303,10 +310,13 @@ def test_version_missing_from_a_multi_api_package_is_an_error() -> None:
 def test_typespec_models_give_read_only_required_and_enums() -> None:
     schema, _ = schemas.resource_schema("Microsoft.Web/sites", "2025-05-01")
     assert schema.fields["location"].required
-    assert schema.fields["id"].readonly
-    auth = (schema.fields["properties"].type.model.fields["functionAppConfig"].type.model
-            .fields["deployment"].type.model.fields["storage"].type.model.fields["authentication"].type.model)
-    assert set(auth.fields["type"].type.enum_values) == {
+    assert _field(schema, "id").readonly
+    auth = schema
+    for name in ("properties", "functionAppConfig", "deployment", "storage", "authentication"):
+        model = _field(auth, name).type.model
+        assert model is not None, name
+        auth = model
+    assert set(_field(auth, "type").type.enum_values) == {
         "SystemAssignedIdentity", "UserAssignedIdentity", "StorageAccountConnectionString"}
 
 
@@ -328,7 +338,8 @@ def test_role_table_agrees_with_the_drift_tests() -> None:
     from tests.unit.test_infra_bicep import ROLE_GUIDS
 
     for key, guid in ROLE_GUIDS.items():
-        assert BUILT_IN_ROLES[claimed_role(key)] == guid, key
+        role = claimed_role(key)
+        assert role is not None and BUILT_IN_ROLES[role] == guid, key
 
 
 # --- provision.py, the Bicep and servicebus.json agree --------------------------------------------
