@@ -23,7 +23,6 @@ refuses is reported as such rather than counted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import pickle
 import re
@@ -33,12 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sbemulator.config import load_config
-from sbemulator.runtime.emulator import build
-from sbemulator.runtime.server import _AmqpProtocol
-
 from ._util import config_file, topology
-from .emulator_python_cost import PEEK, SETUP, Recording, _CountingTransport, record
+from .emulator_python_cost import Recording, prepared_server, record
 from .emulator_throughput import QUEUE
 
 VALGRIND_TIMEOUT_S = 900.0  # one mode's replay under callgrind; 2,000 messages take about a minute
@@ -49,27 +44,8 @@ _WRITES = re.compile(re.escape(WRITES_MARK) + r"(\d+)")
 
 def replay_peek(config: Path, recording: Recording, *, in_memory: bool) -> int:
     """Replay ``recording`` into a fresh server; the peek phase runs inside ``functools.reduce``."""
-    with tempfile.TemporaryDirectory(prefix="sbbench-instr-") as data_dir:
-        loop = asyncio.new_event_loop()
-        server, _broker = build(load_config(str(config)), in_memory=in_memory, data_dir=data_dir, sas_key=None,
-                                host="127.0.0.1", port=0)
-        server.loop = loop  # callbacks it schedules are never run: a replay has no timers to wait for
-        transport = _CountingTransport()
-        protocols: dict[int, _AmqpProtocol] = {}
-
-        def protocol(connection: int) -> _AmqpProtocol:
-            if connection not in protocols:
-                protocols[connection] = _AmqpProtocol(server)
-                protocols[connection].connection_made(transport)  # type: ignore[arg-type]
-            return protocols[connection]
-
-        for phase, connection, data in recording.chunks:
-            if phase == SETUP:
-                protocol(connection).data_received(data)
-        peek = [(protocol(connection), data) for phase, connection, data in recording.chunks if phase == PEEK]
+    with prepared_server(config, recording, in_memory=in_memory) as (peek, transport):
         functools.reduce(lambda _, item: item[0].data_received(item[1]), peek, None)
-        server.store.close()
-        loop.close()
     return transport.writes
 
 

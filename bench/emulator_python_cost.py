@@ -23,6 +23,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,9 +134,11 @@ class _CountingTransport:
         pass
 
 
-def replay(config: Path, recording: Recording, *, in_memory: bool,
-           profiler: cProfile.Profile | None = None) -> tuple[float, _CountingTransport]:
-    """CPU seconds the server spends on the peek phase's input, replayed into a fresh server."""
+@contextmanager
+def prepared_server(config: Path, recording: Recording, *,
+                    in_memory: bool) -> Iterator[tuple[list[tuple[_AmqpProtocol, bytes]], _CountingTransport]]:
+    """A fresh in-process server that has been given the recording's set-up phase: yields the peek
+    phase's reads (each with the protocol instance of its connection) and the counting transport."""
     with tempfile.TemporaryDirectory(prefix="sbbench-replay-") as data_dir:
         loop = asyncio.new_event_loop()
         server, _broker = build(load_config(str(config)), in_memory=in_memory, data_dir=data_dir, sas_key=None,
@@ -152,7 +156,18 @@ def replay(config: Path, recording: Recording, *, in_memory: bool,
         for phase, connection, data in recording.chunks:
             if phase == SETUP:
                 protocol(connection).data_received(data)
-        peek = [(protocol(connection), data) for phase, connection, data in recording.chunks if phase == PEEK]
+        try:
+            yield [(protocol(connection), data) for phase, connection, data in recording.chunks if phase == PEEK], \
+                transport
+        finally:
+            server.store.close()
+            loop.close()
+
+
+def replay(config: Path, recording: Recording, *, in_memory: bool,
+           profiler: cProfile.Profile | None = None) -> tuple[float, _CountingTransport]:
+    """CPU seconds the server spends on the peek phase's input, replayed into a fresh server."""
+    with prepared_server(config, recording, in_memory=in_memory) as (peek, transport):
         if profiler is not None:
             profiler.enable()
         start = time.process_time()
@@ -161,8 +176,6 @@ def replay(config: Path, recording: Recording, *, in_memory: bool,
         spent = time.process_time() - start
         if profiler is not None:
             profiler.disable()
-        server.store.close()
-        loop.close()
     return spent, transport
 
 
