@@ -24,13 +24,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(os.environ.get("SBEMULATOR_SCREENSHOTS", ROOT / "out" / "console-screenshots"))
 UI_TIMEOUT_MS = 10_000
 
+# Locks of a minute: a test receives in the console, checks from the SDK and then settles, which took
+# more than the 5 and 10 s these queues had on a loaded machine (the settle then met a lapsed lock).
+# No test here waits for a lock to lapse.
 TOPOLOGY: dict[str, Any] = {
     "UserConfig": {
         "Namespaces": [{
             "Name": "sbemulatorns",
             "Queues": [
-                {"Name": "orders", "Properties": {"MaxDeliveryCount": 3, "LockDuration": "PT10S"}},
-                {"Name": "payments", "Properties": {"RequiresSession": True, "LockDuration": "PT5S"}},
+                {"Name": "orders", "Properties": {"MaxDeliveryCount": 3, "LockDuration": "PT1M"}},
+                {"Name": "payments", "Properties": {"RequiresSession": True, "LockDuration": "PT1M"}},
             ],
             "Topics": [{
                 "Name": "events",

@@ -23,7 +23,7 @@ from sbemulator import Emulator
 from sbemulator.runtime.snapshot import snapshot_file
 
 from .conftest import TOPOLOGY, UI_TIMEOUT_MS, screenshot
-from .test_console import WAIT_S, count, row, sign_in_by_keyboard
+from .test_console import WAIT_S, count, expect_focus, row, sign_in_by_keyboard
 
 
 def admin_client(emu: Emulator) -> ServiceBusAdministrationClient:
@@ -349,6 +349,42 @@ def test_keyboard_only_receive_and_complete(page: Any, console_emulator: Emulato
     page.keyboard.press("Enter")
     page.get_by_role("status").filter(has_text="Completed message #1").wait_for()
     assert peek_all(console_emulator, "orders") == []
+
+
+# Holds every request for the namespace overview until the test calls window.releaseOverview(), so a
+# view's first load can finish after the user has already moved on (as on a busy machine, where the
+# overview's three requests took seconds). The script runs before the page's own, outside its CSP.
+HOLD_OVERVIEW = """(() => {
+    const fetchNow = window.fetch.bind(window);
+    let release;
+    const held = new Promise((resolve) => { release = resolve; });
+    window.releaseOverview = release;
+    window.overviewsDone = 0;
+    window.fetch = async (url, options) => {
+        if (!String(url).includes("api/overview")) return fetchNow(url, options);
+        await held;
+        const response = await fetchNow(url, options);
+        setTimeout(() => { window.overviewsDone += 1; }, 0);
+        return response;
+    };
+})();"""
+
+
+def test_a_view_loaded_late_does_not_take_the_focus_from_the_next_one(page: Any, console_emulator: Emulator) -> None:
+    """The namespace page's first load finishes after the user has opened a queue's Receive tab and
+    focused its form: the stale load must not move the focus (it put it on the queue's heading, and a
+    keyboard user's next Tab landed in the tab strip instead of the form)."""
+    page.add_init_script(HOLD_OVERVIEW)
+    sign_in_by_keyboard(page, console_emulator.key)
+    page.goto("/console/#/entity/orders?tab=receive")
+    page.get_by_label("Receive mode").focus()
+    expect_focus(page, "receive-mode")
+    page.evaluate("() => window.releaseOverview()")
+    page.wait_for_function("() => window.overviewsDone > 0")
+    page.locator("#overview-title").filter(has_text="Namespace sbemulatorns").wait_for(state="attached")
+    assert page.evaluate("() => document.activeElement.id") == "receive-mode"
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.closest('form') !== null")
 
 
 def test_download_a_snapshot_and_start_from_it(page: Any, console_emulator: Emulator) -> None:

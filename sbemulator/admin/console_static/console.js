@@ -153,15 +153,18 @@ async function route() {
       else if (r.view === "new") await showNewEntity(r);
       else await showOverview();
     } catch (err) { fail(err); }
-  });
+  }, () => state.route === r);
 }
 
 // Views are re-rendered, which would drop keyboard focus to the top of the page: put it back on the
-// control with the same id (a tab, a paging button), or else on the new view's heading.
-async function keepFocus(render) {
+// control with the same id (a tab, a paging button), or else on the new view's heading. Only while
+// the render is still `current`: a view whose load finished after the user moved on (a slow server)
+// must not take the focus from the view the user is in.
+async function keepFocus(render, current = () => true) {
   const active = document.activeElement;
   const id = active && active !== document.body ? active.id : "";
   await render();
+  if (!current()) return;
   const usable = (el) => el && el.isConnected && !el.disabled && el.offsetParent !== null;
   if (active && active !== document.body && usable(active) && document.activeElement === active) return;
   const again = id ? document.getElementById(id) : null;
@@ -360,9 +363,11 @@ async function showEntity(r, previous) {
   try {
     e = await api("entity", { query: { path: r.path } });
   } catch (err) {
+    if (state.route !== r) return;  // the user moved on meanwhile: this load is stale
     if (err.status === 404) { entityGone(r.path, `There is no queue, topic or subscription '${r.path}'.`); return; }
     throw err;
   }
+  if (state.route !== r) return;
   state.entity = e;
   $("#entity-actions").hidden = false;
   $("#entity-title").textContent = e.kind === "subscription" ? e.topic + " / " + e.name : e.name;
@@ -383,6 +388,7 @@ async function showEntity(r, previous) {
     if (!samePage || !state.page) state.page = { stack: [], from: 0, count: 20 };
     await renderMessages(e, tab === "messages" ? "active" : tab);
   }
+  if (state.route !== r) return;  // a stale view must not replace the current one's polling
   poll(async () => {
     const fresh = await api("entity", { query: { path: r.path } });
     state.entity = fresh;
