@@ -28,7 +28,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sbemulator.broker.api import BrokerAPI
 from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
@@ -58,6 +58,8 @@ from sbemulator.descriptions import (
 )
 
 from .errors import AdminError, BadRequest, Conflict, NotFound
+
+T = TypeVar("T")
 
 _CONFIG_TYPES = {QUEUE: QueueConfig, TOPIC: TopicConfig, SUBSCRIPTION: SubscriptionConfig}
 
@@ -185,6 +187,33 @@ class Namespace:
         result = self._commit()
         return result if isinstance(result, BrokerError) else None
 
+    def stored(self, apply: Callable[[], T]) -> T:
+        """Run ``apply`` (a change of entities, rules or messages through the broker) and answer only
+        once the store has written it. What is pending is written first, so a store that cannot write
+        refuses the request before anything of it applies; a change whose own write fails is taken back
+        (the broker's ``end_change``: entities, rules, receivers and the store's pending writes as
+        before). Refused with what Service Bus's management API answers for a failure it cannot take:
+        403 ``QuotaExceeded`` for a full disk (the SDKs: ``HttpResponseError`` with status 403 in Python,
+        ``QuotaExceededError`` in JavaScript, ``ServiceBusFailureReason.QuotaExceeded`` in .NET), 503
+        ``ServerBusy`` for another write error (``ServerBusyError``, ``ServiceBusy``; retried by the
+        SDKs' HTTP pipelines). An error ``apply`` raises takes back what it did too."""
+        failure = self.commit()
+        if failure is not None:
+            raise store_refusal(failure)
+        self.broker.begin_change()
+        try:
+            result = apply()
+        except BaseException:
+            self.broker.end_change(False)
+            raise
+        failure = self.commit()
+        if failure is not None:
+            self.broker.end_change(False)
+            raise store_refusal(failure)
+        self.broker.end_change(True)
+        self.commit()  # the locks of the receivers it ended (written with a later commit if this one fails)
+        return result
+
     # ------------------------------------------------------------------ listing and reading
     def list_entities(self, kind: str, topic: str | None = None) -> list[EntityInfo]:
         if kind == SUBSCRIPTION:
@@ -222,7 +251,14 @@ class Namespace:
             raise NotFound(f"The messaging entity '{self.name}:{kind}:{path}' could not be found.")
         now = self.clock()
         config, extras = self._config_from_spec(kind, name, spec, existing, now)
-        try:
+        if existing is not None:
+            meta = self._meta_for(existing)
+            if meta.extras.get("EnablePartitioning", False) != extras.get("EnablePartitioning", False):
+                # partitioning is chosen when an entity is created, never changed
+                raise BadRequest("The value of EnablePartitioning cannot be changed on an existing entity.")
+            changed = not _same_config(existing.config, config) or meta.extras != extras
+
+        def apply() -> None:
             if existing is None:
                 if kind == QUEUE:
                     self.broker.create_queue(config)
@@ -230,34 +266,30 @@ class Namespace:
                     self.broker.create_topic(config)
                 else:
                     self.broker.create_subscription(topic_name, config)
-                self._meta[path.lower()] = _Meta(now, now, extras)
-                created = True
-            else:
-                meta = self._meta_for(existing)
-                if meta.extras.get("EnablePartitioning", False) != extras.get("EnablePartitioning", False):
-                    # partitioning is chosen when an entity is created, never changed
-                    raise BadRequest("The value of EnablePartitioning cannot be changed on an existing entity.")
-                if not _same_config(existing.config, config) or meta.extras != extras:
-                    self.broker.update_entity(existing.path, config)
-                    meta.updated_at, meta.extras = now, extras
-                created = False
-            view = self._find(path, kind)
+            elif changed:
+                self.broker.update_entity(existing.path, config)
+
+        try:
+            if existing is None or changed:  # an update that changes nothing writes nothing
+                self.stored(apply)
         except EntityAlreadyExistsError as exc:
             raise Conflict(exc.description) from None
         except EntityNotFoundError as exc:
             raise NotFound(exc.description) from None
         except BrokerError as exc:
             raise BadRequest(exc.description) from None
-        finally:
-            self.commit()
-        return self._info(view), created
+        if existing is None:
+            self._meta[path.lower()] = _Meta(now, now, extras)
+        elif changed:
+            meta.updated_at, meta.extras = now, extras
+        return self._info(self._find(path, kind)), existing is None
 
     def delete(self, kind: str, path: str) -> None:
         view = self._find(path, kind)
         try:
-            self.broker.delete_entity(view.path)
-        finally:
-            self.commit()
+            self.stored(lambda: self.broker.delete_entity(view.path))
+        except BrokerError as exc:
+            raise admin_error_from(exc) from None
         key = view.path.lower()
         for k in [k for k in self._meta if k == key or k.startswith(key + "/")]:
             del self._meta[k]
@@ -346,34 +378,37 @@ class Namespace:
             raise Conflict(f"The messaging entity '{self.name}:rule:{topic}/{sub}/{rule.name}' already exists.")
         if current is None and mode == "update":
             raise NotFound(f"The messaging entity '{self.name}:rule:{topic}/{sub}/{rule.name}' could not be found.")
-        try:
+        if current == rule:
+            return self._rule_info(view, rule), False  # unchanged: nothing to do (keeps ARM re-runs idempotent)
+
+        def apply() -> None:
             if current is None:
                 implicit = list(view.rules) == [RuleConfig(DEFAULT_RULE, "Sql", "1=1")]
                 self.broker.add_rule(view.path, rule)
-                self._rule_times[(view.path.lower(), rule.name.lower())] = self.clock()
                 if replace_implicit_default and implicit and rule.name != DEFAULT_RULE:
                     self.broker.remove_rule(view.path, DEFAULT_RULE)
-                created = True
-            elif current == rule:
-                created = False  # unchanged: nothing to do (keeps ARM re-runs idempotent)
             else:
                 self.broker.set_rule(view.path, rule)
-                created = False
+
+        try:
+            self.stored(apply)
         except RuleError as exc:
             raise BadRequest(exc.description) from None
         except EntityAlreadyExistsError as exc:
             raise Conflict(exc.description) from None
-        finally:
-            self.commit()
-        return self._rule_info(view, rule), created
+        except BrokerError as exc:
+            raise admin_error_from(exc) from None
+        if current is None:
+            self._rule_times[(view.path.lower(), rule.name.lower())] = self.clock()
+        return self._rule_info(view, rule), current is None
 
     def delete_rule(self, topic: str, sub: str, name: str) -> None:
         view = self._subscription(topic, sub)
         self.get_rule(topic, sub, name)
         try:
-            self.broker.remove_rule(view.path, name)
-        finally:
-            self.commit()
+            self.stored(lambda: self.broker.remove_rule(view.path, name))
+        except BrokerError as exc:
+            raise admin_error_from(exc) from None
         self._rule_times.pop((view.path.lower(), name.lower()), None)
 
     # ------------------------------------------------------------------ test support
@@ -490,6 +525,13 @@ def _authorization_rules(raw: Any, previous: tuple[AuthorizationRuleConfig, ...]
 
 def _new_key() -> str:
     return base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def store_refusal(failure: BrokerError) -> AdminError:
+    """The answer to a write the store could not take: 403 QuotaExceeded or 503 ServerBusy, with the
+    store's reason, in the Atom error body (ARM's and the console's JSON carry the same code)."""
+    return AdminError(failure.description or str(failure), status=failure.status_code,
+                      code=type(failure).__name__.removesuffix("Error"))
 
 
 def admin_error_from(exc: BrokerError) -> AdminError:

@@ -29,7 +29,7 @@ from sbemulator.descriptions import MAX_TIMESPAN_SECONDS, STATUSES, Codec, by_at
 from sbemulator.gateway.deliveries import SCHEDULED_ENQUEUE_TIME, incoming_messages
 from sbemulator.model import BrokerMessage, Delivery, MessageState, Outcome, ReceiveMode
 
-from .backend import Namespace, admin_error_from
+from .backend import Namespace, admin_error_from, store_refusal
 from .errors import AdminError, BadRequest, NotFound
 
 ACTIVE = "active"  # the console's name for the entity itself, beside the SDKs' sub-queue names
@@ -162,8 +162,7 @@ class ConsoleBroker:
             # The store could not write it (a full disk: QuotaExceeded; another error: ServerBusy): refused
             # like an SDK's send, and taken back so that it is never delivered nor written later.
             self.broker.withdraw(view.path, messages)
-            raise AdminError(failure.description or str(failure), status=failure.status_code,
-                             code=type(failure).__name__.removesuffix("Error"))
+            raise store_refusal(failure)
         return {"sent": 1, "messageId": str(props.message_id), "scheduled": bool(scheduled)}
 
     def resubmit(self, path: str, sequence_numbers: list[int] | None) -> dict[str, Any]:
@@ -171,11 +170,11 @@ class ConsoleBroker:
         ``sequence_numbers`` is None): see the broker's ``resubmit_dead_lettered``."""
         view = self._view(path, QUEUE, SUBSCRIPTION)
         try:
-            done = self.broker.resubmit_dead_lettered(view.path, sequence_numbers)
+            # answered once the moved messages are stored; refused (403 QuotaExceeded, 503 ServerBusy)
+            # and taken back, the dead-lettered ones where they were, when the store cannot write them
+            done = self.ns.stored(lambda: self.broker.resubmit_dead_lettered(view.path, sequence_numbers))
         except MessageNotFoundError as exc:
             raise NotFound(exc.description) from None
-        finally:
-            self.ns.commit()
         return {"resubmitted": len(done.sequence_numbers), "skippedLocked": len(done.skipped_locked)}
 
     def purge(self, path: str, sub_queue: str) -> dict[str, Any]:

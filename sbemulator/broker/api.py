@@ -79,6 +79,16 @@ class BrokerAPI(Protocol):
 
     def list_rules(self, path: str) -> list[RuleConfig]: ...
 
+    def begin_change(self) -> None:
+        """Start a change of entities or rules that is answered only once stored; see
+        :meth:`Topology.begin_change`."""
+        ...
+
+    def end_change(self, keep: bool) -> None:
+        """Keep the change (it was written) or take it back (its commit failed): nothing of it stays,
+        in memory or buffered in the store."""
+        ...
+
     # --- messaging (the gateway's links and $management) ---
     def send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
         """Accept a batch (all or nothing); see :meth:`MessageFlow.send`."""

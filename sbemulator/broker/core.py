@@ -206,6 +206,14 @@ class Broker:
     def list_rules(self, path: str) -> list[RuleConfig]:
         return self._topology.list_rules(path)
 
+    def begin_change(self) -> None:
+        """See :meth:`Topology.begin_change`."""
+        self._topology.begin_change()
+
+    def end_change(self, keep: bool) -> None:
+        """See :meth:`Topology.end_change`."""
+        self._topology.end_change(keep)
+
     # ================================================================= messaging
     def send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
         """Accept a batch (all or nothing); see :meth:`MessageFlow.send`."""

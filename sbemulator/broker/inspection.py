@@ -67,6 +67,10 @@ class Flow(Protocol):
 
     def remove_paged(self, ent: Entity) -> int: ...
 
+    def insert(self, ent: Entity, msg: BrokerMessage) -> None: ...
+
+    def queue(self, ent: Entity, msg: BrokerMessage) -> None: ...
+
 
 class Inspection:
     def __init__(self, topology: Topology, flow: Flow, clock: Callable[[], float], wakeups: Wakeups) -> None:
@@ -232,7 +236,9 @@ class Inspection:
             skipped = tuple(m.sequence_number for m in chosen if m.locked)
             now = self._now()
             out = []
-            for msg in (m for m in chosen if not m.locked):
+            moved = [m for m in chosen if not m.locked]
+            self._topology.record(lambda: self._unresubmit(source, moved))
+            for msg in moved:
                 self._flow.remove(source, msg)
                 fresh = _as_new(msg)
                 if owner.kind == SUBSCRIPTION:
@@ -241,6 +247,23 @@ class Inspection:
                 else:
                     out.append(self._flow.accept(owner, fresh, now))
             return Resubmission(tuple(out), skipped)
+
+
+    def _unresubmit(self, source: Entity, moved: list[BrokerMessage]) -> None:
+        """Take back a resubmission whose commit failed (a change, topology.begin_change): the new
+        messages (found among the store's pending writes by their shared properties, as a withdrawn send
+        is) leave wherever they went, and the dead-lettered ones are back in ``source``, available."""
+        originals = {id(m.properties_raw): m for m in moved}
+        for key, _, msg in list(self._topology.store.pending_messages()):
+            original = originals.get(id(msg.properties_raw))
+            ent = self._topology.entities.get(key)
+            if original is not None and msg is not original and ent is not None \
+                    and ent.messages.get(msg.sequence_number) is msg:
+                self._flow.remove(ent, msg)
+        for msg in moved:
+            if source.messages.get(msg.sequence_number) is None:
+                self._flow.insert(source, msg)
+                self._flow.queue(source, msg)
 
 
 def _counts(ent: Entity) -> MessageCounts:

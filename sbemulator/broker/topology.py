@@ -96,7 +96,8 @@ class Topology:
         self.config = config
         self.store = store
         self._op = wakeups.operation
-        self._end_receivers = end_receivers
+        self._ending = end_receivers
+        self._change: _Change | None = None  # a management change in progress (begin_change)
         self.entities: dict[str, Entity] = {}  # every addressable container, by lower-case path
         self.file_entities: dict[str, Any] = {}
         for q in self.config.queues:
@@ -108,6 +109,53 @@ class Topology:
             for s in t.subscriptions:
                 self.file_entities[f"{ent.key}/subscriptions/{s.name.lower()}"] = s
         self._apply_stored_entities()
+
+    # --- a management change: written before it is answered, taken back when it cannot be ----------
+    def begin_change(self) -> None:
+        """Start a change of the management plane (entities and rules, through the Atom or ARM API or
+        the console) that the caller answers only once the store has written it. Until
+        :meth:`end_change`, every create, update, delete and rule change here records how to undo it,
+        and the receivers it would end (a deleted or suspended entity's) are held, so that taking the
+        change back leaves the namespace exactly as before: entities, rules, receivers and locks, and
+        the store's pending writes (Service Bus answers such a request with an error and changes
+        nothing)."""
+        self._change = _Change(self.store.savepoint())
+
+    def end_change(self, keep: bool) -> None:
+        """``keep``: the change was written; the receivers it ends are ended now (their lock returns are
+        written with the next commit; a deleted entity's are dropped, its rows are gone). Otherwise the
+        change is undone, newest step first, and the store forgets what it buffered for it."""
+        change, self._change = self._change, None
+        if change is None:
+            return
+        with self._op:
+            if keep:
+                for ent, error in change.endings:
+                    self._ending(ent, error)
+                for key in change.deleted:
+                    self.store.discard_entity(key)
+                return
+            self._change = change  # undoing holds the endings of its own steps too (dropped below)
+            try:
+                for undo in reversed(change.undo):
+                    undo()
+            finally:
+                self._change = None
+                self.store.rollback_to(change.savepoint)
+
+    def _undo_create(self, ent: Entity) -> None:
+        self._drop(ent)
+
+    def _end_receivers(self, ent: Entity, error: BrokerError) -> None:
+        if self._change is not None:
+            self._change.endings.append((ent, error))
+        else:
+            self._ending(ent, error)
+
+    def record(self, undo: Callable[[], None]) -> None:
+        """During a change: ``undo`` takes back one step of it (the other components record theirs here)."""
+        if self._change is not None:
+            self._change.undo.append(undo)
 
     # --- lookup -------------------------------------------------------------------------------------
     def entity(self, path: str) -> Entity:
@@ -186,6 +234,7 @@ class Topology:
             self._check_new_name(q.name)
             _check_bounds(QUEUE, q)
             ent = self._add_queue(q)
+            self.record(lambda: self._undo_create(ent))
             self._persist(ent)
             return ent.ref()
 
@@ -193,6 +242,7 @@ class Topology:
         with self._op:
             self._check_new_name(t.name)
             ent = self._add_topic(dataclasses.replace(t, subscriptions=()))
+            self.record(lambda: self._undo_create(ent))
             self._persist(ent)
             for s in t.subscriptions:
                 self.create_subscription(t.name, s)
@@ -212,6 +262,7 @@ class Topology:
                     f"The subscription '{s.name}' already exists on '{topic.path}'."
                 )
             ent = self._add_subscription(topic, s)
+            self.record(lambda: self._undo_create(ent))
             self._persist(ent)
             return ent.ref()
 
@@ -234,6 +285,8 @@ class Topology:
                     raise InvalidOperationError(
                         f"The value of {prop.atom} cannot be changed on an existing entity."
                     )
+            before = ent.config
+            self.record(lambda: self._reconfigure(ent, before))
             self._reconfigure(ent, config)
             self._persist(ent)
             return ent.ref()
@@ -259,7 +312,9 @@ class Topology:
     def delete_entity(self, path: str) -> None:
         with self._op:
             ent = self._entity_of_kind(path, (QUEUE, TOPIC, SUBSCRIPTION))
-            self._drop(ent)
+            self.record(self._drop(ent))
+            if self._change is not None:
+                self._change.deleted.append(ent.key)
             self.store.delete_entity(ent.key)
             # A deleted file entity (and a deleted file topic's file subscriptions) is remembered as deleted,
             # so that a topic re-created through the API does not get the file's subscriptions back.
@@ -269,22 +324,37 @@ class Topology:
                     marker = {_FILE_KEY: self._file_fingerprint(key), _WITH_TOPIC: key != ent.key}
                     self.store.save_entity(key, DELETED, json.dumps(marker))
 
-    def _drop(self, ent: Entity) -> None:
+    def _drop(self, ent: Entity) -> Callable[[], None]:
         """Forget an entity, its sub-queues and (topics) its subscriptions. Their receivers' links are
         detached with ``amqp:not-found`` on their next receive, as Service Bus detaches the links of a
-        deleted entity (the SDK raises MessagingEntityNotFoundError)."""
+        deleted entity (the SDK raises MessagingEntityNotFoundError). Returns what puts them back (a
+        change taken back, before anything else ran: their timers, messages and receivers are intact)."""
         for e in (ent, *ent.subscriptions.values()):
             for c in (e, e.dlq, e.transfer_dlq):
                 if c is not None and c.receivers:
                     self._end_receivers(c, EntityNotFoundError(f"The messaging entity '{c.path}' was deleted."))
         prefix = ent.key + "/"
-        for key in [k for k in self.entities if k == ent.key or k.startswith(prefix)]:
-            self.entities.pop(key).live = False  # its timers no longer matter
+        dropped = {key: self.entities.pop(key) for key in [k for k in self.entities
+                                                             if k == ent.key or k.startswith(prefix)]}
+        for e in dropped.values():
+            e.live = False  # its timers no longer matter
+        held = 0
+        name = ent.key.rsplit("/", 1)[-1]
         if ent.kind == SUBSCRIPTION and ent.parent is not None:
-            ent.parent.subscriptions.pop(ent.key.rsplit("/", 1)[1], None)
+            ent.parent.subscriptions.pop(name, None)
             # what the subscription held no longer counts against its topic's MaxSizeInMegabytes
-            ent.quota.held_bytes -= sum(m.size for c in (ent, ent.dlq, ent.transfer_dlq) if c is not None
-                                        for m in c.messages.values())
+            held = sum(m.size for c in (ent, ent.dlq, ent.transfer_dlq) if c is not None for m in c.messages.values())
+            ent.quota.held_bytes -= held
+
+        def restore() -> None:
+            for key, e in dropped.items():
+                e.live = True
+                self.entities[key] = e
+            if ent.kind == SUBSCRIPTION and ent.parent is not None:
+                ent.parent.subscriptions[name] = ent
+                ent.quota.held_bytes += held
+
+        return restore
 
     def _check_new_name(self, name: str, *, child: bool = False) -> None:
         problem = entity_name_problem(name, child=child)
@@ -448,7 +518,9 @@ class Topology:
             sub = self._subscription(path)
             if any(rc.name.lower() == rule.name.lower() for rc, _ in sub.rules):
                 raise EntityAlreadyExistsError(f"The rule '{rule.name}' already exists.")
-            sub.rules.append((rule, self._compile(sub, rule)))
+            compiled = self._compile(sub, rule)
+            self._record_rules(sub)
+            sub.rules.append((rule, compiled))
             self._save_rules(sub)
 
     def set_rule(self, path: str, rule: RuleConfig) -> bool:
@@ -457,6 +529,7 @@ class Topology:
         with self._op:
             sub = self._subscription(path)
             compiled = self._compile(sub, rule)
+            self._record_rules(sub)
             for i, (rc, _) in enumerate(sub.rules):
                 if rc.name.lower() == rule.name.lower():
                     sub.rules[i] = (rule, compiled)
@@ -474,6 +547,7 @@ class Topology:
                 # Service Bus answers 404 with its entity wording; the JS SDK maps that wording to
                 # MessagingEntityNotFound.
                 raise EntityNotFoundError(f"The messaging entity '{sub.path}/Rules/{name}' could not be found.")
+            self._record_rules(sub)
             sub.rules = keep
             self._save_rules(sub)
 
@@ -486,9 +560,28 @@ class Topology:
             raise InvalidOperationError("Rules exist only on subscriptions.")
         return sub
 
+    def _record_rules(self, sub: Entity) -> None:
+        rules, config = list(sub.rules), sub.config
+
+        def restore() -> None:
+            sub.rules, sub.config = rules, config
+
+        self.record(restore)
+
     def _save_rules(self, sub: Entity) -> None:
         sub.config = dataclasses.replace(sub.config, rules=tuple(rc for rc, _ in sub.rules))
         self._persist(sub)
+
+
+@dataclasses.dataclass(slots=True)
+class _Change:
+    """A management change in progress: the store's savepoint, how to undo each step, the receivers it
+    ends once it is kept, and the entities it deleted."""
+
+    savepoint: object
+    undo: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+    endings: list[tuple[Entity, BrokerError]] = dataclasses.field(default_factory=list)
+    deleted: list[str] = dataclasses.field(default_factory=list)
 
 
 def normalize(path: str) -> str:

@@ -307,12 +307,13 @@ class AmqpServer:
         self.store_failing = exc
         if exc.full:
             return QuotaExceededError(
-                f"The message could not be stored: the emulator's store is full ({exc.reason}). Receiving "
-                "and completing messages frees space, and sends are taken again as soon as it can write."
+                f"Not stored: the emulator's store is full ({exc.reason}), so nothing of this request was "
+                "applied. Receiving and completing messages frees space, and writes are taken again as soon "
+                "as it can write."
             )
         return ServerBusyError(
-            f"The message could not be stored: the emulator's store could not write ({exc.reason}). "
-            "Try again later."
+            f"Not stored: the emulator's store could not write ({exc.reason}), so nothing of this request "
+            "was applied. Try again later."
         )
 
     def store_recovered(self) -> None:

@@ -146,6 +146,23 @@ class Store(Protocol):
         """Forget a pending duplicate-detection entry (of a send taken back)."""
         ...
 
+    # --- a change taken back ------------------------------------------------------------------
+    def savepoint(self) -> object:
+        """The buffered writes as they are now, for :meth:`rollback_to`. It copies the buffer, so it is
+        meant for one taken right after a commit (an empty or nearly empty buffer): a management change
+        that must be written before it is answered (broker/topology.py's change log)."""
+        ...
+
+    def rollback_to(self, savepoint: object) -> None:
+        """Forget every write buffered since ``savepoint`` (a change whose commit failed and that is
+        taken back): they are neither written by a later commit nor read back."""
+        ...
+
+    def discard_entity(self, key: str) -> None:
+        """Forget the pending message writes of a container and of the containers under it, without
+        deleting anything stored (the lock returns of an entity whose deletion was just written)."""
+        ...
+
     # --- durability ----------------------------------------------------------------------------
     def commit(self) -> None:
         """Make the buffered mutations durable; :class:`StoreError` if they could not be written (then

@@ -82,6 +82,15 @@ class MemoryStore:
     def discard_duplicate(self, entity: str, message_id: str) -> None:
         return None
 
+    def savepoint(self) -> object:
+        return None
+
+    def rollback_to(self, savepoint: object) -> None:
+        return None
+
+    def discard_entity(self, key: str) -> None:
+        return None
+
     @property
     def dirty(self) -> bool:
         return False

@@ -348,10 +348,8 @@ class SqliteStore:
 
     def delete_entity(self, key: str) -> None:
         # Flush pending work first so later buffered writes cannot resurrect rows.
+        self.discard_entity(key)
         prefix = key + "/"
-        self._messages = {
-            k: v for k, v in self._messages.items() if k[0] != key and not k[0].startswith(prefix)
-        }
         like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         self._entity_ops.append(("DELETE FROM entities WHERE key = ? OR key LIKE ? ESCAPE '\\'", (key, like)))
         for name, eid in self._ids.items():
@@ -374,6 +372,23 @@ class SqliteStore:
 
     def discard_duplicate(self, entity: str, message_id: str) -> None:
         self._duplicates = [d for d in self._duplicates if d[0] != entity or d[1] != message_id]
+
+    # --- a change taken back -------------------------------------------------------------------
+    def savepoint(self) -> object:
+        return (dict(self._messages), dict(self._sequences), dict(self._sessions), list(self._duplicates),
+                list(self._entity_ops))
+
+    def rollback_to(self, savepoint: object) -> None:
+        assert isinstance(savepoint, tuple)
+        messages, sequences, sessions, duplicates, entity_ops = savepoint
+        self._messages, self._sequences, self._sessions = dict(messages), dict(sequences), dict(sessions)
+        self._duplicates, self._entity_ops = list(duplicates), list(entity_ops)
+
+    def discard_entity(self, key: str) -> None:
+        prefix = key + "/"
+        self._messages = {
+            k: v for k, v in self._messages.items() if k[0] != key and not k[0].startswith(prefix)
+        }
 
     # --- durability --------------------------------------------------------------------------
     @property
