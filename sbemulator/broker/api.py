@@ -141,6 +141,12 @@ class BrokerAPI(Protocol):
         """Raise the lock error :meth:`update_disposition` would raise for these tokens now, without settling."""
         ...
 
+    def undo_point(self, path: str, lock_tokens: Iterable[uuid.UUID | bytes] = (),
+                   session_id: str | None = None) -> Callable[[], None]:
+        """What puts back, as they are now, the messages these lock tokens lock and the session's state
+        (a transaction's settlements, taken back when its commit could not be written)."""
+        ...
+
     def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]: ...
 
     # --- sessions ($management) ---

@@ -278,6 +278,21 @@ class Broker:
         settling (a transaction checks its staged settlements before applying any)."""
         self._settlement.check_locks(path, lock_tokens, session_id)
 
+    def undo_point(self, path: str, lock_tokens: Iterable[uuid.UUID | bytes] = (),
+                   session_id: str | None = None) -> Callable[[], None]:
+        """What puts back, as they are now, the messages these lock tokens lock (locked by their
+        receivers) and the session's state: a transaction's settlements and session state, taken back
+        when its commit could not be written (see :meth:`Settlement.undo_point`)."""
+        undo_messages = self._settlement.undo_point(path, lock_tokens)
+        undo_state = self._sessions.state_undo_point(path, session_id) if session_id is not None else None
+
+        def undo() -> None:
+            if undo_state is not None:
+                undo_state()
+            undo_messages()
+
+        return undo
+
     def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]:
         self._touch(path)
         return self._settlement.renew_lock(path, lock_tokens)

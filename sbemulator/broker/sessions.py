@@ -154,6 +154,20 @@ class Sessions:
             s.state_updated_ms = self._now()
             self.store.set_session_state(ent.key, session_id, s.state, s.state_updated_ms)
 
+    def state_undo_point(self, path: str, session_id: str) -> Callable[[], None]:
+        """What puts a session's state (and when it was set) back as it is now: a transaction's
+        set-session-state taken back with its commit (Settlement.undo_point says when this may run)."""
+        ent = self._entity(path)
+        s = ent.sessions.get(session_id)
+        state, updated = (s.state, s.state_updated_ms) if s is not None else (None, None)
+
+        def undo() -> None:
+            current = ent.sessions.get(session_id)
+            if current is not None:
+                current.state, current.state_updated_ms = state, updated
+
+        return undo
+
     def list_sessions(self, path: str, skip: int = 0, top: int = 2**31 - 1,
                       updated_after_ms: int | None = None) -> list[str]:
         """get-message-sessions: without ``updated_after_ms``, the sessions that have messages or state;

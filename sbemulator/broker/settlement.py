@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import BrokerMessage, LockKey, MessageState, Outcome, lock_key_of
 from .entity import Entity
-from .errors import ArgumentError, MessageLockLostError, SessionLockLostError
+from .errors import ArgumentError, BrokerError, MessageLockLostError, SessionLockLostError
 from .wakeups import Wakeups
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ class Messages(Protocol):
     ) -> None: ...
 
     def renew(self, ent: Entity, msg: BrokerMessage, key: LockKey, now: int) -> int: ...
+
+    def insert(self, ent: Entity, msg: BrokerMessage) -> None: ...
 
 
 def outcome_of(status: str | Outcome) -> Outcome:
@@ -195,6 +198,47 @@ class Settlement:
                     session_id=session_id,
                 )
 
+    def undo_point(self, path: str, lock_tokens: Iterable[uuid.UUID | LockKey]) -> Callable[[], None]:
+        """What puts the messages these tokens lock back as they are now, locked by their receivers: the
+        settlements of a transaction whose commit could not be written are taken back with it, and
+        Service Bus leaves a message settled in a transaction that did not commit locked by its receiver
+        (its .NET tests settle it again after a rollback). Meant for an undo before anything else runs:
+        the commit is one synchronous call, so the locks' timers still hold, and what the settlements
+        buffered in the store is still pending there (where copies are found; the caller's store
+        rollback then forgets all of it)."""
+        with self._op:
+            ent = self._entity(path)
+            saved = [(msg, _Held.of(msg)) for msg in (ent.locks.get(lock_key_of(t)) for t in lock_tokens)
+                     if msg is not None]
+
+        def undo() -> None:
+            with self._op:
+                for msg, held in reversed(saved):
+                    self._put_back(ent, msg, held)
+
+        return undo
+
+    def _put_back(self, ent: Entity, msg: BrokerMessage, held: _Held) -> None:
+        # Wherever the settlement put the message or a copy of it (a dead-letter queue, a forwarding
+        # target; sharing its encoded properties, as a withdrawn send's copies do), it leaves.
+        props = msg.properties_raw
+        for key, seq, pending in list(self.store.pending_messages()):
+            if pending.properties_raw is not props or (pending is msg and key == ent.key):
+                continue
+            try:
+                where = self._entity(key)
+            except BrokerError:
+                continue
+            if where.messages.get(seq) is pending:
+                self._messages.remove(where, pending)
+        if ent.messages.get(msg.sequence_number) is not msg:
+            self._messages.insert(ent, msg)
+        msg.queued = False  # off the available heap if it was returned there (the heap skips it)
+        held.restore(msg)
+        ent.locks[held.lock_key] = msg
+        if held.lock_owner is not None:
+            held.lock_owner.locks.add(held.lock_key)
+
     def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]:
         with self._op:
             ent = self._entity(path)
@@ -209,3 +253,33 @@ class Settlement:
                     continue
                 out.append(self._messages.renew(ent, msg, key, now))
             return out
+
+
+@dataclass(slots=True)
+class _Held:
+    """What a settlement may change of a locked message (undo_point)."""
+
+    lock_key: LockKey
+    lock_owner: Receiver | None
+    locked_until_ms: int | None
+    state: MessageState
+    delivery_count: int
+    application_properties: dict[str, Any]
+    dead_letter_reason: str | None
+    dead_letter_description: str | None
+    dead_letter_source: str | None
+    expires_at_ms: int | None
+
+    @classmethod
+    def of(cls, msg: BrokerMessage) -> _Held:
+        assert msg.lock_key is not None
+        return cls(msg.lock_key, msg.lock_owner, msg.locked_until_ms, msg.state, msg.delivery_count,
+                   dict(msg.application_properties), msg.dead_letter_reason, msg.dead_letter_description,
+                   msg.dead_letter_source, msg.expires_at_ms)
+
+    def restore(self, msg: BrokerMessage) -> None:
+        msg.lock_key, msg.lock_owner, msg.locked_until_ms = self.lock_key, self.lock_owner, self.locked_until_ms
+        msg.state, msg.delivery_count = self.state, self.delivery_count
+        msg.application_properties = dict(self.application_properties)
+        msg.dead_letter_reason, msg.dead_letter_description = self.dead_letter_reason, self.dead_letter_description
+        msg.dead_letter_source, msg.expires_at_ms = self.dead_letter_source, self.expires_at_ms

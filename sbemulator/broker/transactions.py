@@ -82,14 +82,36 @@ class TransactionalBroker(Protocol):
 
     def send(self, path: str, messages: Iterable[IncomingMessage]) -> None: ...
 
+    def withdraw(self, path: str, messages: Iterable[IncomingMessage]) -> None: ...
+
 
 class StagedSettlement(Protocol):
     """A settlement waiting for its transaction: ``check`` raises what applying it would, ``apply``
-    settles. The gateway builds these over a receiver and a lock token."""
+    settles, ``undo_point`` (called just before ``apply``) returns what takes the settlement back. The
+    gateway builds these over a receiver and a lock token."""
 
     def check(self) -> None: ...
 
     def apply(self) -> None: ...
+
+    def undo_point(self) -> Callable[[], None]: ...
+
+
+@dataclass(slots=True)
+class Applied:
+    """What a commit applied, in order, so that all of it can be taken back when the store cannot write
+    it: its sends withdrawn (never delivered nor written later), its settlements and session state as
+    before the commit, the messages it settled locked by their receivers again."""
+
+    sends: list[tuple[str, list[IncomingMessage]]] = field(default_factory=list)
+    undo: list[Callable[[], None]] = field(default_factory=list)
+
+    def take_back(self) -> None:
+        """Newest first. Before anything else runs (the caller then rolls the store's buffer back)."""
+        for undo in reversed(self.undo):
+            undo()
+        self.undo.clear()
+        self.sends.clear()
 
 
 @dataclass(slots=True)
@@ -135,24 +157,24 @@ class TransactionCoordinator:
         self._open[txn_id] = Transaction(txn_id, self.clock())
         return txn_id
 
-    def discharge(self, txn_id: bytes, fail: bool) -> list[tuple[str, list[IncomingMessage]]]:
+    def discharge(self, txn_id: bytes, fail: bool) -> Applied:
         """Commit (``fail`` false) or roll back. Raises for an unknown id (also one discharged
         before), a timed-out transaction, and a commit that found an operation it cannot apply (the
-        transaction is then rolled back). Returns the sends a commit applied (path, messages), which the
-        caller takes back (``withdraw``) if the store cannot write them."""
+        transaction is then rolled back). Returns what a commit applied, which the caller takes back
+        (:meth:`Applied.take_back`) if the store cannot write it: all or nothing, in memory too."""
         self.expire()
         txn = self._open.pop(txn_id, None)
         if txn is None:
             if txn_id in self._timed_out:
                 self._timed_out.discard(txn_id)
                 if fail:
-                    return []  # rolling back what the timeout rolled back already
+                    return Applied()  # rolling back what the timeout rolled back already
                 raise TransactionTimeoutError(
                     f"The transaction timed out after {self.timeout_s:g} seconds and was rolled back."
                 )
             raise TransactionUnknownError("Transaction hasn't been declared yet, or has already been discharged.")
         if fail:
-            return []
+            return Applied()
         if txn.refused is not None:
             raise TransactionRollbackError(
                 "The transaction was rolled back: an operation in it was refused: "
@@ -168,14 +190,21 @@ class TransactionCoordinator:
             raise TransactionRollbackError(
                 f"The transaction was rolled back: {exc.description or exc}", ROLLBACK
             ) from exc
-        sent = []
-        for op in txn.operations:
-            if isinstance(op, _Send):
-                self.broker.send(op.path, op.messages)
-                sent.append((op.path, op.messages))
-            else:
-                op.apply()
-        return sent
+        applied = Applied()
+        broker = self.broker
+        try:
+            for op in txn.operations:
+                if isinstance(op, _Send):
+                    broker.send(op.path, op.messages)
+                    applied.sends.append((op.path, op.messages))
+                    applied.undo.append(lambda op=op: broker.withdraw(op.path, op.messages))  # type: ignore[misc]
+                else:
+                    applied.undo.append(op.undo_point())
+                    op.apply()
+        except BaseException:
+            applied.take_back()  # checked above, so not expected: still nothing half applied
+            raise
+        return applied
 
     def rollback_all(self) -> None:
         """The connection (or its coordinator link) is gone: every open transaction is rolled back
@@ -269,7 +298,17 @@ class TransactionCoordinator:
 
 
 __all__ = [
-    "DEFAULT_TIMEOUT_S", "ROLLBACK", "TIMEOUT", "UNKNOWN_ID", "StagedSettlement", "Transaction",
-    "TransactionCoordinator", "TransactionRollbackError", "TransactionTimeoutError", "TransactionUnknownError",
-    "TransactionalBroker", "top_level_entity",
+    "DEFAULT_TIMEOUT_S",
+    "ROLLBACK",
+    "TIMEOUT",
+    "UNKNOWN_ID",
+    "Applied",
+    "StagedSettlement",
+    "Transaction",
+    "TransactionCoordinator",
+    "TransactionRollbackError",
+    "TransactionTimeoutError",
+    "TransactionUnknownError",
+    "TransactionalBroker",
+    "top_level_entity",
 ]

@@ -1111,7 +1111,7 @@ class EntityReceiverLink(LinkHandler):
         if token is None:
             return
         try:
-            staged = _StagedSettlement(self.receiver, token, outcome)
+            staged = _StagedSettlement(self.gateway.broker, self.receiver, token, outcome)
             self.gateway.transactions.stage_settlement(bytes(state.txn_id or b""), self.path, staged,
                                                        self.link.session)
             self.gateway.arm_transaction_timeout()
@@ -1139,11 +1139,12 @@ class _StagedSettlement:
     """One settlement waiting for its transaction's commit: the outcome the client chose for the
     message ``token`` locked by ``receiver``."""
 
-    __slots__ = ("outcome", "receiver", "token")
+    __slots__ = ("broker", "outcome", "receiver", "token")
 
-    def __init__(self, receiver: Any, token: Any, outcome: Any) -> None:
+    def __init__(self, broker: BrokerAPI, receiver: Any, token: Any, outcome: Any) -> None:
         if not isinstance(outcome, (Accepted, Modified, Rejected, Released)):
             raise BrokerError(f"Outcome {type(outcome).__name__} cannot settle a message.", "amqp:not-implemented")
+        self.broker = broker
         self.receiver = receiver
         self.token = token
         self.outcome = outcome
@@ -1153,6 +1154,9 @@ class _StagedSettlement:
 
     def apply(self) -> None:
         _apply_outcome(self.receiver, self.token, self.outcome)
+
+    def undo_point(self) -> Callable[[], None]:
+        return self.broker.undo_point(self.receiver.path, [self.token])
 
 
 def _apply_outcome(receiver: Any, token: Any, outcome: Accepted | Released | Modified | Rejected) -> None:
@@ -1219,24 +1223,33 @@ class CoordinatorLink:
         self.gateway.request_flush(self.gateway)
 
     def _discharge(self, txn_id: bytes, fail: bool) -> None:
-        """A commit is accepted only once what it sent is stored. A store that cannot write now (a
+        """A commit is accepted only once what it did is stored. A store that cannot write now (a
         full disk: QuotaExceeded; another write error: ServerBusy) refuses the commit before anything of
-        the transaction applies (it is rolled back); one that fails at this commit's own write takes its
-        sends back (never stored later) and refuses the commit with that error."""
+        the transaction applies (it is rolled back); one that fails at this commit's own write takes all
+        of it back (its sends never stored later, its settlements and session state as before, the
+        messages it settled locked by their receivers) and refuses the commit with that error."""
         gateway = self.gateway
         transactions = gateway.transactions
-        if not fail:
-            failure = gateway.commit_now()
-            if failure is not None:
-                transactions.discharge(txn_id, True)
-                raise failure
-        sent = transactions.discharge(txn_id, fail)
-        if sent:
-            failure = gateway.commit_now()
-            if failure is not None:
-                for path, messages in sent:
-                    gateway.broker.withdraw(path, messages)
-                raise failure
+        if fail:
+            transactions.discharge(txn_id, True)
+            return
+        failure = gateway.commit_now()
+        if failure is not None:
+            transactions.discharge(txn_id, True)
+            raise failure
+        broker = gateway.broker
+        broker.begin_change()  # the store's savepoint: what the commit buffers is forgotten if refused
+        try:
+            applied = transactions.discharge(txn_id, False)
+        except BaseException:
+            broker.end_change(False)
+            raise
+        failure = gateway.commit_now() if applied.undo else None
+        if failure is not None:
+            applied.take_back()
+            broker.end_change(False)
+            raise failure
+        broker.end_change(True)
 
     def on_disposition(self, event: Any) -> None:
         return None

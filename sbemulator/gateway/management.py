@@ -348,6 +348,9 @@ class _StagedDisposition:
     def check(self) -> None:
         self.broker.check_locks(self.path, self.tokens, self.session_id)
 
+    def undo_point(self) -> Callable[[], None]:
+        return self.broker.undo_point(self.path, self.tokens)
+
     def apply(self) -> None:
         self.broker.update_disposition(
             self.path, self.tokens, self.status, dead_letter_reason=self.reason,
@@ -378,3 +381,6 @@ class _StagedSessionState:
 
     def apply(self) -> None:
         self.broker.set_session_state(self.path, self.session_id, self.state)
+
+    def undo_point(self) -> Callable[[], None]:
+        return self.broker.undo_point(self.path, session_id=self.session_id)

@@ -32,6 +32,9 @@ class FakeBroker:
     def send(self, path: str, messages: Any) -> None:
         self.sent.append((path, list(messages)))
 
+    def withdraw(self, path: str, messages: Any) -> None:
+        self.sent.remove((path, list(messages)))
+
 
 class FakeSettlement:
     def __init__(self, log: list[str], name: str) -> None:
@@ -45,6 +48,9 @@ class FakeSettlement:
 
     def apply(self) -> None:
         self.log.append(self.name)
+
+    def undo_point(self) -> Any:
+        return lambda: self.log.remove(self.name)
 
 
 class Clock:
@@ -147,3 +153,19 @@ def test_connection_loss_rolls_back_everything_open(setup: Any) -> None:
         with pytest.raises(TransactionUnknownError):
             coordinator.discharge(txn, fail=False)
     assert broker.sent == []
+
+
+def test_what_a_commit_applied_can_be_taken_back_as_a_whole(setup: Any) -> None:
+    """A commit whose write the store refuses is taken back (gateway: CoordinatorLink._discharge): every
+    send withdrawn and every settlement undone, newest first."""
+    coordinator, broker, _ = setup
+    log: list[str] = []
+    txn = coordinator.declare()
+    coordinator.stage_settlement(txn, "orders", FakeSettlement(log, "complete-1"))
+    coordinator.stage_send(txn, "orders", ["m1"])
+    coordinator.stage_settlement(txn, "orders", FakeSettlement(log, "complete-2"))
+    applied = coordinator.discharge(txn, fail=False)
+    assert broker.sent == [("orders", ["m1"])] and log == ["complete-1", "complete-2"]
+    assert applied.sends == [("orders", ["m1"])]
+    applied.take_back()
+    assert broker.sent == [] and log == []
