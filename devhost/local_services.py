@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 from azure.servicebus import parse_connection_string
 
 from sbemulator import connection_string
-from sbemulator.runtime.launcher import EmulatorStartError, start_emulator_process
+from sbemulator.runtime.launcher import START_TIMEOUT, EmulatorStartError, start_emulator_process
 
 ROOT = Path(__file__).resolve().parents[1]
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -130,7 +130,7 @@ class LocalServices:
             return None
         return emulator_admin_connection_string(self.service_bus_connection, self.admin_url)
 
-    def start_service_bus(self, topology: Path, timeout: float = 30.0) -> str:
+    def start_service_bus(self, topology: Path, timeout: float = START_TIMEOUT) -> str:
         """Start ``python -m sbemulator`` through the launcher tests and benchmarks use.
 
         The launcher waits for the ready line (and the admin line after it) and keeps draining the
@@ -156,7 +156,7 @@ class LocalServices:
         raise LocalServiceError("Azurite is not installed: run `npm install` in the repository root "
                                 "(`make demo` does), or set TableStorageConnection")
 
-    def start_azurite(self, timeout: float = 30.0) -> str:
+    def start_azurite(self, timeout: float = START_TIMEOUT) -> str:
         """Start Azurite on loopback with data in memory, on ports the system picks.
 
         Port 0 lets the system choose and Azurite prints the ports it got, so two Azurites started at

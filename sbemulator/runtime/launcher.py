@@ -71,7 +71,14 @@ class EmulatorProcess:
             raise
 
 
-def start_emulator_process(*args: str, timeout: float = 20, cwd: Path | None = None) -> EmulatorProcess:
+# How long a start may take before it is given up. Only a process that hangs silently waits this long:
+# one that exits ends the wait at once, one that gets ready ends it at its ready line. On a loaded
+# machine (a test suite on eight workers, browsers and JVMs beside it) a start that takes a second
+# idle took over 20 s; a start is not a speed test.
+START_TIMEOUT = 120.0
+
+
+def start_emulator_process(*args: str, timeout: float = START_TIMEOUT, cwd: Path | None = None) -> EmulatorProcess:
     """Start ``python -m sbemulator --port 0 [--admin-port 0] *args`` and wait for it to be ready.
 
     The admin endpoint gets a free port unless ``args`` names one or says ``--no-admin`` (its default,

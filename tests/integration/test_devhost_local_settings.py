@@ -21,7 +21,7 @@ from devhost.host import Host, HostError, HostOptions
 from devhost.local_services import is_local_service_bus, is_local_storage
 from tests.fixtures.waiting import wait_until
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]
 requires_azurite = pytest.mark.skipif(not (ROOT / "node_modules" / ".bin" / "azurite").exists(),
                                       reason="azurite is not installed (npm install)")
@@ -82,7 +82,7 @@ def test_devhost_with_the_example_settings_starts_the_emulator_and_azurite_and_r
             except Exception:  # the leveler creates the table on its first write
                 return 0
 
-        assert wait_until(lambda: rows() >= 4, 60), "nothing reached the table through the stand-ins"
+        assert wait_until(lambda: rows() >= 4, 120), "nothing reached the table through the stand-ins"
         processes = list(host.services.processes)
     assert all(process.poll() is not None for process in processes)  # stopped with the host
 

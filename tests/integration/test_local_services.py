@@ -26,7 +26,7 @@ def test_azurites_started_at_once_each_get_their_own_ports_and_serve_tables() ->
     services = [LocalServices() for _ in range(3)]
     try:
         with ThreadPoolExecutor(len(services)) as pool:
-            connections = list(pool.map(lambda s: s.start_azurite(timeout=30), services))
+            connections = list(pool.map(lambda s: s.start_azurite(), services))
         endpoints = {part for c in connections for part in c.split(";") if part.startswith("TableEndpoint=")}
         assert len(endpoints) == 3
         for i, connection in enumerate(connections):
@@ -69,7 +69,7 @@ def test_an_emulator_that_cannot_start_is_reported_with_its_output(tmp_path: Pat
         {"Name": "q", "Properties": {"LockDuration": "ten minutes"}}]}]}}))
     services = LocalServices()
     with pytest.raises(LocalServiceError, match="LockDuration"):
-        services.start_service_bus(bad, timeout=20)
+        services.start_service_bus(bad)
     assert services.processes == [] and services.service_bus_connection is None
 
 
