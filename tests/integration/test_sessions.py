@@ -17,6 +17,9 @@ from azure.servicebus.exceptions import (
     SessionLockLostError,
 )
 
+from sbemulator import Emulator
+from tests.fixtures.emulator import queue, topology
+
 QUEUE = "sessions"  # RequiresSession, LockDuration 5 s (tests/fixtures/emulator.py)
 
 
@@ -86,11 +89,11 @@ def test_next_available_session_waits_for_a_session_to_appear(sb_connection_stri
 
 def test_next_available_session_times_out_when_nothing_arrives(sb_connection_string):
     with ServiceBusClient.from_connection_string(sb_connection_string, retry_total=0) as client:
-        started = time.monotonic()
         with pytest.raises(OperationTimeoutError):
             with client.get_queue_receiver(QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as receiver:
                 receiver.receive_messages(max_wait_time=1)
-        assert time.monotonic() - started < 15
+        # The behaviour is the OperationTimeoutError (after max_wait_time, not a hang: the suite's timeout
+        # bounds the test); how soon it came is no assertion (tests/README.md: no timed asserts).
 
 
 def test_session_state_is_kept_and_the_lock_renews(sb_connection_string):
@@ -134,15 +137,18 @@ def test_failover_after_the_holder_stops_renewing(sb_connection_string):
                 pass
 
 
-def test_closing_the_holder_releases_the_session_at_once(sb_connection_string):
-    with ServiceBusClient.from_connection_string(sb_connection_string) as client:
-        _send(client, {"c": ["c1", "c2"]})
-        with client.get_queue_receiver(QUEUE, session_id="c") as receiver:
-            assert [str(m) for m in _receive(receiver, 1)] == ["c1"]  # not settled
-        started = time.monotonic()
-        with client.get_queue_receiver(QUEUE, session_id="c") as receiver:
-            assert [str(m) for m in _receive(receiver, 2)] == ["c1", "c2"]
-        assert time.monotonic() - started < 5  # no need to wait for the lock to lapse
+def test_closing_the_holder_releases_the_session_at_once():
+    """With a lock of five minutes (the longest Service Bus allows) the second receiver can only get the
+    session, and the unsettled c1, because closing the first released it: not because the lock lapsed,
+    which a test timing the second receive against the 5 s lock could not tell apart on a loaded machine."""
+    config = topology(queues=[queue(QUEUE, RequiresSession=True, LockDuration="PT5M")])
+    with Emulator(config=config, in_memory=True) as emu:
+        with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+            _send(client, {"c": ["c1", "c2"]})
+            with client.get_queue_receiver(QUEUE, session_id="c") as receiver:
+                assert [str(m) for m in _receive(receiver, 1)] == ["c1"]  # not settled
+            with client.get_queue_receiver(QUEUE, session_id="c") as receiver:
+                assert [str(m) for m in _receive(receiver, 2)] == ["c1", "c2"]
 
 
 @pytest.mark.slow

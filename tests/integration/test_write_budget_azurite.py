@@ -12,6 +12,7 @@ import itertools
 import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 from azure.data.tables import TableServiceClient
@@ -20,68 +21,104 @@ from devhost.demo.metrics import peak_sliding
 from shared.write_budget import BudgetClock, Lease, SharedWritePacer, WriteBudgetTimeout
 from tests.fixtures.azurite import Azurite  # the `azurite` fixture is registered by tests/conftest.py
 
-pytestmark = pytest.mark.timeout(60)
+# func_only: the bound is on the test, not on the session's Azurite start that the first test of a
+# worker waits for (over 20 s on a loaded machine; the start has a deadline of its own).
+pytestmark = pytest.mark.timeout(60, func_only=True)
 RATE = 50.0
 
 
-def _clock(azurite: Azurite, table: str, name: str, rate: float = RATE) -> BudgetClock:
+def _clock(azurite: Azurite, table: str, name: str, rate: float = RATE, **kwargs: Any) -> BudgetClock:
     service = TableServiceClient.from_connection_string(azurite.connection_string)
-    return BudgetClock(service.get_table_client(table), name, rate)
+    return BudgetClock(service.get_table_client(table), name, rate, **kwargs)
 
 
 def _table() -> str:
     return "budget" + uuid.uuid4().hex[:12]
 
 
-def _run_writers(pacers: list[SharedWritePacer], threads_each: int, seconds: float) -> tuple[list[float], float]:
-    """Start times of the writes, and their rate from the first one (the first lease also creates the
-    table and the entity, which is not what is measured)."""
-    starts: list[float] = []
-    lock = threading.Lock()
-    stop_at = time.time() + seconds
+class _RecordingClock(BudgetClock):
+    """A BudgetClock that keeps every lease it was granted: the slots are what the budget promises
+    (a write starts within ``grace`` of one of them), whereas a writer thread's own timestamp of its
+    start also holds however long a loaded machine kept the thread from running."""
 
-    def writer(pacer: SharedWritePacer) -> None:
-        while True:
-            with pacer.slot():
-                now = time.time()
-                if now >= stop_at:
-                    return
-                with lock:
-                    starts.append(now)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.leases: list[Lease] = []
 
-    workers = [threading.Thread(target=writer, args=(p,)) for p in pacers for _ in range(threads_each)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(seconds + 10)
-    starts.sort()
-    return starts, (len(starts) / (stop_at - starts[0]) if starts else 0.0)
+    def lease(self, count: int, **kwargs: Any) -> Lease | float:
+        result = super().lease(count, **kwargs)
+        if isinstance(result, Lease):
+            self.leases.append(result)
+        return result
+
+
+def _recording(azurite: Azurite, table: str, name: str) -> _RecordingClock:
+    service = TableServiceClient.from_connection_string(azurite.connection_string)
+    return _RecordingClock(service.get_table_client(table), name, RATE)
 
 
 def test_one_instance_alone_uses_the_whole_cap(azurite: Azurite) -> None:
-    pacer = SharedWritePacer(_clock(azurite, _table(), "leveler"))
-    starts, rate = _run_writers([pacer], threads_each=4, seconds=2.0)
-    # A static split over the app's 4 instances would give this one 0.25 x RATE. The exact utilisation
-    # (>= 0.9 x cap) is a benchmark figure (bench/load_leveling.py, docs/benchmarks.md), not a timed
-    # assertion here, where a loaded machine may starve the writer threads.
-    assert rate >= 0.5 * RATE, pacer.stats()
-    assert peak_sliding(starts) <= RATE
+    """On a clock that moves only when the pacer sleeps (the Azurite round trips take no time on it),
+    so what is measured is the budget's arithmetic, not how fast a loaded machine runs the writer: a
+    static split over the app's 4 instances would give this one 0.25 x RATE; alone it gets every
+    slot, 0.95 x RATE (the headroom). The rate on real time is a benchmark figure
+    (bench/load_leveling.py, docs/benchmarks.md)."""
+    clocks = _Clocks(skew=0.0)
+    pacer = SharedWritePacer(_clock(azurite, _table(), "leveler", clock=clocks.budget_now),
+                             clock=clocks.pacer_now, sleep=clocks.sleep)
+    starts = []
+    for _ in range(60):
+        with pacer.slot():
+            starts.append(clocks.pacer_now())
+    rate = (len(starts) - 1) / (starts[-1] - starts[0])
+    assert rate == pytest.approx(0.95 * RATE, rel=0.05), pacer.stats()
+    assert peak_sliding(starts) <= RATE and pacer.dropped == 0
 
 
 def test_four_instances_together_stay_within_the_cap(azurite: Azurite) -> None:
     table = _table()
-    pacers = [SharedWritePacer(_clock(azurite, table, "leveler")) for _ in range(4)]
-    starts, rate = _run_writers(pacers, threads_each=3, seconds=2.0)
+    clocks = [_recording(azurite, table, "leveler") for _ in range(4)]
+    pacers = [SharedWritePacer(clock) for clock in clocks]
+    writes = [0] * len(pacers)
+    lock = threading.Lock()
+    enough = threading.Event()
+    give_up_at = time.monotonic() + 30  # the joins below wait as long; a thread must not outlive them
+
+    def writer(i: int) -> None:
+        while not enough.is_set() and time.monotonic() < give_up_at:
+            with pacers[i].slot():
+                with lock:
+                    writes[i] += 1
+                    if sum(writes) >= 100:
+                        enough.set()
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(len(pacers)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
     stats = [p.stats() for p in pacers]
-    assert peak_sliding(starts) <= RATE, stats  # slots 1 / (0.95 RATE) apart, used within half a slot
-    assert rate >= 0.5 * RATE, stats  # and the instances together still use the budget (figures: bench)
-    assert sum(p.budget.updates for p in pacers) <= 2 * len(starts), stats  # leases batched, conflicts retried
+    assert sum(writes) >= 100, (writes, stats)
+    slots = sorted(t for clock in clocks for lease in clock.leases for t in lease.slots())
+    # Every write used a slot of its instance's, and slots of all instances together are 1 / (0.95 RATE)
+    # apart: no 1-second window holds more than RATE of them, however the instances raced.
+    assert len(slots) >= sum(writes) + sum(p.dropped for p in pacers) - 1e-9, stats
+    assert all(b - a >= clocks[0].interval - 1e-6 for a, b in itertools.pairwise(slots)), stats
+    assert peak_sliding(slots) <= RATE, stats
+    assert sum(len(clock.leases) for clock in clocks) < len(slots), stats  # leases batched several slots
 
 
 def test_racing_leases_never_overlap(azurite: Azurite) -> None:
     table = _table()
     clocks = [_clock(azurite, table, "race") for _ in range(6)]
-    leases: list[Lease] = []
+    # A race for certain first: clocks[0] read the entity, clocks[1] moved it on, and clocks[0]'s
+    # update on its stale ETag is turned away (412) and retried on a fresh read.
+    first = clocks[0].lease(3, max_ahead=60.0)
+    second = clocks[1].lease(3, max_ahead=60.0)
+    third = clocks[0].lease(3, max_ahead=60.0)
+    assert clocks[0].conflicts == 1
+    leases: list[Lease] = [lease for lease in (first, second, third) if isinstance(lease, Lease)]
+    assert len(leases) == 3
     lock = threading.Lock()
 
     give_up_at = time.monotonic() + 30  # the joins below wait as long; a thread must not outlive them
@@ -103,29 +140,32 @@ def test_racing_leases_never_overlap(azurite: Azurite) -> None:
     for thread in threads:
         thread.join(30)
     spans = sorted((lease.first, lease.first + lease.count * lease.interval) for lease in leases)
-    assert len(spans) == 60
+    assert len(spans) == 63
     assert all(end <= next_start + 1e-9 for (_, end), (next_start, _) in itertools.pairwise(spans))
-    assert sum(c.conflicts for c in clocks) > 0  # they did race; the ETag turned the loser away
 
 
 def test_a_dead_instance_share_returns_when_its_leases_lapse(azurite: Azurite) -> None:
+    """On a clock that moves only when the survivor sleeps: "right after the lapse" is then the budget's
+    arithmetic, not how soon a loaded machine ran the survivor's thread again."""
+    clocks = _Clocks(skew=0.0)
     table = _table()
-    dead = _clock(azurite, table, "leveler")
+    dead = _clock(azurite, table, "leveler", clock=clocks.budget_now)
     held: list[Lease] = []
     while True:  # take everything this instance may hold ahead, then "die" without releasing
         result = dead.lease(12, max_ahead=0.5)
         if not isinstance(result, Lease):
             break
         held.append(result)
-    died_at = time.time()
+    died_at = clocks.budget_now()
     lapses_at = max(lease.first + lease.count * lease.interval for lease in held)
     assert lapses_at <= died_at + 0.5 + 12 * dead.interval  # the documented bound: max_ahead + one batch
-    survivor = _clock(azurite, table, "leveler")
+    survivor = _clock(azurite, table, "leveler", clock=clocks.budget_now)
     result = survivor.lease(1, max_ahead=0.5)
-    give_up_at = time.monotonic() + 30  # the dead one's share lapses within seconds; never wait for ever
+    waits = 0
     while not isinstance(result, Lease):
-        assert time.monotonic() < give_up_at, "the survivor never got a slot"
-        time.sleep(result)
+        waits += 1
+        assert waits < 1000, "the survivor never got a slot"
+        clocks.sleep(result)
         result = survivor.lease(1, max_ahead=0.5)
     assert result.first >= lapses_at - 1e-6  # the dead one's slots were never handed out twice
     assert result.first <= lapses_at + 0.5  # ...and the survivor got the budget back right after
@@ -148,7 +188,6 @@ class _Clocks:
         self.budget += max(seconds, 0.0)
 
 
-@pytest.mark.timeout(20)
 def test_a_pacer_whose_clock_runs_ahead_of_the_budget_gives_up_with_a_clear_error(azurite: Azurite) -> None:
     """Every slot leased is already past on a clock an hour ahead, so each is dropped unused (using one
     late could put two writes closer than 1 / cap). The pacer must not lease and drop for ever: after
@@ -156,17 +195,16 @@ def test_a_pacer_whose_clock_runs_ahead_of_the_budget_gives_up_with_a_clear_erro
     clocks = _Clocks(skew=3600.0)
     service = TableServiceClient.from_connection_string(azurite.connection_string)
     budget = BudgetClock(service.get_table_client(_table()), "skewed", RATE, clock=clocks.budget_now)
-    pacer = SharedWritePacer(budget, max_wait=5.0, clock=clocks.pacer_now, sleep=clocks.sleep)
+    pacer = SharedWritePacer(budget, max_wait=2.0, clock=clocks.pacer_now, sleep=clocks.sleep)
     writes = 0
-    with pytest.raises(WriteBudgetTimeout, match=r"skewed.*5(\.0)? s.*clock") as raised:
+    with pytest.raises(WriteBudgetTimeout, match=r"skewed.*2(\.0)? s.*clock") as raised:
         with pacer.slot():
             writes += 1
     assert writes == 0
     assert isinstance(raised.value, TimeoutError)
-    assert pacer.dropped > 0 and clocks.budget - 1_000_000.0 <= 5.0 + 1.05  # at most one wait past the deadline
+    assert pacer.dropped > 0 and clocks.budget - 1_000_000.0 <= 2.0 + 1.05  # at most one wait past the deadline
 
 
-@pytest.mark.timeout(20)
 def test_a_budget_pushed_far_ahead_by_another_instance_ends_the_wait_with_a_clear_error(azurite: Azurite) -> None:
     """An instance whose clock runs an hour ahead leases from its own now: the budget's next free slot
     is then an hour ahead of everyone else, who would wait for it in one-second naps without end."""
@@ -176,22 +214,21 @@ def test_a_budget_pushed_far_ahead_by_another_instance_ends_the_wait_with_a_clea
     ahead = BudgetClock(service.get_table_client(table), "pushed", RATE, clock=lambda: clocks.budget + 3600.0)
     assert isinstance(ahead.lease(5), Lease)
     budget = BudgetClock(service.get_table_client(table), "pushed", RATE, clock=clocks.budget_now)
-    pacer = SharedWritePacer(budget, max_wait=5.0, clock=clocks.pacer_now, sleep=clocks.sleep)
-    with pytest.raises(WriteBudgetTimeout, match=r"pushed.*5(\.0)? s"):
+    pacer = SharedWritePacer(budget, max_wait=2.0, clock=clocks.pacer_now, sleep=clocks.sleep)
+    with pytest.raises(WriteBudgetTimeout, match=r"pushed.*2(\.0)? s"):
         with pacer.slot():
             pytest.fail("no slot should be handed out")
-    assert clocks.budget - 1_000_000.0 <= 5.0 + 1.05
+    assert clocks.budget - 1_000_000.0 <= 2.0 + 1.05
 
 
-@pytest.mark.timeout(20)
 def test_a_pacer_whose_clock_lags_the_budget_does_not_sleep_past_its_wait(azurite: Azurite) -> None:
     """On a clock an hour behind, the slot leased lies an hour ahead: the pacer raises instead of
     sleeping that long, and the slot goes unused (an unused slot never breaks the cap)."""
     clocks = _Clocks(skew=-3600.0)
     service = TableServiceClient.from_connection_string(azurite.connection_string)
     budget = BudgetClock(service.get_table_client(_table()), "lagging", RATE, clock=clocks.budget_now)
-    pacer = SharedWritePacer(budget, max_wait=5.0, clock=clocks.pacer_now, sleep=clocks.sleep)
-    with pytest.raises(WriteBudgetTimeout, match=r"lagging.*5(\.0)? s.*clock"):
+    pacer = SharedWritePacer(budget, max_wait=2.0, clock=clocks.pacer_now, sleep=clocks.sleep)
+    with pytest.raises(WriteBudgetTimeout, match=r"lagging.*2(\.0)? s.*clock"):
         with pacer.slot():
             pytest.fail("no slot should be handed out")
-    assert clocks.budget - 1_000_000.0 <= 5.0 + 1.05
+    assert clocks.budget - 1_000_000.0 <= 2.0 + 1.05
