@@ -260,11 +260,22 @@ class _Parser:
         return text
 
     def check_keys(self, data: Mapping[str, Any], allowed: set[str], path: str) -> None:
+        """Record every unknown key and go on with the known ones (the file is refused in the end)."""
         for key in data:
             if key not in allowed:
-                raise self.fail(
+                self.problems.append(self.fail(
                     f"{path}.{key}", f"unknown property {key!r} (allowed: {', '.join(sorted(allowed))})"
-                )
+                ))
+
+    def entity_name(self, data: Mapping[str, Any], path: str, *, child: bool) -> str:
+        """An entity's or rule's name. A name that breaks the naming rules is recorded and parsing goes
+        on with it, so that the entity's other mistakes are reported in the same run; only a missing
+        name, or one that is not a string, stops the entity here."""
+        name = data.get("Name")
+        if not isinstance(name, str):
+            return self.name(data, path, child=child)  # raises: nothing to go on with
+        self.collect(partial(self.name, data, path, child=child))
+        return name
 
     def name(self, data: Mapping[str, Any], path: str, *, child: bool) -> str:
         if "Name" not in data:
@@ -293,6 +304,8 @@ class _Parser:
             raise self.fail(path, f"{prop.atom} must be at least {prop.minimum:g}, got {value!r}")
         if prop.maximum is not None and prop.file_bounds and out > prop.maximum:
             raise self.fail(path, f"{prop.atom} {value!r} exceeds the maximum: {prop.bound_doc}")
+        if prop.file_maximum is not None and out > prop.file_maximum:
+            raise self.fail(path, f"{prop.atom} {value!r} exceeds the maximum: {prop.file_bound_doc}")
         return out
 
     def handlers(self, kind: str) -> dict[str, tuple[str, Any]]:
@@ -306,7 +319,7 @@ class _Parser:
     def queue(self, data: Any, path: str) -> QueueConfig:
         data = self.obj(data, path)
         self.check_keys(data, {"Name", "Properties"}, path)
-        name = self.name(data, path, child=False)
+        name = self.entity_name(data, path, child=False)
         props = self.obj(data.get("Properties", {}), f"{path}.Properties")
         pp = f"{path}.Properties"
         handlers = self.handlers(QUEUE)
@@ -315,7 +328,7 @@ class _Parser:
     def topic(self, data: Any, path: str) -> TopicConfig:
         data = self.obj(data, path)
         self.check_keys(data, {"Name", "Properties", "Subscriptions"}, path)
-        name = self.name(data, path, child=False)
+        name = self.entity_name(data, path, child=False)
         pp = f"{path}.Properties"
         props = self.obj(data.get("Properties", {}), pp)
         handlers = self.handlers(TOPIC)
@@ -342,7 +355,7 @@ class _Parser:
     def subscription(self, data: Any, path: str) -> SubscriptionConfig:
         data = self.obj(data, path)
         self.check_keys(data, {"Name", "Properties", "Rules"}, path)
-        name = self.name(data, path, child=True)
+        name = self.entity_name(data, path, child=True)
         pp = f"{path}.Properties"
         props = self.obj(data.get("Properties", {}), pp)
         handlers = self.handlers(SUBSCRIPTION)
@@ -367,7 +380,7 @@ class _Parser:
     def rule(self, data: Any, path: str) -> RuleConfig:
         data = self.obj(data, path)
         self.check_keys(data, {"Name", "Properties"}, path)
-        name = "$Default" if data.get("Name") == "$Default" else self.name(data, path, child=True)
+        name = "$Default" if data.get("Name") == "$Default" else self.entity_name(data, path, child=True)
         pp = f"{path}.Properties"
         if "Properties" not in data:
             raise self.fail(path, "missing required property 'Properties' (the rule's filter)")
@@ -411,7 +424,7 @@ class _Parser:
                                 f"expected a string, number or boolean, got {_json_type(uv)}",
                             )
                     corr["Properties"] = dict(user)
-                else:
+                elif key in system:  # an unknown one is recorded by check_keys above
                     corr[key] = self.string(value, f"{cp}.{key}")
             if "SqlFilter" in props:
                 raise self.fail(f"{pp}.SqlFilter", "not allowed with FilterType 'Correlation'")

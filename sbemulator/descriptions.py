@@ -105,6 +105,9 @@ class Property:
     bound_doc: str = ""  # the bounds in words, for error messages
     choices: tuple[Any, ...] = ()  # the only values the management API takes (empty: any within the bounds)
     file_bounds: bool = False  # Config.json is held to the bounds too (otherwise only the management API)
+    # Config.json's own ceiling where it takes more than the management API (None: no other ceiling)
+    file_maximum: float | None = None
+    file_bound_doc: str = ""
     enforced: bool = False  # the broker behaves by it; otherwise stored and echoed only
     in_config_file: bool = False  # Config.json accepts it
     since: str = API_2017_04
@@ -195,11 +198,13 @@ PROPERTIES: tuple[Property, ...] = (
     _p("EnableSubscriptionPartitioning", {T: 22}, Codec.BOOL, api_default=False),
     _p("EnableExpress", {Q: 23, T: 23}, Codec.BOOL, arm="enableExpress", api_default=False),
     # Standard tier: 256 KB ("Service Bus quotas"); 1 MB to 100 MB are Premium's, refused through the
-    # management API. The config file keeps its extension: any size from 1 KB.
+    # management API. The config file keeps its extension: any size from 1 KB up to Premium's 100 MB
+    # ("Large messages support": "up to 100 MB"), so a test can try what a larger entity takes.
     _p("MaxMessageSizeInKilobytes", {Q: 27, T: 25}, Codec.INT, arm="maxMessageSizeInKilobytes",
        field="max_message_size_kb", config_default=256, api_default=256, minimum=1, maximum=256,
        bound_doc="the Standard tier allows at most 256 (larger sizes are a Premium feature)", enforced=True,
-       in_config_file=True, since=API_2021_05),
+       in_config_file=True, since=API_2021_05, file_maximum=102400,
+       file_bound_doc="Service Bus allows at most 102400 (100 MB, on Premium)"),
     _p("SqlFilterCount", {T: 17}, Codec.RUNTIME, since=API_2024_05),
     _p("CorrelationFilterCount", {T: 18}, Codec.RUNTIME, since=API_2024_05),
 )

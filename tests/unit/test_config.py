@@ -282,7 +282,7 @@ def test_errors_name_file_path_and_problem(change, path, words):
     with pytest.raises(ConfigError) as err:
         parse(mutated(change), "infra/servicebus.json")
     text = str(err.value)
-    assert text.startswith("infra/servicebus.json: UserConfig.Namespaces[0].")
+    assert all(line.startswith("infra/servicebus.json: UserConfig.Namespaces[0].") for line in err.value.problems)
     assert path in text, text
     assert words in text, text
 
@@ -346,3 +346,42 @@ def test_several_namespaces_report_every_problem_with_its_namespace():
     assert "2 problems" in text, text
     assert "UserConfig.Namespaces[1].Queues[0].Properties.ForwardTo: forwarding target 'qa'" in text, text
     assert "UserConfig.Namespaces[2].Queues[0].Properties.LockDuration" in text, text
+
+
+def test_a_bad_name_does_not_hide_the_entitys_other_mistakes():
+    """Every mistake at once (issue #19): an entity, subscription or rule whose name breaks the naming
+    rules is still checked property by property, and every unknown key is reported, not only the first."""
+    data = {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [
+        {"Name": "bad name!", "Extra": 1, "Other": 2, "Properties": {"LockDuration": "yy"}},
+    ], "Topics": [{"Name": "t!", "Subscriptions": [
+        {"Name": "s s", "Properties": {"MaxDeliveryCount": 0}, "Rules": [
+            {"Name": "r r", "Properties": {"FilterType": "Correlation",
+                                           "CorrelationFilter": {"Label": "x", "Bogus": 3}}}]},
+    ]}]}]}}
+    with pytest.raises(ConfigError) as err:
+        parse_namespaces(data, "cfg.json")
+    problems = err.value.problems
+    where = [line.split(": ")[1] for line in problems]
+    assert where == [
+        "UserConfig.Namespaces[0].Queues[0].Extra",
+        "UserConfig.Namespaces[0].Queues[0].Other",
+        "UserConfig.Namespaces[0].Queues[0].Name",
+        "UserConfig.Namespaces[0].Queues[0].Properties.LockDuration",
+        "UserConfig.Namespaces[0].Topics[0].Name",
+        "UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Name",
+        "UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Properties.MaxDeliveryCount",
+        "UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Rules[0].Name",
+        "UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Rules[0].Properties.CorrelationFilter.Bogus",
+    ], problems
+
+
+@pytest.mark.parametrize(("size_kb", "accepted"), [(102400, True), (102401, False)])
+def test_the_file_takes_message_sizes_up_to_premiums_100_mb(size_kb, accepted):
+    """'Service Bus quotas': 256 KB on Standard, up to 100 MB on Premium ('Large messages support'); the
+    file may ask for any size Service Bus has, not more."""
+    data = mutated(lambda n: n["Queues"][0]["Properties"].__setitem__("MaxMessageSizeInKilobytes", size_kb))
+    if accepted:
+        assert parse(data).queues[0].max_message_size_kb == size_kb
+    else:
+        with pytest.raises(ConfigError, match=r"MaxMessageSizeInKilobytes 102401 exceeds the maximum.*100 MB"):
+            parse(data)
