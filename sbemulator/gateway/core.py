@@ -41,7 +41,13 @@ from .cbs import audience_entity, handle_put_token
 from .deliveries import encode_delivery, incoming_messages
 from .faults import CONNECT, DROP, LATENCY, MANAGEMENT, PUT_TOKEN, RECEIVE, SETTLE, Faults, Refusal
 from .faults import SEND as SEND_OPERATION
-from .limits import DEFAULT_LIMITS, RESOURCE_LIMIT_EXCEEDED, UNAUTHORIZED_ACCESS, Limits
+from .limits import (
+    COORDINATOR_MAX_MESSAGE_BYTES,
+    DEFAULT_LIMITS,
+    RESOURCE_LIMIT_EXCEEDED,
+    UNAUTHORIZED_ACCESS,
+    Limits,
+)
 from .management import ManagementHandler, MgmtReply, required_right
 
 log = logging.getLogger("sbemulator")
@@ -571,9 +577,12 @@ class Gateway:
             # AMQP 1.0 4.2: the transaction controller attaches a sender to a coordinator target. It
             # needs no token of its own: every transactional transfer or settlement goes over an
             # entity link that needed one.
+            # A declare or a discharge is a few dozen bytes: the link's max-message-size is small, so a
+            # client that has not authenticated cannot make the emulator buffer a large delivery here.
             link.context = CoordinatorLink(self, link)
             self.transactions  # noqa: B018 - made now, so a declare finds it
-            self.connection.accept_attach(link, target=Coordinator(Array((Symbol(LOCAL_TRANSACTIONS),), "symbol")))
+            self.connection.accept_attach(link, target=Coordinator(Array((Symbol(LOCAL_TRANSACTIONS),), "symbol")),
+                                          max_message_size=COORDINATOR_MAX_MESSAGE_BYTES)
             self.connection.grant_credit(link, SENDER_CREDIT)
             return
         if not self.is_authorized(path):
@@ -592,7 +601,7 @@ class Gateway:
         if lowered.endswith("/$management"):
             entity = path[: -len("/$management")]
             try:
-                self.broker.resolve(entity)
+                mgmt_ref = self.broker.resolve(entity)
             except BrokerError as exc:
                 self.connection.reject_attach(link, exc.condition, exc.description or str(exc))
                 return
@@ -602,9 +611,14 @@ class Gateway:
                 target = link.target
                 if target is not None and getattr(target, "address", None):
                     self.mgmt_reply_links[target.address] = link
+                self.connection.accept_attach(link)
             else:
+                # A request is bounded by the entity's message size, as a send is: the messages a
+                # schedule-message carries must fit one message of the entity (the Java SDK encodes
+                # them into a buffer of the link's max-message-size), and a larger request is
+                # refused with amqp:link:message-size-exceeded while it streams.
                 link.context = ManagementRequestLink(self, link, entity)
-            self.connection.accept_attach(link)
+                self.connection.accept_attach(link, max_message_size=mgmt_ref.max_message_size)
             if not link.is_sender:
                 self.connection.grant_credit(link, SENDER_CREDIT)
             return

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"  # the SDKs raise ServiceBusQuotaExceededError
 UNAUTHORIZED_ACCESS = "amqp:unauthorized-access"
+# The max-message-size of a transaction coordinator's link (AMQP 1.0 4.2). A declare or a discharge is a
+# few dozen bytes, and the link is attached without a token (the controller may declare before it puts
+# one), so it must not be a way to make the emulator buffer a large delivery before authentication.
+COORDINATOR_MAX_MESSAGE_BYTES = 4 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,4 +54,6 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
-__all__ = ["DEFAULT_LIMITS", "RESOURCE_LIMIT_EXCEEDED", "UNAUTHORIZED_ACCESS", "Limits"]
+__all__ = [
+    "COORDINATOR_MAX_MESSAGE_BYTES", "DEFAULT_LIMITS", "RESOURCE_LIMIT_EXCEEDED", "UNAUTHORIZED_ACCESS", "Limits",
+]

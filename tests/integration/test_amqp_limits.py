@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
@@ -40,8 +41,9 @@ from sbemulator.amqp.performatives import (
     Target,
     Transfer,
 )
+from sbemulator.amqp.transactions import Coordinator
 from sbemulator.amqp.types import UInt
-from sbemulator.gateway.limits import Limits
+from sbemulator.gateway.limits import COORDINATOR_MAX_MESSAGE_BYTES, Limits
 from tests.fixtures.emulator import STANDARD_TOPOLOGY
 
 from .test_malformed_input import RawClient, close_condition
@@ -145,6 +147,37 @@ def test_the_sdk_gets_message_size_exceeded_when_the_emulator_refuses_a_large_me
     assert _queue_message_ids(shared_emulator) == []
 
 
+def test_a_management_request_is_bounded_by_the_entity_message_size(shared_emulator: Emulator) -> None:
+    """The $management request link announces the entity's message size (the Java SDK encodes a
+    schedule-message's messages into a buffer of that size), and a request above it is refused while
+    it streams, as a send is: scheduling messages that together pass 256 KB is MessageSizeExceededError,
+    and nothing is scheduled."""
+    with RawClient(shared_emulator.port) as raw:
+        raw.open("PLAIN", _plain(shared_emulator))
+        _begin(raw)
+        attach, frames = _attach_sender(raw, f"{QUEUE}/$management")
+        assert attach.max_message_size == STANDARD_MAX_MESSAGE_SIZE
+        assert isinstance(frames[-1], Flow)
+        raw.frame(Transfer(UInt(0), UInt(0), b"mgmt", UInt(0), False, True), payload=b"m" * 200_000)
+        raw.frame(Transfer(UInt(0), more=True), payload=b"m" * 100_000)
+        refusal = _frames_until(raw, Disposition)[-1]
+        assert refusal.settled and isinstance(refusal.state, Rejected)
+        assert str(refusal.state.error.condition) == "amqp:link:message-size-exceeded"
+    later = datetime.now(UTC) + timedelta(hours=1)
+    with ServiceBusClient.from_connection_string(shared_emulator.connection_string, retry_total=0) as client:
+        with client.get_queue_sender(QUEUE) as sender:
+            with pytest.raises(MessageSizeExceededError):
+                sender.schedule_messages([ServiceBusMessage(b"s" * 20_000) for _ in range(20)], later)
+        # (a new sender: the SDK's management link keeps raising its first error)
+        with client.get_queue_sender(QUEUE) as sender:
+            assert len(sender.schedule_messages([ServiceBusMessage(b"s" * 20_000) for _ in range(5)], later)) == 5
+        with client.get_queue_receiver(QUEUE) as receiver:
+            scheduled = receiver.peek_messages(max_message_count=50)
+            assert len(scheduled) == 5
+        with client.get_queue_sender(QUEUE) as sender:
+            sender.cancel_scheduled_messages([m.sequence_number for m in scheduled if m.sequence_number])
+
+
 # ------------------------------------------------------------------ before authentication
 def test_a_put_token_request_larger_than_the_cbs_bound_is_refused_while_it_streams(
     shared_emulator: Emulator,
@@ -172,6 +205,24 @@ def test_an_entity_link_gets_no_credit_before_a_token(shared_emulator: Emulator)
         assert attach.target is None
         assert not any(isinstance(frame, Flow) for frame in frames)
         assert str(frames[-1].error.condition) == "amqp:unauthorized-access"
+
+
+def test_the_transaction_coordinator_takes_no_large_delivery_before_a_token(shared_emulator: Emulator) -> None:
+    """A coordinator link (AMQP 1.0 4.2) needs no token to attach, so its deliveries are bounded small (a
+    declare is a few dozen bytes): an unauthenticated client streaming megabytes into it is refused at
+    once instead of being buffered (before, 64 MiB per link)."""
+    with RawClient(shared_emulator.port) as raw:
+        raw.open("ANONYMOUS")
+        _begin(raw)
+        raw.frame(Attach("coordinator", UInt(0), ROLE_SENDER, None, None, Source("raw"), Coordinator(),
+                         initial_delivery_count=UInt(0)))
+        attach = raw.read_frame().body
+        assert isinstance(attach, Attach) and attach.max_message_size == COORDINATOR_MAX_MESSAGE_BYTES
+        assert isinstance(_frames_until(raw, (Flow, Detach))[-1], Flow)
+        raw.frame(Transfer(UInt(0), UInt(0), b"big", UInt(0), False, True), payload=b"d" * 60_000)
+        refusal = _frames_until(raw, Disposition)[-1]
+        assert isinstance(refusal.state, Rejected)
+        assert str(refusal.state.error.condition) == "amqp:link:message-size-exceeded"
 
 
 def test_a_connection_that_never_authenticates_is_closed_at_the_deadline() -> None:
