@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +170,17 @@ class _AdminOptions:
     cert_dir: Path | None
 
 
+
+def _listen(loop: asyncio.AbstractEventLoop, start: Callable[[], Awaitable[Any]], what: str, host: str, port: int,
+            hint: str) -> None:
+    """Start one listener; a port that cannot be bound is an OSError (as before) whose message names the
+    listener and the argument that moves it, as the command line's names its option."""
+    try:
+        loop.run_until_complete(start())
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise OSError(exc.errno, f"cannot listen on {host}:{port} ({what}): {reason}; {hint}") from None
+
 class Emulator:
     """A running emulator on its own thread and event loop."""
 
@@ -308,7 +321,8 @@ class Emulator:
         self._loop = loop
         try:
             self.server, self.broker = build(self.config, **self._options)
-            loop.run_until_complete(self.server.start())
+            _listen(loop, self.server.start, "AMQP", self.host, self.server.port,
+                    "port=0 picks a free port")
             self.port = self.server.port
             try:
                 admin = self._admin_options
@@ -319,11 +333,13 @@ class Emulator:
                                              cert_dir=admin.cert_dir, tls_cert=admin.tls_cert, tls_key=admin.tls_key,
                                              commit=self.server.commit, websocket=upgrade_factory(self.server),
                                              controls=controls_for(self.server))
-                    loop.run_until_complete(self.admin.start())
+                    _listen(loop, self.admin.start, "HTTPS management", self.host, admin.port,
+                            "admin_port=0 picks a free port, admin_port=None serves none")
                     self.admin_port = self.admin.port
                 if self.websocket_port is not None:
                     self.websocket = WebSocketListener(self.server, self.host, self.websocket_port)
-                    loop.run_until_complete(self.websocket.start())
+                    _listen(loop, self.websocket.start, "AMQP over WebSockets", self.host, self.websocket_port,
+                            "websocket_port=0 picks a free port, websocket_port=None serves none")
                     self.websocket_port = self.websocket.port
                 primary = NamespaceRuntime(config=self.config, server=self.server, broker=self.broker,
                                            host=self.host, key=self.key, faults=self.faults, admin=self.admin)

@@ -8,8 +8,10 @@ several mistakes lists all of them; under the pytest plugin a bad or missing one
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import socket
 import subprocess
 import sys
 import time
@@ -117,3 +119,23 @@ def test_make_emulator_passes_args(tmp_path) -> None:
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert "-m sbemulator --config infra/servicebus.json --port 0 --in-memory" in result.stdout
+
+
+@pytest.mark.parametrize(("keyword", "hint"), [
+    ("port", "port=0 picks a free port"),
+    ("admin_port", "admin_port=0 picks a free port, admin_port=None serves none"),
+    ("websocket_port", "websocket_port=0 picks a free port, websocket_port=None serves none"),
+])
+def test_a_port_in_use_names_the_argument_that_moves_it_in_python_too(keyword: str, hint: str) -> None:
+    """`Emulator(...)` on a taken port: still an OSError (EADDRINUSE), and its message says which listener
+    and which argument moves it, as the command line names its option."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError) as refused:
+            with Emulator(config={"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": []}]}}, in_memory=True,
+                          **{keyword: port}):
+                pass
+    assert refused.value.errno == errno.EADDRINUSE
+    assert f"cannot listen on 127.0.0.1:{port}" in str(refused.value) and hint in str(refused.value)
