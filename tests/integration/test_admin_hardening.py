@@ -245,3 +245,50 @@ def test_leaving_the_emulator_with_a_connection_mid_handshake_prints_nothing(tmp
                             timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "done"
     assert "Task was destroyed" not in result.stderr and "Event loop is closed" not in result.stderr, result.stderr
+
+
+def test_leaving_the_emulator_with_clients_in_every_state_prints_nothing(tmp_path) -> None:
+    """Issue #19 item 5: leaving `with Emulator(...)` while HTTPS clients still hold connections in any
+    state (the admin SDK's kept-alive one, a head half sent, a body half sent, a WebSocket upgraded on the
+    management port and on its own, an AMQP connection mid-handshake) prints nothing into the user's
+    output ("Task was destroyed but it is pending!")."""
+    script = tmp_path / "embed.py"
+    script.write_text(
+        "import base64, http.client, os, socket, ssl, time\n"
+        "from azure.servicebus.management import ServiceBusAdministrationClient\n"
+        "from sbemulator import Emulator\n"
+        "UPGRADE = ('GET /$servicebus/websocket HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nUpgrade: websocket\\r\\n'\n"
+        "           'Connection: Upgrade\\r\\nSec-WebSocket-Key: ' + base64.b64encode(os.urandom(16)).decode() +\n"
+        "           '\\r\\nSec-WebSocket-Version: 13\\r\\nSec-WebSocket-Protocol: AMQPWSB10\\r\\n\\r\\n').encode()\n"
+        "with Emulator(websocket_port=0) as emu:\n"
+        "    ctx = ssl.create_default_context(cafile=emu.ca_path)\n"
+        "    def tls():\n"
+        "        return ctx.wrap_socket(socket.create_connection(('127.0.0.1', emu.admin_port), timeout=10),\n"
+        "                               server_hostname='127.0.0.1')\n"
+        "    admin = ServiceBusAdministrationClient.from_connection_string(emu.admin_connection_string,\n"
+        "                                                                connection_verify=emu.ca_path)\n"
+        "    admin.create_queue('kept')\n"
+        "    kept = http.client.HTTPSConnection('127.0.0.1', emu.admin_port, context=ctx, timeout=10)\n"
+        "    kept.request('GET', '/console/')\n"
+        "    kept.getresponse().read()\n"
+        "    half_head = tls()\n"
+        "    half_head.sendall(b'GET /kept HTTP/1.1\\r\\nHost: x\\r\\n')\n"
+        "    half_body = tls()\n"
+        "    half_body.sendall(b'POST /console/api/signin HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 1000\\r\\n\\r\\n{')\n"
+        "    wss = tls()\n"
+        "    wss.sendall(UPGRADE)\n"
+        "    assert wss.recv(12) == b'HTTP/1.1 101'\n"
+        "    ws = socket.create_connection(('127.0.0.1', emu.websocket_port), timeout=10)\n"
+        "    ws.sendall(UPGRADE)\n"
+        "    assert ws.recv(12) == b'HTTP/1.1 101'\n"
+        "    amqp = socket.create_connection(('127.0.0.1', emu.port), timeout=10)\n"
+        "    amqp.sendall(b'AMQP\\x03\\x01\\x00\\x00')\n"
+        "    amqp.recv(8)\n"
+        "    time.sleep(0.3)\n"
+        "print('done')\n"
+    )
+    result = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "done", result.stdout + result.stderr
+    for noise in ("Task was destroyed", "Event loop is closed", "Traceback", "Exception ignored", "Unclosed"):
+        assert noise not in result.stderr, result.stderr
