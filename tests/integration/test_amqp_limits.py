@@ -196,12 +196,15 @@ def test_a_put_token_request_larger_than_the_cbs_bound_is_refused_while_it_strea
         assert str(refusal.state.error.condition) == "amqp:link:message-size-exceeded"
 
 
-def test_an_entity_link_gets_no_credit_before_a_token(shared_emulator: Emulator) -> None:
-    """Without a token the attach is refused (a null target, then a detach): no flow grants credit."""
+@pytest.mark.parametrize("address", [QUEUE, f"{QUEUE}/$management", "events/Subscriptions/all/$management",
+                                     f"{QUEUE}/$DeadLetterQueue"])
+def test_an_entity_link_gets_no_credit_before_a_token(shared_emulator: Emulator, address: str) -> None:
+    """Without a token the attach is refused (a null target, then a detach): no flow grants credit; the
+    same for a $management link ("AMQP 1.0 in Azure Service Bus": the token must be put on $cbs first)."""
     with RawClient(shared_emulator.port) as raw:
         raw.open("ANONYMOUS")
         _begin(raw)
-        attach, frames = _attach_sender(raw, QUEUE)
+        attach, frames = _attach_sender(raw, address)
         assert attach.target is None
         assert not any(isinstance(frame, Flow) for frame in frames)
         assert str(frames[-1].error.condition) == "amqp:unauthorized-access"
