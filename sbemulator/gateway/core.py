@@ -472,8 +472,21 @@ class Gateway:
         return ok
 
     def add_grant(self, grant: Grant) -> None:
-        """A put-token succeeded: the connection is authenticated (for the token's scope)."""
-        self.grants.append(grant)
+        """A put-token succeeded: the connection is authenticated (for the token's scope).
+
+        The SDKs put a token again for every link before the last one expires, so a connection that
+        lives for days would pile up grants: one per scope, key and rights is kept (the one that lasts
+        longest) and expired ones are dropped, so the list is bounded by the scopes in use."""
+        now = self.wall_clock()
+        kept = [g for g in self.grants if g.expires_at > now]
+        for i, old in enumerate(kept):
+            if (old.scope, old.key_name, old.rights) == (grant.scope, grant.key_name, grant.rights):
+                if grant.expires_at > old.expires_at:
+                    kept[i] = grant
+                break
+        else:
+            kept.append(grant)
+        self.grants = kept
         self._cancel_auth_timer()
 
     # ------------------------------------------------------------------ faults
