@@ -210,7 +210,9 @@ def clock_option(config: pytest.Config) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Read the topology once, before any test runs: a missing or invalid file is one usage error for the
-    run (every mistake in the file listed), not a failed fixture and a traceback in every test."""
+    run (every mistake in the file listed), not a failed fixture and a traceback in every test. The same
+    for a clock mode the ini file misspells."""
+    clock_option(config)
     path = config_path(config)
     if path is None:
         config.stash[_TOPOLOGY] = None

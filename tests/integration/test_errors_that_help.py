@@ -81,13 +81,16 @@ def test_a_topology_with_several_mistakes_reports_all_of_them(tmp_path) -> None:
 
 
 # ---------------------------------------------------------------------- the pytest plugin
-@pytest.mark.parametrize("topology", ["missing", "invalid"])
+@pytest.mark.parametrize("topology", ["missing", "invalid", "bad clock"])
 def test_the_pytest_plugin_reports_a_bad_topology_once_as_a_usage_error(tmp_path, topology: str) -> None:
     project = tmp_path / "project"
     project.mkdir()
     if topology == "invalid":
         (project / "Config.json").write_text(json.dumps(THREE_MISTAKES))
-    (project / "pytest.ini").write_text("[pytest]\nsbemulator_config = Config.json\n")
+    if topology == "bad clock":
+        (project / "pytest.ini").write_text("[pytest]\nsbemulator_clock = manaul\n")
+    else:
+        (project / "pytest.ini").write_text("[pytest]\nsbemulator_config = Config.json\n")
     (project / "test_many.py").write_text(
         "def test_one(servicebus_emulator):\n    pass\n\n"
         "def test_two(servicebus_emulator):\n    pass\n\n"
@@ -97,7 +100,8 @@ def test_the_pytest_plugin_reports_a_bad_topology_once_as_a_usage_error(tmp_path
     output = result.stdout + result.stderr
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
     assert output.count("sbemulator:") == 1 and "Traceback" not in output
-    assert ("does not exist" if topology == "missing" else "3 problems") in output
+    expected = {"missing": "does not exist", "invalid": "3 problems", "bad clock": "not 'manaul'"}[topology]
+    assert expected in output, output
 
 
 # ---------------------------------------------------------------------- instructions that work
