@@ -120,8 +120,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The least value each limit flag takes (a connection bound of 0 would refuse every client; a channel-max
+# is an AMQP ushort, so at most 65535).
+LIMIT_MINIMUMS: dict[str, float] = {"channel_max": 0, "write_low_water": 0, "auth_timeout_s": 0.001}
+MAX_CHANNEL = 65535
+
+
+def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Values argparse's types let through but that make no sense: a usage error (exit 2) that names
+    the flag, before anything starts (a port above 65535 was a traceback from bind)."""
+    for flag, name in (("--port", "port"), ("--admin-port", "admin_port"), ("--websocket-port", "websocket_port")):
+        value = getattr(args, name)
+        if value is not None and not 0 <= value <= 65535:
+            parser.error(f"{flag} must be a port number from 0 to 65535 (0 picks a free one), not {value}")
+    for flag, name, _, _ in LIMIT_FLAGS:
+        value = getattr(args, name)
+        least = LIMIT_MINIMUMS.get(name, 1)
+        if value is not None and value < least:
+            parser.error(f"{flag} must be at least {least:g}, not {value:g}")
+    if args.channel_max is not None and args.channel_max > MAX_CHANNEL:
+        parser.error(f"--channel-max must be at most {MAX_CHANNEL} (an AMQP ushort), not {args.channel_max}")
+    high = args.write_high_water if args.write_high_water is not None else DEFAULT_LIMITS.write_high_water
+    low = args.write_low_water if args.write_low_water is not None else DEFAULT_LIMITS.write_low_water
+    if low >= high:
+        parser.error(f"--write-low-water ({low}) must be below --write-high-water ({high})")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_values(parser, args)
     # A second emulator started with --port N must not collide with the first one on the other ports:
     # their fixed defaults go with the default AMQP port only, any other --port picks free ones (printed).
     args.admin_port_given = args.admin_port is not None

@@ -158,3 +158,24 @@ def test_the_amqp_limit_flags_reach_the_server():
                 assert [str(m) for m in first.receive_messages(max_wait_time=5)] == ["still served"]
     finally:
         assert proc.terminate() == 0
+
+
+@pytest.mark.parametrize(("given", "words"), [
+    (["--port", "70000"], "--port must be a port number from 0 to 65535"),
+    (["--admin-port", "-1"], "--admin-port must be a port number"),
+    (["--websocket-port", "65536"], "--websocket-port must be a port number"),
+    (["--max-connections", "0"], "--max-connections must be at least 1"),
+    (["--channel-max", "70000"], "--channel-max must be at most 65535"),
+    (["--auth-timeout", "0"], "--auth-timeout must be at least"),
+    (["--write-high-water", "10", "--write-low-water", "100"], "--write-low-water (100) must be below"),
+])
+def test_values_that_make_no_sense_are_a_usage_error_naming_the_flag(given: list[str], words: str) -> None:
+    """Each is one usage line and exit 2 before anything starts (a port above 65535 was a traceback from
+    bind; a low-water mark above the high one, or no connection allowed at all, were taken)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "sbemulator", "--config", str(REPO_ROOT / "infra" / "servicebus.json"),
+         "--in-memory", *given],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert words in result.stderr.strip().splitlines()[-1], result.stderr
