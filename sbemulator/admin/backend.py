@@ -36,6 +36,7 @@ from sbemulator.broker.errors import (
     BrokerError,
     EntityAlreadyExistsError,
     EntityNotFoundError,
+    QuotaExceededError,
     RuleError,
 )
 from sbemulator.broker.views import EntityView
@@ -277,7 +278,7 @@ class Namespace:
         except EntityNotFoundError as exc:
             raise NotFound(exc.description) from None
         except BrokerError as exc:
-            raise BadRequest(exc.description) from None
+            raise admin_error_from(exc) from None
         if existing is None:
             self._meta[path.lower()] = _Meta(now, now, extras)
         elif changed:
@@ -539,4 +540,8 @@ def admin_error_from(exc: BrokerError) -> AdminError:
         return NotFound(exc.description)
     if isinstance(exc, EntityAlreadyExistsError):
         return Conflict(exc.description)
+    if isinstance(exc, QuotaExceededError):
+        # The REST API's create operations: "403 Quota exceeded; queue not created" (a queue or topic over
+        # the namespace's count, a subscription over its topic's).
+        return AdminError(exc.description, 403, "QuotaExceeded")
     return BadRequest(exc.description)

@@ -68,6 +68,7 @@ from .errors import (
     EntityDisabledError,
     EntityNotFoundError,
     InvalidOperationError,
+    QuotaExceededError,
     RuleError,
 )
 from .rules import FilterError, compile_rule
@@ -77,6 +78,14 @@ if TYPE_CHECKING:
     from sbemulator.store.base import Store
 
 log = logging.getLogger(__name__)
+
+# "Service Bus quotas" (Basic and Standard tiers): "Number of topics or queues per namespace: 10,000 ...
+# Subsequent requests for creation of a new topic or queue on the namespace are rejected", and "Number
+# of subscriptions per topic: 2,000 ... Subsequent requests for creating additional subscriptions for
+# the topic are rejected". Both are QuotaExceeded. They bound what the management plane creates at run
+# time; a config file is not held to them.
+MAX_QUEUES_AND_TOPICS = 10_000
+MAX_SUBSCRIPTIONS_PER_TOPIC = 2_000
 
 DEFAULT_RULE = "$Default"
 DELETED = "deleted"  # store kind of a config-file entity deleted at run time
@@ -261,6 +270,12 @@ class Topology:
                 raise EntityAlreadyExistsError(
                     f"The subscription '{s.name}' already exists on '{topic.path}'."
                 )
+            if len(topic.subscriptions) >= MAX_SUBSCRIPTIONS_PER_TOPIC:
+                raise QuotaExceededError(
+                    f"The topic '{topic.path}' already has {len(topic.subscriptions)} subscriptions, the most "
+                    f"a topic can have ({MAX_SUBSCRIPTIONS_PER_TOPIC}, Service Bus quotas: subscriptions per "
+                    f"topic); '{s.name}' was not created."
+                )
             ent = self._add_subscription(topic, s)
             self.record(lambda: self._undo_create(ent))
             self._persist(ent)
@@ -362,6 +377,13 @@ class Topology:
             raise InvalidOperationError(f"The entity name '{name}' is invalid. {problem}")
         if name.lower() in self.entities:
             raise EntityAlreadyExistsError(f"The messaging entity '{name}' already exists.")
+        held = sum(1 for ent in self.entities.values() if ent.kind in (QUEUE, TOPIC))
+        if held >= MAX_QUEUES_AND_TOPICS:
+            raise QuotaExceededError(
+                f"The namespace already holds {held} queues and topics, the most it can hold "
+                f"({MAX_QUEUES_AND_TOPICS}, Service Bus quotas: topics or queues per namespace); "
+                f"'{name}' was not created."
+            )
 
     def _entity_of_kind(self, path: str, kinds: tuple[str, ...]) -> Entity:
         ent = self.entity(path)
