@@ -297,6 +297,11 @@ class MessageFlow:
         entries = cold.take(max(1, min(self._window, PAGE_IN_BATCH)))
         if not len(cold):
             ent.cold = None
+        self._make_available(ent, entries)
+
+    def _make_available(self, ent: Entity, entries: list[tuple[int, int, int, int, int]]) -> None:
+        """The paged-out messages of ``entries`` (in sequence order, out of the index already), read
+        from the store in one range scan and available in memory."""
         stored = self.store.read_messages(ent.key, entries[0][0], entries[-1][0])
         messages = ent.messages
         heap = ent.available
@@ -315,6 +320,28 @@ class MessageFlow:
             heapq.heappush(heap, seq)
             if msg.expires_at_ms is not None:
                 self._timers.add(MessageExpiry(msg.expires_at_ms, ent, self, msg))
+
+    def page_in_next(self, ent: Entity) -> bool:
+        """Page in the next read of ``ent``'s paged-out messages (False when it has none)."""
+        cold = ent.cold
+        if cold is None:
+            return False
+        self._page_in(ent, cold)
+        return True
+
+    def unpage(self, ent: Entity, sequence_numbers: Iterable[int]) -> None:
+        """Bring the named paged-out messages of ``ent`` into memory, available there as if paged in
+        (a resubmission of dead-lettered messages picks them by number); numbers not paged out are left
+        alone."""
+        cold = ent.cold
+        if cold is None:
+            return
+        entries = [e for e in (cold.pop_seq(seq) for seq in sequence_numbers) if e is not None]
+        if not len(cold):
+            ent.cold = None
+        if entries:
+            entries.sort()
+            self._make_available(ent, entries)
 
     def remove_paged(self, ent: Entity) -> int:
         """Remove every paged-out message of ``ent`` (a purge): their rows go, nothing is read."""
@@ -637,9 +664,7 @@ class MessageFlow:
             msg.state = MessageState.ACTIVE
             self._mark_dead_lettered(msg, reason, problem)
             msg.expires_at_ms = None
-            self.insert(tdlq, msg)
-            self.store.put_message(tdlq.key, msg)
-            self.queue(tdlq, msg)
+            self._enqueue_dead_lettered(tdlq, msg)
             return
         fwd = msg.copy()
         fwd.hops = msg.hops + 1
@@ -684,8 +709,25 @@ class MessageFlow:
         dlq = ent.dlq
         assert dlq is not None
         msg.expires_at_ms = None  # dead-lettered messages do not expire
-        self.insert(dlq, msg)
+        self._enqueue_dead_lettered(dlq, msg)
+
+    def _enqueue_dead_lettered(self, dlq: Entity, msg: BrokerMessage) -> None:
+        """A message arrives, active, in a dead-letter queue: in memory while its read-ahead window has
+        room, else only in the store and the queue's index, at its place by sequence number (a
+        dead-lettered message keeps its number, so they do not arrive in order; broker/paging.py). A
+        poison flood that fills a dead-letter queue holds 40 bytes a message in memory, as a backlog of
+        its entity does."""
+        window = self._window
         self.store.put_message(dlq.key, msg)
+        if window and (dlq.cold is not None or len(dlq.available) >= window):
+            cold = dlq.cold
+            if cold is None:
+                cold = dlq.cold = ColdIndex()
+            cold.insert(msg.sequence_number, msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms, msg.size)
+            dlq.quota.held_bytes += msg.size
+            self._wakeups.notify(dlq)
+            return
+        self.insert(dlq, msg)
         self.queue(dlq, msg)
 
     def expire(self, ent: Entity, msg: BrokerMessage, now: int) -> None:
@@ -1014,11 +1056,14 @@ def _check_receivers(ent: Entity, most: int) -> None:
         )
 
 
+_PAGED_KINDS = frozenset({QUEUE, SUBSCRIPTION, DEAD_LETTER, TRANSFER_DEAD_LETTER})
+
+
 def _pages(ent: Entity) -> bool:
     """Whether a container's available messages may wait in the store only: queues and subscriptions
-    without sessions (a session's messages, deferred and scheduled ones and dead-letter queues stay
+    without sessions and every dead-letter queue (a session's messages, deferred and scheduled ones stay
     in memory)."""
-    return ent.kind in (QUEUE, SUBSCRIPTION) and not ent.requires_session
+    return ent.kind in _PAGED_KINDS and not ent.requires_session
 
 
 def _sequence_owner(ent: Entity) -> Entity:

@@ -71,6 +71,10 @@ class Flow(Protocol):
 
     def queue(self, ent: Entity, msg: BrokerMessage) -> None: ...
 
+    def unpage(self, ent: Entity, sequence_numbers: Iterable[int]) -> None: ...
+
+    def page_in_next(self, ent: Entity) -> bool: ...
+
 
 class Inspection:
     def __init__(self, topology: Topology, flow: Flow, clock: Callable[[], float], wakeups: Wakeups) -> None:
@@ -222,32 +226,50 @@ class Inspection:
             else:
                 raise InvalidOperationError(f"'{ent.path}' has no dead-letter queue of its own.")
             assert source is not None and owner is not None
-            if sequence_numbers is None:
-                chosen = [m for _, m in sorted(source.messages.items())]
-            else:
-                chosen = []
-                for seq in sequence_numbers:
-                    msg = source.messages.get(seq)
-                    if msg is None:
-                        raise MessageNotFoundError(
-                            f"The dead-lettered message with sequence number {seq} was not found in '{source.path}'."
-                        )
-                    chosen.append(msg)
-            skipped = tuple(m.sequence_number for m in chosen if m.locked)
             now = self._now()
-            out = []
-            moved = [m for m in chosen if not m.locked]
-            self._topology.record(lambda: self._unresubmit(source, moved))
-            for msg in moved:
-                self._flow.remove(source, msg)
-                fresh = _as_new(msg)
-                if owner.kind == SUBSCRIPTION:
-                    self._flow.deliver_to_subscription(owner, fresh, now)
-                    out.append(fresh.sequence_number)
-                else:
-                    out.append(self._flow.accept(owner, fresh, now))
-            return Resubmission(tuple(out), skipped)
+            out: list[int] = []
+            skipped: list[int] = []
+            if sequence_numbers is None:
+                # Only what the queue holds now: a resubmitted message dead-lettered again on its way
+                # (a session subscription refusing it) comes back with a newer number and stays.
+                cold = source.cold
+                last = max(max(source.messages, default=0), cold.seqs[-1] if cold is not None else 0)
+                self._resubmit(source, owner, [m for _, m in sorted(source.messages.items())], now, out, skipped)
+                # A dead-letter queue's paged-out messages (broker/paging.py) move a store read at a time,
+                # so a large one is never held in memory whole.
+                while (cold := source.cold) is not None and cold.first() <= last and self._flow.page_in_next(source):
+                    held = set(skipped)
+                    chosen = [m for s, m in sorted(source.messages.items()) if s <= last and s not in held]
+                    self._resubmit(source, owner, chosen, now, out, skipped)
+                return Resubmission(tuple(out), tuple(skipped))
+            wanted = list(sequence_numbers)
+            self._flow.unpage(source, wanted)
+            chosen = []
+            for seq in wanted:
+                msg = source.messages.get(seq)
+                if msg is None:
+                    raise MessageNotFoundError(
+                        f"The dead-lettered message with sequence number {seq} was not found in '{source.path}'."
+                    )
+                chosen.append(msg)
+            self._resubmit(source, owner, chosen, now, out, skipped)
+            return Resubmission(tuple(out), tuple(skipped))
 
+    def _resubmit(self, source: Entity, owner: Entity, chosen: list[BrokerMessage], now: int, out: list[int],
+                  skipped: list[int]) -> None:
+        """Move the ``chosen`` messages of ``source`` back to ``owner`` as new ones (their new numbers
+        appended to ``out``); the locked ones stay (their numbers appended to ``skipped``)."""
+        skipped.extend(m.sequence_number for m in chosen if m.locked)
+        moved = [m for m in chosen if not m.locked]
+        self._topology.record(lambda: self._unresubmit(source, moved))
+        for msg in moved:
+            self._flow.remove(source, msg)
+            fresh = _as_new(msg)
+            if owner.kind == SUBSCRIPTION:
+                self._flow.deliver_to_subscription(owner, fresh, now)
+                out.append(fresh.sequence_number)
+            else:
+                out.append(self._flow.accept(owner, fresh, now))
 
     def _unresubmit(self, source: Entity, moved: list[BrokerMessage]) -> None:
         """Take back a resubmission whose commit failed (a change, topology.begin_change): the new

@@ -8,10 +8,14 @@ of an object with its body and properties). Its body and properties stay in the 
 one range scan by sequence number just ahead of delivery (:meth:`MessageFlow._page_in`), as RabbitMQ's
 lazy queues and classic queues v2 do.
 
-Messages enter an index only in sequence order (at start-up, read in that order, and when a send
-finds the window full, with a number newer than every other), and leave it only from its front (paged
-in for delivery) or all at once (purge): so the arrays need no search to append, no holes, and give
-memory back by dropping their consumed front (:meth:`ColdIndex.compact`).
+Messages enter a queue's or subscription's index only in sequence order (at start-up, read in that
+order, and when a send finds the window full, with a number newer than every other). A dead-letter
+queue's arrive in the order they are dead-lettered, which is not their sequence order (they keep the
+numbers their entity gave them): :meth:`ColdIndex.insert` puts such an entry in its place, and a flood
+of poison messages, dead-lettered in about the order they were queued, lands at or near the end. Entries
+leave only from the front (paged in for delivery), one at a time by sequence number (a dead-lettered
+message resubmitted through the management plane) or all at once (purge): so the arrays stay sorted
+without holes, and give memory back by dropping their consumed front (:meth:`ColdIndex.compact`).
 
 ``--in-memory`` has nothing to page from: its store keeps nothing, every message is an object, and its
 bound is the process's memory (docs/emulator.md).
@@ -67,6 +71,33 @@ class ColdIndex:
         added = sum(sizes)
         self.bytes += added
         return added
+
+    def insert(self, seq: int, delivery_count: int, enqueued_ms: int, expires_ms: int | None, size: int) -> None:
+        """Add a message whose number may be older than others in the index (a dead-letter queue's), at
+        its place in sequence order; at the end (:meth:`append`) when it is the newest."""
+        seqs = self.seqs
+        if len(seqs) == self.head or seqs[-1] < seq:
+            self.append(seq, delivery_count, enqueued_ms, expires_ms, size)
+            return
+        i = bisect_left(seqs, seq, self.head)
+        seqs.insert(i, seq)
+        self.counts.insert(i, delivery_count)
+        self.enqueued.insert(i, enqueued_ms)
+        self.expires.insert(i, NO_EXPIRY if expires_ms is None else expires_ms)
+        self.sizes.insert(i, size)
+        self.bytes += size
+
+    def pop_seq(self, seq: int) -> tuple[int, int, int, int, int] | None:
+        """Remove and return the entry of sequence number ``seq`` (None if the index has none)."""
+        seqs = self.seqs
+        i = bisect_left(seqs, seq, self.head)
+        if i == len(seqs) or seqs[i] != seq:
+            return None
+        entry = (seqs.pop(i), self.counts.pop(i), self.enqueued.pop(i), self.expires.pop(i), self.sizes.pop(i))
+        self.bytes -= entry[4]
+        if self.head == len(seqs):
+            self.clear()
+        return entry
 
     def first(self) -> int:
         """The oldest sequence number (the index is not empty)."""

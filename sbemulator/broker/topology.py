@@ -358,7 +358,8 @@ class Topology:
         if ent.kind == SUBSCRIPTION and ent.parent is not None:
             ent.parent.subscriptions.pop(name, None)
             # what the subscription held no longer counts against its topic's MaxSizeInMegabytes
-            held = sum(m.size for c in (ent, ent.dlq, ent.transfer_dlq) if c is not None for m in c.messages.values())
+            held = sum(sum(m.size for m in c.messages.values()) + (c.cold.bytes if c.cold is not None else 0)
+                       for c in (ent, ent.dlq, ent.transfer_dlq) if c is not None)  # paged-out messages count too
             ent.quota.held_bytes -= held
 
         def restore() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
 
 from sbemulator import Emulator
 from tests.fixtures.emulator import queue, topology
@@ -119,5 +119,54 @@ def test_a_kill_during_a_paged_drain_loses_nothing_acknowledged(tmp_path):
                 assert sorted(rest) == sorted({f"m{i}" for i in range(count)} - completed)
                 assert rest == sorted(rest, key=lambda body: int(body[1:]))  # still in order
                 assert receiver.receive_messages(max_message_count=5, max_wait_time=1) == []
+    finally:
+        assert second.terminate() == 0
+
+
+def test_a_dead_letter_queue_beyond_the_window_through_a_kill(tmp_path):
+    """"Dead-letter queues": a poison flood makes a dead-letter queue a backlog; beyond the window it waits
+    in the store and is paged in, in sequence order (dead-lettered messages keep their numbers, and here
+    arrive out of order); peek reads it; a SIGKILL in the middle of its drain loses nothing completed."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TOPOLOGY))
+    args = ("--config", str(config), "--data-dir", str(tmp_path / "data"), "--page-window", str(WINDOW),
+            "--no-admin")
+    count = 24
+    order = [i for i in range(count) if i % 2] + [i for i in range(count) if not i % 2]  # odd ones first
+    first = start_emulator_process(*args)
+    try:
+        with ServiceBusClient.from_connection_string(first.connection_string) as client:
+            with client.get_queue_sender("backlog") as sender:
+                sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(count)])
+            with client.get_queue_receiver("backlog", prefetch_count=0) as receiver:
+                taken = _receive(receiver, count)
+                assert [str(m) for m in taken] == [f"m{i}" for i in range(count)]
+                for i in order:
+                    receiver.dead_letter_message(taken[i], reason="poison", error_description=f"m{i}")
+            with client.get_queue_receiver("backlog", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                           prefetch_count=0) as dlq:
+                peeked = dlq.peek_messages(max_message_count=count + 5, sequence_number=1)
+                assert [str(m) for m in peeked] == [f"m{i}" for i in range(count)]
+                assert [m.dead_letter_reason for m in peeked] == ["poison"] * count
+                got = _receive(dlq, 10)
+                assert [str(m) for m in got] == [f"m{i}" for i in range(10)]
+                assert [m.dead_letter_error_description for m in got] == [f"m{i}" for i in range(10)]
+                completed = {str(m) for m in got[:8]}
+                for m in got[:8]:
+                    dlq.complete_message(m)
+                # got[8:] stay locked by this process when it dies
+    finally:
+        first.kill()
+
+    second = start_emulator_process(*args)
+    try:
+        with ServiceBusClient.from_connection_string(second.connection_string) as client:
+            with client.get_queue_receiver("backlog", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                           receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                                           prefetch_count=0) as dlq:
+                rest = _receive(dlq, count - len(completed), wait=20)
+                assert [str(m) for m in rest] == [f"m{i}" for i in range(8, count)]  # in order, each once
+                assert all(m.dead_letter_reason == "poison" for m in rest)
+                assert dlq.receive_messages(max_message_count=5, max_wait_time=1) == []
     finally:
         assert second.terminate() == 0

@@ -202,3 +202,99 @@ def test_a_window_larger_than_one_read_pages_in_a_read_at_a_time_and_keeps_the_o
         b.commit()
     assert got == [f"m{i}".encode() for i in range(12)]
     b.close()
+
+
+# --- dead-letter queues: a poison flood is a backlog too ------------------------------------------------
+_SHUFFLED = [3, 0, 7, 1, 9, 2, 8, 4, 6, 5]  # dead-lettered out of sequence order, as settlements come
+
+
+def _dead_letter_all(b, path, n):
+    """Send ``n`` messages to ``path`` (a subscription's: to its topic) and dead-letter them in the
+    order of ``_SHUFFLED``."""
+    _send(b, path.split("/")[0], n)
+    r = receiver(b, path)
+    taken = []
+    while batch := r.take(4):
+        taken += batch
+    assert len(taken) == n
+    for i in [i for i in _SHUFFLED if i < n]:
+        r.dead_letter(taken[i].lock_token, reason="poison", description=f"m{i}")
+    b.commit()
+    return [d.message.sequence_number for d in taken]
+
+
+def test_a_dead_letter_queue_beyond_the_window_pages_and_delivers_in_sequence_order(tmp_path):
+    # "Dead-letter queues": messages there keep their sequence numbers; they arrive out of order here.
+    b = open_broker(tmp_path / "sb.db", FakeClock())
+    seqs = _dead_letter_all(b, "q", 10)
+    dlq = _entity(b, "q/$DeadLetterQueue")
+    assert len(dlq.messages) == WINDOW and len(dlq.cold) == 8  # the rest are index entries only
+    assert list(dlq.cold.seqs) == sorted(dlq.cold.seqs)
+    assert b.message_count("q/$DeadLetterQueue") == 10 and b.counts("q")["dead_letter"] == 10
+    size = sum(len(f"m{i}") + 10 for i in range(10))
+    assert _entity(b, "q").held_bytes == size == b.entity_view("q").size_in_bytes  # its MaxSizeInMegabytes
+    peeked = b.peek("q/$DeadLetterQueue", 1, 20)
+    assert [m.sequence_number for m in peeked] == seqs
+    assert [m.application_properties["DeadLetterReason"] for m in peeked] == ["poison"] * 10
+    r = receiver(b, "q/$DeadLetterQueue", ReceiveMode.RECEIVE_AND_DELETE)
+    got = []
+    while batch := r.take(3):
+        got += batch
+    assert bodies(got) == [f"m{i}".encode() for i in range(10)]
+    assert [d.message.application_properties["DeadLetterErrorDescription"] for d in got] == [
+        f"m{i}" for i in range(10)]
+    assert dlq.cold is None and not dlq.messages and _entity(b, "q").held_bytes == 0
+    b.close()
+
+
+def test_a_paged_dead_letter_queue_survives_a_restart_as_its_index(tmp_path):
+    db = tmp_path / "sb.db"
+    clock = FakeClock()
+    b = open_broker(db, clock)
+    _dead_letter_all(b, "t/Subscriptions/s", 7)
+    b.close()
+
+    b2 = open_broker(db, clock)
+    dlq = _entity(b2, "t/Subscriptions/s/$DeadLetterQueue")
+    assert not dlq.messages and len(dlq.cold) == 7  # no dead-lettered message was read whole at start-up
+    assert _entity(b2, "t").held_bytes == sum(len(f"m{i}") + 10 for i in range(7))
+    r = receiver(b2, "t/Subscriptions/s/$DeadLetterQueue")
+    got = []
+    while batch := r.take(2):
+        got += batch
+        for d in batch:
+            r.complete(d.lock_token)
+        b2.commit()
+    assert bodies(got) == [f"m{i}".encode() for i in range(7)]
+    assert got[0].message.dead_letter_reason == "poison"
+    b2.close()
+    b3 = open_broker(db, clock)
+    assert b3.message_count("t/Subscriptions/s/$DeadLetterQueue") == 0
+    b3.close()
+
+
+def test_resubmitting_and_purging_a_paged_dead_letter_queue(tmp_path):
+    b = open_broker(tmp_path / "sb.db", FakeClock())
+    seqs = _dead_letter_all(b, "q", 10)
+    dlq = _entity(b, "q/$DeadLetterQueue")
+    paged_out = list(dlq.cold.seqs[dlq.cold.head:])[-2:]
+    one = b.resubmit_dead_lettered("q", paged_out)  # picked by number while paged out
+    assert len(one.sequence_numbers) == 2 and b.message_count("q/$DeadLetterQueue") == 8
+    rest = b.resubmit_dead_lettered("q")  # all of them, a store read at a time
+    assert len(rest.sequence_numbers) == 8 and not rest.skipped_locked
+    assert b.message_count("q/$DeadLetterQueue") == 0 and b.message_count("q") == 10
+    r = receiver(b, "q", ReceiveMode.RECEIVE_AND_DELETE)
+    got = []
+    while batch := r.take(4):
+        got += batch
+    by_body = sorted(int(d.message.body_raw[1:]) for d in got)
+    assert by_body == list(range(10))
+    assert all("DeadLetterReason" not in d.message.application_properties for d in got)
+    assert _entity(b, "q").held_bytes == 0
+
+    _dead_letter_all(b, "q", 6)
+    assert dlq.cold is not None and b.message_count("q/$DeadLetterQueue") == 6
+    assert b.purge("q/$DeadLetterQueue") == 6
+    assert dlq.cold is None and b.message_count("q/$DeadLetterQueue") == 0 and _entity(b, "q").held_bytes == 0
+    assert seqs  # the first flood's numbers were used
+    b.close()
