@@ -1,7 +1,8 @@
 """The index of a durable container's messages that wait in the store, not in memory.
 
-A durable queue or subscription keeps as full :class:`~.model.BrokerMessage` objects only the messages
-in play: those locked, deferred or scheduled, and up to the read-ahead window of available ones. Every
+A durable queue, subscription or dead-letter queue keeps as full :class:`~.model.BrokerMessage`
+objects only the messages in play: those locked, deferred or scheduled, and up to the read-ahead
+window of available ones. Every
 other available message is a row of a :class:`ColdIndex`: five numbers in parallel arrays (sequence
 number, delivery count, enqueued time, expiry, size: 40 bytes a message instead of the ~1.4 KB
 of an object with its body and properties). Its body and properties stay in the store and are read in
