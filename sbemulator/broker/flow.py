@@ -68,7 +68,7 @@ from .paging import NO_EXPIRY, ColdIndex
 from .receiver import Receiver, ReceiverOps
 from .rules import FilterEvaluationError
 from .sessions import Sessions
-from .timers import LockExpiry, MessageExpiry, ScheduledActivation, TakeExpiry, Timers
+from .timers import ACTIVATION, EXPIRY, LockExpiry, TakeExpiry, Timers
 from .wakeups import Wakeups
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ class MessageFlow:
         self._entities = entities
         self._entity = lookup
         self._timers = timers
+        timers.bind_messages(entities, self)  # TTL and schedule entries find their message by key
         self._wakeups = wakeups
         self._op = wakeups.operation
         self._lock_keys: list[tuple[LockKey, bytes]] = []  # (key, the token's uuid bytes)
@@ -174,12 +175,12 @@ class MessageFlow:
             owner.last_sequence = max(owner.last_sequence, msg.sequence_number)
             self.insert(ent, msg)
             if msg.state == MessageState.SCHEDULED:
-                self._timers.add(ScheduledActivation(msg.scheduled_enqueue_time_ms or 0, ent, self, msg))
+                self._timers.add_message(ACTIVATION, msg.scheduled_enqueue_time_ms or 0, ent, msg.sequence_number)
             else:
                 if msg.state == MessageState.ACTIVE:
                     self.queue(ent, msg)
                 if msg.expires_at_ms is not None:
-                    self._timers.add(MessageExpiry(msg.expires_at_ms, ent, self, msg))
+                    self._timers.add_message(EXPIRY, msg.expires_at_ms, ent, msg.sequence_number)
         for ent in self._entities.values():
             if ent.cold is not None:
                 owner = _sequence_owner(ent)
@@ -319,7 +320,7 @@ class MessageFlow:
             messages[seq] = msg
             heapq.heappush(heap, seq)
             if msg.expires_at_ms is not None:
-                self._timers.add(MessageExpiry(msg.expires_at_ms, ent, self, msg))
+                self._timers.add_message(EXPIRY, msg.expires_at_ms, ent, msg.sequence_number)
 
     def page_in_next(self, ent: Entity) -> bool:
         """Page in the next read of ``ent``'s paged-out messages (False when it has none)."""
@@ -388,7 +389,7 @@ class MessageFlow:
         ttl = self._cap_ttl(ent, msg)
         msg.expires_at_ms = None if ttl is None else msg.enqueued_time_ms + ttl
         if msg.expires_at_ms is not None:
-            self._timers.add(MessageExpiry(msg.expires_at_ms, ent, self, msg))
+            self._timers.add_message(EXPIRY, msg.expires_at_ms, ent, msg.sequence_number)
 
     # ================================================================= sending
     def send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
@@ -570,7 +571,7 @@ class MessageFlow:
             msg.enqueued_time_ms = scheduled
             self.insert(target, msg)
             self.store.put_message(target.key, msg)
-            self._timers.add(ScheduledActivation(scheduled, target, self, msg))
+            self._timers.add_message(ACTIVATION, scheduled, target, msg.sequence_number)
         else:
             self.activate(target, msg, now, stored=False)
         return msg.sequence_number

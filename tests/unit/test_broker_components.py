@@ -4,15 +4,16 @@ is tested through its facade in test_broker*.py."""
 
 from __future__ import annotations
 
+import gc
 import logging
 
 from sbemulator.broker.entity import QUEUE, Entity, Session
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError
 from sbemulator.broker.sessions import Sessions
 from sbemulator.broker.timers import (
+    ACTIVATION,
+    EXPIRY,
     LockExpiry,
-    MessageExpiry,
-    ScheduledActivation,
     SessionLockExpiry,
     TakeExpiry,
     Timers,
@@ -92,24 +93,62 @@ def test_a_take_timer_ends_only_the_locks_still_held_from_that_take() -> None:
     assert not timer.valid()
 
 
-def test_ttl_and_schedule_timers() -> None:
+def test_ttl_and_schedule_timers_are_plain_entries_that_find_their_message_again() -> None:
     ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
+    timers = Timers()
+    timers.bind_messages({"q": ent}, host)
     m = _message(7, expires_at_ms=100)
     ent.messages[7] = m
-    ttl = MessageExpiry(100, ent, host, m)
-    assert ttl.valid()
+    timers.add_message(EXPIRY, 100, ent, 7)
     m.lock_key, m.locked_until_ms = b"l" * 16, 200
-    ttl.fire(100)  # a locked message is looked at again when its lock ends
+    timers.run_due(100)  # a locked message is looked at again when its lock ends
     assert host.calls == []
     m.lock_key = m.locked_until_ms = None
-    ttl.fire(100)
+    timers.add_message(EXPIRY, 100, ent, 7)
+    timers.add_message(EXPIRY, 90, ent, 7)  # a deadline the message no longer has: stale
+    timers.run_due(100)
     assert host.calls == [("expire", 7, 100)]
-    scheduled = ScheduledActivation(50, ent, host, m)
-    assert not scheduled.valid()  # the message is not scheduled
+    timers.add_message(ACTIVATION, 150, ent, 7)
+    assert timers.next_deadline() is None  # the message is not scheduled
     m.state = MessageState.SCHEDULED
-    assert scheduled.valid()
+    timers.add_message(ACTIVATION, 150, ent, 7)
+    assert timers.next_deadline() == 150
+    timers.run_due(150)
+    assert host.calls[-1] == ("activate", 7, 150, True)
+    timers.add_message(ACTIVATION, 160, ent, 7)
+    timers.add_message(EXPIRY, 100, ent, 7)
     del ent.messages[7]
-    assert not scheduled.valid() and not ttl.valid()
+    assert timers.next_deadline() is None and len(timers) == 0
+
+
+def test_message_entries_hold_only_atoms_so_the_collector_stops_tracking_them() -> None:
+    # the reason they are not objects: a full collection visits every tracked object (runtime/collector.py)
+    ent = Entity(key="q", path="q", kind=QUEUE)
+    timers = Timers()
+    timers.bind_messages({"q": ent}, FakeHost())
+    for seq in range(1, 101):
+        timers.add_message(EXPIRY, 1000 + seq, ent, seq)
+    gc.collect()
+    assert not any(gc.is_tracked(entry) for entry in timers._messages)
+
+
+def test_timer_objects_and_message_entries_run_in_one_deadline_order() -> None:
+    ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
+    timers = Timers()
+    timers.bind_messages({"q": ent}, host)
+    woken: list[int | None] = []
+    timers.on_deadline_changed = lambda: woken.append(timers.next_deadline())
+    ttl = _message(1, expires_at_ms=200)
+    ent.messages[1] = ttl
+    locked = _locked(ent, 2, b"a" * 16, 100)
+    timers.add_message(EXPIRY, 200, ent, 1)
+    timers.add(LockExpiry(100, ent, host, locked, b"a" * 16))
+    timers.add_message(EXPIRY, 300, ent, 1)  # not the earliest: no wake-up
+    assert woken == [200, 100]
+    timers.run_due(250, 0.0)  # one that did something per slice
+    assert host.calls == [("lock_ended", 2, 250)]
+    timers.run_due(250)
+    assert host.calls == [("lock_ended", 2, 250), ("expire", 1, 250)]
 
 
 def test_a_session_timer_is_for_one_lock_generation() -> None:
