@@ -292,4 +292,4 @@ class Timers:
             else:
                 return False
             if fired and stop is not None and elapsed() >= stop:
-                return bool(heap and heap[0][0] <= now or messages and messages[0][0] <= now)
+                return bool((heap and heap[0][0] <= now) or (messages and messages[0][0] <= now))

@@ -17,18 +17,27 @@ What this does instead (the CLI turns it on; an embedded ``Emulator`` leaves its
 - the runtime calls :meth:`Collector.tick` from its timer task: when no AMQP input came for
   ``IDLE_S`` and young collections happened since the last full one, ``gc.unfreeze()``, a full
   collection of everything, ``gc.freeze()`` again, so the next busy period starts with nothing to
-  scan; and if the broker is never idle, a full collection of what is not frozen (what was allocated
-  since the last idle moment) after ``FULL_AFTER`` young collections, ten times Python's own count,
-  so memory stays bounded without idle moments too.
+  scan;
+- if the broker is never idle, every ``FULL_AFTER`` young (generation 1) collections a collection of
+  what is not frozen, then ``gc.freeze()``: what survived joins the frozen objects. Each such
+  collection scans only what survived since the previous one (a generation-1 collection passes at
+  most ``gen0 x gen1`` = 7,000 objects on, so at most 35,000 objects), never the whole heap: the
+  100,000 messages a busy broker holds are scanned once, by the fallback after they arrived, not
+  by every later one (before: one fallback of 191 ms of CPU over 300,000 objects, docs/benchmarks.md);
+- a full collection of everything (``gc.unfreeze()`` first) also comes without an idle moment once
+  the frozen objects have grown by ``GROWTH_FLOOR`` objects, or by as many as the last full
+  collection left if that is more, since that collection.
 
-Why it is safe: freezing changes only what the cyclic collector looks at. Objects whose last
+Why nothing leaks: freezing changes only what the cyclic collector looks at. Objects whose last
 reference goes away are freed by reference counting whether frozen or not; the broker's messages,
 locks and timers form no reference cycles of their own (a message dies when its entity drops it),
 so what waits for a collection are cycles of objects that die together (a closed connection's
-gateway and links, a deleted entity). Frozen ones wait for the next idle moment, and at most what
-was frozen there can wait (nothing frozen later); unfrozen ones wait at most ``FULL_AFTER`` young
-collections. ``bench.canary_stall --rss-loop`` shows RSS flat over a bounded connect/send/receive
-loop.
+gateway and links, a deleted entity). A cycle that dies before the next fallback is collected by it;
+one that was frozen alive waits for the next idle moment or for the growth bound, so the garbage
+waiting in the frozen objects is at most ``GROWTH_FLOOR`` objects or the live heap's size, whichever
+is more (Python's own policy allows a quarter of the heap). ``bench.canary_stall --rss-loop`` shows RSS
+over a bounded connect/send/receive loop at idle moments and, with ``--rss-never-idle``, with the
+canary keeping the broker busy throughout.
 """
 
 from __future__ import annotations
@@ -37,20 +46,26 @@ import gc
 import time
 
 IDLE_S = 1.0  # no AMQP input for this long makes an idle moment
-FULL_AFTER = 100  # young (generation 1) collections before a full one even without an idle moment
+FULL_AFTER = 5  # young (generation 1) collections before the busy fallback (a collection of the unfrozen)
+GROWTH_FLOOR = 250_000  # frozen objects added since the last full collection that make a busy one
 _NEVER = 1 << 30  # a generation-2 threshold no count reaches
 
 
 class Collector:
     """The process's collector policy while the server runs (``start`` ... ``stop``)."""
 
-    def __init__(self, idle_s: float = IDLE_S, full_after: int = FULL_AFTER) -> None:
+    def __init__(self, idle_s: float = IDLE_S, full_after: int = FULL_AFTER,
+                 growth_floor: int = GROWTH_FLOOR) -> None:
         self.idle_s = idle_s
         self.full_after = full_after
+        self.growth_floor = growth_floor
         self.idle_collections = 0
-        self.busy_collections = 0
+        self.busy_collections = 0  # busy fallbacks: the unfrozen objects collected, the survivors frozen
+        self.busy_full_collections = 0  # without an idle moment, the frozen objects grown past the bound
         self._saved: tuple[int, int, int] | None = None
         self._min_young = 10
+        self._young_mark = 0  # generation-1 collections counted at the last busy fallback
+        self._frozen_after_full = 0
 
     def start(self) -> None:
         """After start-up: collect, freeze what exists, turn automatic full collections off."""
@@ -59,25 +74,37 @@ class Collector:
         self._saved = gc.get_threshold()
         gen0, gen1, gen2 = self._saved
         self._min_young = max(1, gen2)
+        self._full()
+        gc.set_threshold(gen0, gen1, _NEVER)
+
+    def _full(self) -> None:
+        """Everything collected, the frozen objects included; what survives is frozen."""
+        gc.unfreeze()
         gc.collect()
         gc.freeze()
-        gc.set_threshold(gen0, gen1, _NEVER)
+        self._young_mark = 0
+        self._frozen_after_full = gc.get_freeze_count()
 
     def tick(self, last_input: float, now: float | None = None) -> None:
         """Called by the timer task; ``last_input`` is when AMQP input last arrived (``time.monotonic``)."""
         if self._saved is None:
             return
-        young = gc.get_count()[2]  # generation-1 collections since the last full collection
-        if young < self._min_young:
-            return
-        if (time.monotonic() if now is None else now) - last_input >= self.idle_s:
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
+        young = gc.get_count()[2]  # generation-1 collections since the last collection of generation 2
+        if young < self._young_mark:  # a collection of generation 2 ran meanwhile (someone's gc.collect())
+            self._young_mark = 0
+        frozen = gc.get_freeze_count()
+        if (young >= self._min_young or frozen > self._frozen_after_full) and (
+                (time.monotonic() if now is None else now) - last_input >= self.idle_s):
+            self._full()
             self.idle_collections += 1
-        elif young >= self.full_after:
-            gc.collect()  # what is not frozen: allocated since the last idle moment
+        elif young - self._young_mark >= self.full_after:
+            gc.collect()  # what is not frozen: what survived since the last fallback
+            gc.freeze()
+            self._young_mark = gc.get_count()[2]
             self.busy_collections += 1
+            if gc.get_freeze_count() - self._frozen_after_full > max(self.growth_floor, self._frozen_after_full):
+                self._full()
+                self.busy_full_collections += 1
 
     def stop(self) -> None:
         """Python's own policy again, nothing frozen."""

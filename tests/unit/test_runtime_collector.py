@@ -78,3 +78,49 @@ def test_a_broker_that_is_never_idle_still_collects_after_full_after_young_colle
 def test_nothing_is_collected_without_young_collections_since_the_last_full_one(collector: Collector) -> None:
     collector.tick(last_input=0.0, now=100.0)
     assert collector.idle_collections == 0 and collector.busy_collections == 0
+
+
+def test_a_busy_fallback_freezes_what_survived_so_the_next_one_does_not_scan_it_again(collector: Collector) -> None:
+    survivors = [_Node() for _ in range(1000)]
+    frozen_before = gc.get_freeze_count()
+    _young_collections(collector.full_after)
+    collector.tick(last_input=100.0, now=100.1)
+    assert collector.busy_collections == 1 and collector.busy_full_collections == 0
+    assert gc.get_freeze_count() >= frozen_before + len(survivors)
+    assert not any(isinstance(o, _Node) for o in gc.get_objects(generation=2))  # none left to scan again
+
+
+def _frozen_then_garbage_cycle(collector: Collector) -> weakref.ref:
+    """A cycle alive at a busy fallback (so frozen by it) that became garbage afterwards."""
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    _young_collections(collector.full_after)
+    collector.tick(last_input=100.0, now=100.1)
+    ref = weakref.ref(a)
+    del a, b
+    return ref
+
+
+def test_a_cycle_frozen_alive_waits_for_the_next_idle_moment(collector: Collector) -> None:
+    ref = _frozen_then_garbage_cycle(collector)
+    _young_collections(collector.full_after)
+    collector.tick(last_input=100.0, now=100.2)  # busy: the fallback does not look at frozen objects
+    assert ref() is not None and collector.busy_collections == 2
+    collector.tick(last_input=100.0, now=101.5)
+    assert ref() is None and collector.idle_collections == 1
+
+
+def test_without_idle_moments_the_frozen_garbage_is_bounded_by_the_growth_floor() -> None:
+    # why nothing leaks under traffic that never pauses: a full collection once the frozen objects grew
+    policy = Collector(idle_s=1.0, full_after=5, growth_floor=0)
+    policy.start()
+    try:
+        ref = _frozen_then_garbage_cycle(policy)
+        assert ref() is not None
+        grown = [_Node() for _ in range(2 * gc.get_freeze_count())]  # the frozen heap more than doubles
+        _young_collections(policy.full_after)
+        policy.tick(last_input=100.0, now=100.2)
+        assert ref() is None and policy.busy_full_collections >= 1 and policy.idle_collections == 0
+        del grown
+    finally:
+        policy.stop()
