@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import operator
 import os
 import struct
 from array import array
@@ -68,7 +69,7 @@ from .paging import NO_EXPIRY, ColdIndex
 from .receiver import Receiver, ReceiverOps
 from .rules import FilterEvaluationError
 from .sessions import Sessions
-from .timers import ACTIVATION, EXPIRY, LockExpiry, TakeExpiry, Timers
+from .timers import ACTIVATION, EXPIRY, LockExpiry, LockReturn, TakeExpiry, Timers
 from .wakeups import Wakeups
 
 if TYPE_CHECKING:
@@ -103,6 +104,10 @@ _VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
 _BYTES_LE_ORDER = ((0, 3), (1, 2), (2, 1), (3, 0), (4, 5), (5, 4), (6, 7), (7, 6))
 _LOCK_POOL = 256  # lock tokens made per getrandom call
 _SPLIT_POOL = struct.Struct("16s" * _LOCK_POOL).unpack  # 256 bytes objects of 16, cut in C
+# A session receiver closing with more locks than this returns them in slices of this many (timers).
+RETURN_SLICE = 512
+_BY_SEQUENCE = operator.attrgetter("sequence_number")
+_SIZE = operator.attrgetter("size")
 _SEND_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_SEND_DISABLED})
 _RECEIVE_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_RECEIVE_DISABLED})
 
@@ -344,16 +349,33 @@ class MessageFlow:
             entries.sort()
             self._make_available(ent, entries)
 
-    def remove_paged(self, ent: Entity) -> int:
-        """Remove every paged-out message of ``ent`` (a purge): their rows go, nothing is read."""
+    def remove_all(self, ent: Entity) -> int:
+        """Remove every message of ``ent``, in memory or paged out (a purge), as :meth:`remove` would one
+        by one, at the cost of its locks and sessions instead of a call per message (a purge of 100,000
+        messages held the event loop for 70-190 ms). Their locks are lost: a settlement finds no lock.
+        The store is told once, for the whole container (:meth:`Store.delete_messages`)."""
+        messages = ent.messages
+        seqs = list(messages)
+        for msg in ent.locks.values():
+            msg.lock_key = msg.lock_owner = msg.locked_until_ms = None
+        ent.locks.clear()
+        for r in ent.receivers.values():  # a receiver's locks are all of its one container
+            r.locks.clear()
+        if messages:
+            ent.quota.held_bytes -= sum(map(_SIZE, messages.values()))
+            messages.clear()
         cold = ent.cold
-        if cold is None:
-            return 0
-        ent.cold = None
-        ent.quota.held_bytes -= cold.bytes
-        seqs = cold.all_seqs()
-        for seq in seqs:
-            self.store.delete_message(ent.key, seq)
+        if cold is not None:
+            ent.cold = None
+            ent.quota.held_bytes -= cold.bytes
+            seqs.extend(cold.all_seqs())
+        if seqs:
+            self.store.delete_messages(ent.key, seqs)
+        ent.available.clear()
+        for s in list(ent.sessions.values()):
+            s.count = 0
+            s.heap.clear()
+            ent.forget_session_if_idle(s)
         return len(seqs)
 
     def _enqueue(self, ent: Entity, msg: BrokerMessage) -> None:
@@ -1014,8 +1036,27 @@ class MessageFlow:
             # "Message sessions", impact of delivery count: closing a session with messages locked but
             # not settled does not count a delivery (a lapsed session lock does, even if its timer has
             # not run yet): the messages' locks are the session's, which the close gives up.
-            self.return_locks(ent, r, now, counted=s.locked_until_ms <= now)
+            counted = s.locked_until_ms <= now
+            if len(r.locks) > RETURN_SLICE:
+                self._return_in_slices(ent, r, now, counted)
+                return
+            self.return_locks(ent, r, now, counted=counted)
             self._sessions.release_session(ent, r)
+
+    def _return_in_slices(self, ent: Entity, r: Receiver, now: int, counted: bool) -> None:
+        """A session receiver closing with many locks (100,000 took a second of CPU in one go): its locks
+        are returned by timers due now, RETURN_SLICE at a time, between which the event loop serves
+        every other connection; the session stays the closed receiver's until the last slice, so the
+        next receiver of the session gets its messages in order. Here only the lock keys are cut into
+        slices (sorting 100,000 messages took 200 ms); ``r.locks`` is emptied, so a session lock lapsing
+        meanwhile has nothing left to return."""
+        keys = list(r.locks)
+        r.locks.clear()
+        timers, sessions = self._timers, self._sessions
+        for start in range(0, len(keys), RETURN_SLICE):
+            last = start + RETURN_SLICE >= len(keys)
+            timers.add(LockReturn(now, ent, self, keys[start:start + RETURN_SLICE], r, counted,
+                                  (lambda: sessions.release_session(ent, r)) if last else None))
 
     def end_receivers(self, ent: Entity, error: BrokerError) -> None:
         """The entity stops serving its receivers: their locks end uncounted (the clients did nothing wrong)
@@ -1039,7 +1080,7 @@ class MessageFlow:
         r.locks.clear()
 
     def return_locks(self, ent: Entity, r: Receiver, now: int, counted: bool = True) -> None:
-        msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=lambda m: m.sequence_number)
+        msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=_BY_SEQUENCE)
         for msg in msgs:
             self.lock_ended(ent, msg, now, counted=counted)
         r.locks.clear()

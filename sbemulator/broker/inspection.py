@@ -65,7 +65,7 @@ class Flow(Protocol):
 
     def deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None: ...
 
-    def remove_paged(self, ent: Entity) -> int: ...
+    def remove_all(self, ent: Entity) -> int: ...
 
     def insert(self, ent: Entity, msg: BrokerMessage) -> None: ...
 
@@ -186,13 +186,7 @@ class Inspection:
                 ]
             removed = 0
             for c in containers:
-                for msg in list(c.messages.values()):
-                    self._flow.remove(c, msg)
-                    removed += 1
-                removed += self._flow.remove_paged(c)
-                c.available.clear()
-                for s in c.sessions.values():
-                    s.heap.clear()
+                removed += self._flow.remove_all(c)
             return removed
 
     def reset(self) -> dict[str, int]:

@@ -1,9 +1,10 @@
 """The broker's timers: one small class per kind, each knowing when it is due, whether it still
-matters and what it does, and one heap that runs them.
+matters and what it does, and the heaps that run them.
 
 Kinds: a lock's expiry (``LockExpiry``; a renewed lock gets a new one), the expiry of the locks one
-take made together (``TakeExpiry``, one heap entry per take instead of one per message), a session
-lock's expiry (``SessionLockExpiry``) and an entity's AutoDeleteOnIdle check (``IdleDeletion``).
+take made together (``TakeExpiry``, one heap entry per take instead of one per message), a slice of
+the locks a closing session receiver returns (``LockReturn``), a session lock's expiry
+(``SessionLockExpiry``) and an entity's AutoDeleteOnIdle check (``IdleDeletion``).
 
 The two kinds every stored message may have, its time to live (``EXPIRY``) and a scheduled message's
 enqueue time (``ACTIVATION``), are no objects: each is a plain tuple of atoms ``(deadline, kind, entity
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -34,6 +36,7 @@ from ..model import BrokerMessage, LockKey, MessageState
 from .entity import Entity, Session
 
 _MIN_COMPACT = 8192
+_BY_SEQUENCE = operator.attrgetter("sequence_number")
 
 EXPIRY = 0  # a message's time to live runs out (an entry of the message heap)
 ACTIVATION = 1  # a scheduled message's enqueue time comes
@@ -120,6 +123,37 @@ class TakeExpiry(Timer):
         for msg in self.msgs:  # in the order they were taken (sequence order)
             if msg.locked_until_ms == deadline and locks.get(msg.lock_key) is msg:  # type: ignore[arg-type]
                 self.host.lock_ended(ent, msg, now)
+
+
+class LockReturn(Timer):
+    """A closing session receiver's locks, returned a slice at a time (``keys``: one slice of its lock
+    keys, in no order; each slice is returned in sequence order); the last slice's ``then`` frees the
+    session, so no other receiver takes a later message of it before the earlier ones are back. Due
+    at once: :meth:`Timers.run_due` with a budget runs as many slices as fit, and the event loop runs
+    between them."""
+
+    __slots__ = ("counted", "host", "keys", "owner", "then")
+
+    def __init__(self, deadline: int, entity: Entity, host: LockHost, keys: list[LockKey], owner: object,
+                 counted: bool, then: Callable[[], None] | None = None) -> None:
+        super().__init__(deadline, entity)
+        self.host = host
+        self.keys = keys
+        self.owner = owner
+        self.counted = counted
+        self.then = then
+
+    def valid(self) -> bool:
+        return self.entity.live
+
+    def fire(self, now: int) -> None:
+        ent, owner, locks = self.entity, self.owner, self.entity.locks
+        msgs = [msg for msg in map(locks.get, self.keys) if msg is not None and msg.lock_owner is owner]
+        msgs.sort(key=_BY_SEQUENCE)
+        for msg in msgs:
+            self.host.lock_ended(ent, msg, now, counted=self.counted)
+        if self.then is not None:
+            self.then()
 
 
 class SessionLockExpiry(Timer):

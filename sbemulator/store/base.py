@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import sqlite3
 from array import array
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Protocol
 
 from sbemulator.model import BrokerMessage
@@ -108,6 +108,11 @@ class Store(Protocol):
         ...
 
     def delete_message(self, entity: str, sequence_number: int) -> None: ...
+
+    def delete_messages(self, entity: str, sequence_numbers: Iterable[int]) -> None:
+        """A purge: ``sequence_numbers`` are every message the container holds, so a store may delete
+        all of the container's stored messages at once (a message written to it later is kept)."""
+        ...
 
     def set_sequence(self, entity: str, last_sequence_number: int) -> None: ...
 

@@ -8,7 +8,7 @@ transaction per completed message) it was about a fifth of the emulator's CPU.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 from sbemulator.model import BrokerMessage
 
@@ -50,6 +50,9 @@ class MemoryStore:
         return None
 
     def delete_message(self, entity: str, sequence_number: int) -> None:
+        return None
+
+    def delete_messages(self, entity: str, sequence_numbers: Iterable[int]) -> None:
         return None
 
     def set_sequence(self, entity: str, last_sequence_number: int) -> None:

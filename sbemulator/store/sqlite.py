@@ -329,6 +329,21 @@ class SqliteStore:
     def delete_message(self, entity: str, sequence_number: int) -> None:
         self._messages[(entity, sequence_number)] = (_DEL, None)
 
+    def delete_messages(self, entity: str, sequence_numbers: Iterable[int]) -> None:
+        """Every message of the container (a purge): one range delete of all its rows with the next
+        commit, before that commit's writes, instead of a delete per row (100,000 took the commit
+        400-700 ms); the container's pending writes of these messages are dropped, its others kept (a
+        message dead-lettered into it after the purge is written after the range delete)."""
+        purged = set(sequence_numbers)
+        if self._messages:
+            self._messages = {k: v for k, v in self._messages.items() if k[0] != entity or k[1] not in purged}
+        eid = self._ids.get(entity)
+        if eid is None or not purged:
+            return  # none of its rows was ever written
+        lo = eid << SEQ_BITS
+        for sql in _SQL_DEL_RANGE:
+            self._entity_ops.append((sql, (lo, lo | MAX_SEQUENCE)))
+
     def set_sequence(self, entity: str, last_sequence_number: int) -> None:
         self._sequences[entity] = last_sequence_number
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from sbemulator.broker import ReceiveMode
-from sbemulator.broker.errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
+from sbemulator.broker.errors import (
+    EntityNotFoundError,
+    InvalidOperationError,
+    MessageLockLostError,
+    MessageNotFoundError,
+)
 from sbemulator.broker.views import SessionView
 from sbemulator.config import QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 from sbemulator.store import SqliteStore
@@ -266,3 +271,32 @@ def test_a_deleted_file_topic_recreated_through_the_api_stays_without_the_file_s
     b = _restart(db)
     assert b.find_entity("events") is not None and b.entity_views(topic="events") == []
     _stop(b)
+
+
+def test_a_purge_loses_the_locks_empties_sessions_and_is_durable_but_keeps_what_comes_after(tmp_path) -> None:
+    # a purge works per container (its locks, sessions and one range delete in the store), not per
+    # message (issue #19: 100,000 one by one held the event loop and the commit for 0.2-0.9 s)
+    db = tmp_path / "sb.db"
+    b, clock = make_broker([*QUEUES, SESSIONS], store=SqliteStore(db))
+    b.send("orders", [msg(str(i).encode()) for i in range(50)])
+    b.send("sq", [msg(b"s", session_id=sid) for sid in ("a", "b") for _ in range(3)])
+    b.commit()
+    r = receiver(b, "orders")
+    locked = r.take(10)
+    rs = receiver(b, "sq", session_id="a")
+    assert len(rs.take(3)) == 3
+    b.send("orders", [msg(b"pending")])  # not committed yet: its write is dropped with the rest
+    assert b.purge("orders") == 51 and b.purge("sq") == 6
+    assert b.entity_view("orders").size_in_bytes == 0
+    b.send("orders", [msg(b"after")])  # same commit window as the purge: kept
+    b.commit()
+    with pytest.raises(MessageLockLostError):
+        r.complete(locked[0].lock_token)
+    assert r.take(100)[0].message.body_raw == b"after"
+    assert rs.take(5) == [] and b.entity_view("sq").counts.total == 0
+    assert b.list_sessions("sq") == []
+    b.close()
+    b2, _ = make_broker([*QUEUES, SESSIONS], store=SqliteStore(db), clock=clock)
+    assert [m.body_raw for m in b2.peek("orders", 0, 100)] == [b"after"]
+    assert b2.peek("sq", 0, 100) == []
+    b2.close()

@@ -206,3 +206,44 @@ def test_close_does_not_count_a_delivery_but_a_lapsed_lock_does():
     third = receiver(b, "sq", session_id="g")
     (d,) = third.take(1)
     assert d.header_delivery_count == 1
+
+
+def test_a_session_receiver_closing_with_many_locks_returns_them_in_slices_then_frees_the_session():
+    # issue #19: 100,000 locks returned in one go held the event loop for a second; the next owner
+    # still gets the session's messages in order, uncounted ("Message sessions", delivery count)
+    from sbemulator.broker.flow import RETURN_SLICE
+
+    b, _ = make_broker([SQ])
+    n = 3 * RETURN_SLICE + 5
+    b.send("sq", [msg(str(i).encode(), session_id="g") for i in range(n)])
+    send_groups(b, ("h", "other"))
+    first = receiver(b, "sq", session_id="g")
+    assert len(first.take(n)) == n
+    first.close()
+    with pytest.raises(SessionCannotBeLockedError):  # still returning: the session is not free yet
+        receiver(b, "sq", session_id="g")
+    other = receiver(b, "sq", session_id="h")  # the rest of the queue is served meanwhile
+    assert bodies(other.take(5)) == [b"other"]
+    slices = 1
+    while b.tick(budget_s=0.0):  # a zero budget: one slice per tick
+        slices += 1
+    assert slices == 4
+    again = receiver(b, "sq", session_id="g")
+    got = again.take(n)
+    assert bodies(got) == [str(i).encode() for i in range(n)]
+    assert {d.header_delivery_count for d in got} == {0}
+
+
+def test_a_session_closing_in_slices_whose_lock_lapses_meanwhile_is_free_once():
+    b, clock = make_broker([SQ])
+    from sbemulator.broker.flow import RETURN_SLICE
+
+    n = RETURN_SLICE + 1
+    b.send("sq", [msg(b"m", session_id="g") for _ in range(n)])
+    first = receiver(b, "sq", session_id="g")
+    assert len(first.take(n)) == n
+    first.close()
+    clock.advance(31)  # the session lock lapses before the slices ran
+    b.tick()
+    again = receiver(b, "sq", session_id="g")
+    assert len(again.take(n)) == n
