@@ -23,7 +23,14 @@ phases, each timed by the canary:
 - ``take again`` and ``release + detach``: taken once more, released by one range disposition and
   the link detached (what an SDK receiver does with its prefetched messages when it closes);
 - ``SDK prefetch`` (``--sdk-take``): an SDK receiver with ``prefetch_count`` = ``--messages`` (at most
-  50,000, the Python SDK's bound; one flow of that many credits) receives that many.
+  50,000, the Python SDK's bound; one flow of that many credits) receives that many;
+- ``session close``: a raw session receiver on ``bulksess`` (``--messages`` messages of one session,
+  filled with the others) takes them all in one flow and detaches: the close returns every lock;
+- ``purge``: ``POST /$admin/purge/bulk`` on the management endpoint removes ``bulk``'s messages, their
+  locks held (those the SDK receiver left) or not.
+
+``--never-idle`` starts the canary before the fill, so the emulator never has an idle second (its
+collector policy's busy path, runtime/collector.py), and keeps it running through ``--rss-loop``.
 
 Printed: per phase, the canary's round trips, median, p99 and worst. ``python -m bench.canary_stall``.
 """
@@ -31,9 +38,11 @@ Printed: per phase, the canary's round trips, median, p99 and worst. ``python -m
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import socket
+import ssl
 import statistics
 import struct
 import subprocess
@@ -68,6 +77,7 @@ from sbemulator.amqp.performatives import (
     from_described,
 )
 from sbemulator.amqp.types import Symbol, UByte, UInt
+from sbemulator.auth import sign
 from sbemulator.runtime.launcher import EmulatorProcess
 
 from ._util import (
@@ -84,7 +94,7 @@ from ._util import (
     today,
 )
 
-BULK, CANARY = "bulk", "canary"
+BULK, CANARY, SESSIONS, SESSION_ID = "bulk", "canary", "bulksess", "s"
 UINT_MAX = 0xFFFFFFFF
 KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"
 SOCKET_TIMEOUT_S = 30.0
@@ -97,7 +107,9 @@ SDK_MAX_PREFETCH = 50_000  # the Python SDK's bound on prefetch_count
 def _config(lock_seconds: int) -> dict:
     bulk = queue_entry(BULK)
     bulk["Properties"].update(LockDuration=f"PT{lock_seconds}S", MaxDeliveryCount=100)
-    return {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [bulk, queue_entry(CANARY)],
+    sessions = queue_entry(SESSIONS)
+    sessions["Properties"].update(LockDuration=f"PT{lock_seconds}S", MaxDeliveryCount=100, RequiresSession=True)
+    return {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [bulk, queue_entry(CANARY), sessions],
                                            "Topics": []}], "Logging": {"Type": "File"}}}
 
 
@@ -222,16 +234,21 @@ class Canary:
 class Bulk:
     """A raw peek-lock receiver on BULK: takes with one flow, settles with one range disposition."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, address: str = BULK, session_id: str | None = None) -> None:
         self.client = RawClient(port, "bulk")
         self.handle = 0
         self.delivery_count = 0
         self.next_incoming = 0
+        self.address = address
+        self.session_id = session_id
         self._attach()
 
     def _attach(self) -> None:
+        source = Source(self.address)
+        if self.session_id is not None:
+            source.filter = {Symbol("com.microsoft:session-filter"): self.session_id}
         self.client.send(build_frame(0, Attach(f"bulk-{self.handle}", UInt(self.handle), ROLE_RECEIVER, UByte(0),
-                                               UByte(1), Source(BULK), Target("bulk-receiver"))))
+                                               UByte(1), source, Target("bulk-receiver"))))
         attach = self.client.until(ATTACH, self.handle)
         self.delivery_count = int(attach.initial_delivery_count or 0)
 
@@ -262,15 +279,15 @@ class Bulk:
         self.client.until(DETACH, self.handle)
 
 
-def _fill(connection_string: str, messages: int) -> None:
+def _fill(connection_string: str, messages: int, queue: str = BULK, session_id: str | None = None) -> None:
     with ServiceBusClient.from_connection_string(connection_string) as client, \
-            client.get_queue_sender(BULK) as sender:
+            client.get_queue_sender(queue) as sender:
         sent = 0
         while sent < messages:
             batch = sender.create_message_batch()
             while sent < messages:
                 try:
-                    batch.add_message(ServiceBusMessage(b"b" * 100))
+                    batch.add_message(ServiceBusMessage(b"b" * 100, session_id=session_id))
                 except ValueError:
                     break
                 sent += 1
@@ -286,6 +303,23 @@ def _sdk_take(connection_string: str, messages: int, deadline_s: float) -> None:
             if time.monotonic() > end:
                 raise TimeoutError(f"the SDK received {got} of {messages} within {deadline_s:g} s")
             got += len(receiver.receive_messages(max_message_count=messages - got, max_wait_time=5))
+
+
+def _purge(proc: EmulatorProcess, path: str) -> None:
+    """``POST /$admin/purge/{path}`` on the emulator's management endpoint (its own CA, a SAS token)."""
+    assert proc.admin_port is not None and proc.ca_path is not None
+    context = ssl.create_default_context(cafile=proc.ca_path)
+    conn = http.client.HTTPSConnection("127.0.0.1", proc.admin_port, context=context, timeout=SOCKET_TIMEOUT_S)
+    try:
+        token = sign(f"https://127.0.0.1:{proc.admin_port}", KEY_NAME, KEY, int(time.time()) + 300)
+        conn.request("POST", f"/$admin/purge/{path}", headers={"Authorization": token})
+        response = conn.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"purge answered {response.status}: {body[:200]!r}")
+        print(f"[canary_stall] purged: {json.loads(body)}", flush=True)
+    finally:
+        conn.close()
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -305,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="passed to the emulator (e.g. --emulator-arg=--gc=python)")
     parser.add_argument("--rss-loop", type=int, default=0, metavar="ROUNDS",
                         help="afterwards, that many rounds of connect / send / receive / disconnect, with RSS")
+    parser.add_argument("--never-idle", action="store_true",
+                        help="the canary runs from before the fill to the end of --rss-loop: no idle second")
     parser.add_argument("--canary-port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--canary-seconds", type=float, default=600.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -326,11 +362,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.durable:
             store = ["--data-dir", stack.enter_context(tempfile.TemporaryDirectory(prefix="sbcanary-"))]
         probe = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sbprobe-")))
-        proc = stack.enter_context(_probed(probe, lambda: emulator(path, *store, "--no-admin", "--no-websocket",
+        proc = stack.enter_context(_probed(probe, lambda: emulator(path, *store, "--no-websocket",
                                                                     *args.emulator_arg)))
+        canary = Canary(proc.port, args.pace_ms, seconds=budget * 12) if args.never_idle else None
         _fill(proc.connection_string, args.messages)
-        print(f"[canary_stall] {args.messages:,} messages in {BULK}", flush=True)
-        canary = Canary(proc.port, args.pace_ms, seconds=budget * 8)
+        _fill(proc.connection_string, args.messages, SESSIONS, SESSION_ID)
+        print(f"[canary_stall] {args.messages:,} messages in {BULK} and in {SESSIONS}", flush=True)
+        if canary is None:
+            canary = Canary(proc.port, args.pace_ms, seconds=budget * 10)
+        rss: list[float] = []
         try:
             bulk = Bulk(proc.port)
             phase("idle", lambda: time.sleep(3))
@@ -358,9 +398,27 @@ def main(argv: list[str] | None = None) -> int:
                 phase("SDK prefetch of all", lambda: _sdk_take(proc.connection_string, args.messages, budget))
                 phase("SDK receiver closed (locks stay)", lambda: time.sleep(3))
             bulk.client.close()
+            session = Bulk(proc.port, SESSIONS, SESSION_ID)
+            phase("session take", lambda: session.take(args.messages, budget))
+
+            def close_session() -> None:
+                session.detach()
+                time.sleep(3)
+
+            phase("session receiver closed (locks returned)", close_session)
+            session.client.close()
+
+            def purge() -> None:
+                _purge(proc, BULK)
+                time.sleep(3)
+
+            phase("purge", purge)
+            if args.never_idle and args.rss_loop:
+                rss = _rss_loop(proc, args.rss_loop, idle_moments=False)
         finally:
             samples = canary.stop()
-        rss = _rss_loop(proc, args.rss_loop) if args.rss_loop else []
+        if args.rss_loop and not args.never_idle:
+            rss = _rss_loop(proc, args.rss_loop)
         proc.terminate()
         measured = json.loads((probe / "probe.json").read_text())
     callbacks, collections = measured["callbacks"], measured["collections"]
@@ -385,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, count, median, p99, worst, cpu, gc_text in rows:
         print(f"| {name} | {count:,} | {median} ms | {p99} ms | {worst} ms | {cpu} ms | {gc_text} |")
     if rss:
-        print(f"\nRSS over {args.rss_loop} rounds (connect, send {RSS_ROUND} and receive them, disconnect): "
+        when = "the canary running throughout" if args.never_idle else "each reading after an idle moment"
+        print(f"\nRSS over {args.rss_loop} rounds (connect, send {RSS_ROUND} and receive them, disconnect; {when}): "
               + ", ".join(f"{mb:.0f}" for mb in rss) + " MB")
     return 0
 
@@ -413,9 +472,11 @@ def _probed(directory: Path, start: Callable[[], AbstractContextManager[Emulator
         manager.__exit__(None, None, None)
 
 
-def _rss_loop(proc: EmulatorProcess, rounds: int) -> list[float]:
+def _rss_loop(proc: EmulatorProcess, rounds: int, idle_moments: bool = True) -> list[float]:
     """Bounded churn (a connection per round, RSS_ROUND messages through CANARY): the emulator's RSS
-    every tenth of the rounds, to show that what the collector defers does not accumulate."""
+    every tenth of the rounds, to show that what the collector defers does not accumulate. With
+    ``idle_moments`` each reading follows an idle moment (the collector's idle collection); without,
+    the canary keeps running and the readings come at once (the busy path's bound)."""
     out = []
     payload = _data_section(b"r" * 100)
     for n in range(rounds):
@@ -435,7 +496,8 @@ def _rss_loop(proc: EmulatorProcess, rounds: int) -> list[float]:
                 got += 1
         client.close()
         if n % max(1, rounds // 10) == 0 or n == rounds - 1:
-            time.sleep(1.5)  # an idle moment: the collector's full collection runs
+            if idle_moments:
+                time.sleep(1.5)  # an idle moment: the collector's full collection runs
             out.append(process_rss_mb(proc.pid))
     return out
 
