@@ -143,6 +143,12 @@ class Connection:
 
     # A disposition over more delivery ids than this becomes one DeliveryRangeStateChanged event.
     RANGE_EVENTS = 256
+    # The delivery ids the dispositions of one read may name together (each becomes an event, or one of
+    # a range's, that the application holds until it has handled them): two and a half of the largest
+    # disposition taken. A peer naming more (thousands of dispositions over the same unsettled range,
+    # which stay unsettled when not settled, each one an event per delivery) is closed with
+    # amqp:resource-limit-exceeded instead of growing the emulator's memory without bound.
+    DISPOSED_PER_READ = 250_000
 
     def __init__(
         self,
@@ -176,6 +182,7 @@ class Connection:
         self._reader = FrameReader(max_frame_size)
         self._out = bytearray()
         self._events: list[Event] = []
+        self._disposed = 0  # delivery ids the dispositions of the current read named (DISPOSED_PER_READ)
         # Set when a DeliveryRangeStateChanged was emitted (the application clears it): the gateway
         # then handles that input in slices.
         self.ranges = False
@@ -208,6 +215,7 @@ class Connection:
         if self.closed:
             return []
         self._last_received = self.clock()
+        self._disposed = 0
         try:
             self._process_input(data)
             if self._windows_used:  # only transfers use up an incoming window
@@ -1022,6 +1030,10 @@ class Connection:
     def _peer_disposed(self, session: Session, first: int, last: int, settled: bool, state: Any) -> None:
         """The peer gave deliveries ``first``..``last`` we sent a state: an event for each we know, or
         for a long range one event the application expands in slices (``expand_range``)."""
+        self._disposed += last - first + 1
+        if self._disposed > self.DISPOSED_PER_READ:
+            raise ProtocolError(RESOURCE_LIMIT_EXCEEDED, f"The dispositions of one read named more than "
+                                f"{self.DISPOSED_PER_READ:,} deliveries; settle them in fewer, or settled.")
         if self._open_ranges:
             self._resolve_ranges()  # an earlier range first: dispositions apply in the order they came
         if last - first >= self.RANGE_EVENTS:

@@ -123,3 +123,30 @@ def _frame(body: object) -> bytes:
     from sbemulator.amqp.framing import build_frame
 
     return build_frame(0, body)
+
+
+def test_thousands_of_unsettled_range_dispositions_in_one_read_close_the_connection_not_the_memory(
+        sliced: Emulator) -> None:
+    # A disposition that does not settle leaves its deliveries unsettled, so the next one over the same
+    # range names them all again: each became an event per delivery, held until handled, and a read of
+    # such frames grew the emulator's memory without bound. The dispositions of one read may name
+    # Connection.DISPOSED_PER_READ delivery ids together; beyond, amqp:resource-limit-exceeded.
+    from sbemulator.amqp.connection import Connection
+    from sbemulator.amqp.performatives import Close
+
+    _fill(sliced, COUNT)
+    with _peek_lock_receiver(sliced) as raw:
+        raw.frame(Flow(UInt(0), UInt(UINT_MAX), UInt(0), UInt(UINT_MAX), UInt(0), UInt(0), UInt(COUNT)))
+        first = int(_transfers(raw, COUNT)[0].delivery_id or 0)
+        widest = 100_000  # the largest range one disposition may name
+        frames = Connection.DISPOSED_PER_READ // widest + 1
+        raw.send(b"".join(_frame(Disposition(ROLE_RECEIVER, UInt(first), UInt(first + widest - 1), False, None))
+                          for _ in range(frames)))
+        deadline = time.monotonic() + 30
+        while not isinstance(body := raw.read_frame().body, Close):
+            assert time.monotonic() < deadline
+        assert body.error is not None and body.error.condition == "amqp:resource-limit-exceeded"
+        assert "250,000" in str(body.error.description)
+    with ServiceBusClient.from_connection_string(sliced.connection_string) as client, \
+            client.get_queue_receiver(QUEUE) as receiver:
+        assert len(receiver.peek_messages(max_message_count=COUNT)) == COUNT  # nothing lost, the emulator serves on
