@@ -94,7 +94,7 @@ from ._util import (
     today,
 )
 
-BULK, CANARY, SESSIONS, SESSION_ID = "bulk", "canary", "bulksess", "s"
+BULK, CANARY, SESSIONS, SESSION_ID, RSS = "bulk", "canary", "bulksess", "s", "rss"
 UINT_MAX = 0xFFFFFFFF
 KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"
 SOCKET_TIMEOUT_S = 30.0
@@ -109,7 +109,8 @@ def _config(lock_seconds: int) -> dict:
     bulk["Properties"].update(LockDuration=f"PT{lock_seconds}S", MaxDeliveryCount=100)
     sessions = queue_entry(SESSIONS)
     sessions["Properties"].update(LockDuration=f"PT{lock_seconds}S", MaxDeliveryCount=100, RequiresSession=True)
-    return {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [bulk, queue_entry(CANARY), sessions],
+    return {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [bulk, queue_entry(CANARY), sessions,
+                                                                      queue_entry(RSS)],
                                            "Topics": []}], "Logging": {"Type": "File"}}}
 
 
@@ -473,7 +474,7 @@ def _probed(directory: Path, start: Callable[[], AbstractContextManager[Emulator
 
 
 def _rss_loop(proc: EmulatorProcess, rounds: int, idle_moments: bool = True) -> list[float]:
-    """Bounded churn (a connection per round, RSS_ROUND messages through CANARY): the emulator's RSS
+    """Bounded churn (a connection per round, RSS_ROUND messages through RSS): the emulator's RSS
     every tenth of the rounds, to show that what the collector defers does not accumulate. With
     ``idle_moments`` each reading follows an idle moment (the collector's idle collection); without,
     the canary keeps running and the readings come at once (the busy path's bound)."""
@@ -482,9 +483,9 @@ def _rss_loop(proc: EmulatorProcess, rounds: int, idle_moments: bool = True) -> 
     for n in range(rounds):
         client = RawClient(proc.port, f"rss-{n}")
         client.send(build_frame(0, Attach("rss-send", UInt(0), ROLE_SENDER, UByte(1), UByte(0),
-                                          Source("rss-sender"), Target(CANARY))))
+                                          Source("rss-sender"), Target(RSS))))
         client.send(build_frame(0, Attach("rss-recv", UInt(1), ROLE_RECEIVER, UByte(1), UByte(0),
-                                          Source(CANARY), Target("rss-receiver"))))
+                                          Source(RSS), Target("rss-receiver"))))
         client.until(FLOW, 0)
         client.send(b"".join(build_frame(0, Transfer(UInt(0), UInt(i), i.to_bytes(8, "big"), UInt(0), True),
                                          payload=payload) for i in range(RSS_ROUND)))

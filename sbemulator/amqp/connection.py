@@ -1033,7 +1033,8 @@ class Connection:
         self._disposed += last - first + 1
         if self._disposed > self.DISPOSED_PER_READ:
             raise ProtocolError(RESOURCE_LIMIT_EXCEEDED, f"The dispositions of one read named more than "
-                                f"{self.DISPOSED_PER_READ:,} deliveries; settle them in fewer, or settled.")
+                                f"{self.DISPOSED_PER_READ:,} deliveries (those that do not settle name "
+                                "them again every time).")
         if self._open_ranges:
             self._resolve_ranges()  # an earlier range first: dispositions apply in the order they came
         if last - first >= self.RANGE_EVENTS:
