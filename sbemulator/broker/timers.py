@@ -36,6 +36,7 @@ from ..model import BrokerMessage, LockKey, MessageState
 from .entity import Entity, Session
 
 _MIN_COMPACT = 8192
+COMPACT_CHUNK = 4096  # message entries a slice of the message heap's compaction looks at
 _BY_SEQUENCE = operator.attrgetter("sequence_number")
 
 EXPIRY = 0  # a message's time to live runs out (an entry of the message heap)
@@ -203,7 +204,16 @@ class IdleDeletion(Timer):
 
 class Timers:
     """Two heaps by deadline (ties in the order they were added): timer objects, and the message
-    entries (:data:`MessageEntry`) of TTLs and scheduled enqueue times, run together in deadline order."""
+    entries (:data:`MessageEntry`) of TTLs and scheduled enqueue times, run together in deadline order.
+
+    Stale message entries (a completed message's TTL) stay until their deadline, so the message heap is
+    compacted when it has doubled since the last compaction. With 100,000s of entries that is too long
+    for one go (a send that crossed the threshold with 262,000 entries took 145 ms), so a compaction runs
+    in slices in :meth:`run_due`: the full heap is set aside (new entries go to a fresh one), scanned
+    ``COMPACT_CHUNK`` entries at a time, and what still matters is merged back with one ``heapify`` (when
+    more than half still matters, the set-aside heap is kept instead and the new entries pushed into it).
+    The set-aside entries do not fire meanwhile (a TTL or scheduled time is honoured a few event-loop
+    iterations late, never early); :meth:`next_deadline` says 0 (due now) until the merge."""
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Timer]] = []
@@ -211,6 +221,10 @@ class Timers:
         self._seq = itertools.count()
         self._compact_at = _MIN_COMPACT
         self._compact_messages_at = _MIN_COMPACT
+        self._compact_wanted = False
+        self._set_aside: list[MessageEntry] | None = None  # the message heap being compacted
+        self._scanned = 0
+        self._survivors: list[MessageEntry] = []
         self._entities: Mapping[str, Entity] = {}
         self._host: LockHost | None = None
         # Set by the server to wake its timer task when a new timer becomes the earliest one
@@ -223,7 +237,9 @@ class Timers:
         self._host = host
 
     def __len__(self) -> int:
-        return len(self._heap) + len(self._messages)
+        aside = self._set_aside
+        waiting = 0 if aside is None else len(aside) - self._scanned + len(self._survivors)
+        return len(self._heap) + len(self._messages) + waiting
 
     def add(self, timer: Timer) -> None:
         entry = (timer.deadline, next(self._seq), timer)
@@ -240,9 +256,11 @@ class Timers:
         entry = (deadline, kind, ent.key, seq)
         heap = self._messages
         heapq.heappush(heap, entry)
-        if len(heap) > self._compact_messages_at:
-            self._compact_messages()
-        if self.on_deadline_changed is not None and heap[0] is entry and (
+        if len(heap) > self._compact_messages_at and self._set_aside is None and not self._compact_wanted:
+            self._compact_wanted = True  # started by the next run_due, in slices
+            if self.on_deadline_changed is not None:
+                self.on_deadline_changed()
+        elif self.on_deadline_changed is not None and heap[0] is entry and (
                 not self._heap or self._heap[0][0] > deadline):
             self.on_deadline_changed()
 
@@ -254,11 +272,35 @@ class Timers:
         self._heap[:] = live  # in place: run_due holds a reference to the list
         self._compact_at = max(_MIN_COMPACT, 2 * len(live))
 
-    def _compact_messages(self) -> None:
-        live = [e for e in self._messages if self._message_of(e) is not None]
-        heapq.heapify(live)
-        self._messages[:] = live
-        self._compact_messages_at = max(_MIN_COMPACT, 2 * len(live))
+    def _compact_messages_step(self) -> bool:
+        """One slice of the message heap's compaction (started if wanted); whether it is finished."""
+        aside = self._set_aside
+        if aside is None:
+            self._compact_wanted = False
+            aside = self._set_aside = self._messages
+            self._messages = []
+            self._scanned = 0
+        start = self._scanned
+        chunk = aside[start:start + COMPACT_CHUNK]
+        self._scanned = start + len(chunk)
+        message_of = self._message_of
+        self._survivors.extend([e for e in chunk if message_of(e) is not None])
+        if self._scanned < len(aside):
+            return False
+        merged = self._survivors
+        if 2 * len(merged) > len(aside):
+            # mostly still live (the heap grew with live messages): a rebuild would free little and its
+            # heapify is the one step of a compaction that cannot be sliced, so keep the set-aside heap
+            merged = aside
+            for entry in self._messages:
+                heapq.heappush(merged, entry)
+        else:
+            merged.extend(self._messages)
+            heapq.heapify(merged)
+        self._messages = merged
+        self._set_aside, self._survivors = None, []
+        self._compact_messages_at = max(_MIN_COMPACT, 2 * len(merged))
+        return True
 
     def _message_of(self, entry: MessageEntry) -> tuple[Entity, BrokerMessage] | None:
         """The entity and message an entry is for while it still matters (the entity exists, the
@@ -292,7 +334,10 @@ class Timers:
         return True
 
     def next_deadline(self) -> int | None:
-        """The earliest deadline of a timer that still matters (ms), or None."""
+        """The earliest deadline of a timer that still matters (ms), or None; 0 while the message
+        heap's compaction has slices to run."""
+        if self._compact_wanted or self._set_aside is not None:
+            return 0
         heap = self._heap
         while heap and not heap[0][2].valid():
             heapq.heappop(heap)
@@ -309,12 +354,19 @@ class Timers:
                 elapsed: Callable[[], float] = time.perf_counter) -> bool:
         """Fire the valid timers due at ``now``, earliest first (timers they add are run too if due).
 
-        With ``budget_s``, stop after the timer during which that many seconds (of ``elapsed``, real
-        time whatever the broker's clock) have passed, and return True if due timers remain: the
-        caller yields to the event loop and calls again, so 100,000 locks lapsing at once are returned
-        in slices instead of one stall. Without a budget, everything due runs and False is returned."""
-        heap, messages = self._heap, self._messages
+        With ``budget_s``, stop after the timer (or the compaction slice) during which that many seconds
+        (of ``elapsed``, real time whatever the broker's clock) have passed, and return True if due
+        work remains: the caller yields to the event loop and calls again, so 100,000 locks lapsing at
+        once are returned in slices instead of one stall. Without a budget, everything due runs and
+        False is returned."""
         stop = None if budget_s is None else elapsed() + budget_s
+        if self._compact_wanted or self._set_aside is not None:
+            while not self._compact_messages_step():
+                if stop is not None and elapsed() >= stop:
+                    return True
+            if stop is not None and elapsed() >= stop:
+                return True
+        heap, messages = self._heap, self._messages  # a compaction starts only above, never in this loop
         while True:
             if messages and messages[0][0] <= now and not (heap and heap[0][0] < messages[0][0]):
                 fired = self._fire_message(heapq.heappop(messages), now)
@@ -326,4 +378,5 @@ class Timers:
             else:
                 return False
             if fired and stop is not None and elapsed() >= stop:
-                return bool((heap and heap[0][0] <= now) or (messages and messages[0][0] <= now))
+                return bool((heap and heap[0][0] <= now) or (messages and messages[0][0] <= now)
+                            or self._compact_wanted)
