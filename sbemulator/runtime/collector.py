@@ -47,7 +47,7 @@ import time
 
 IDLE_S = 1.0  # no AMQP input for this long makes an idle moment
 FULL_AFTER = 5  # young (generation 1) collections before the busy fallback (a collection of the unfrozen)
-GROWTH_FLOOR = 250_000  # frozen objects added since the last full collection that make a busy one
+GROWTH_FLOOR = 500_000  # frozen objects added since the last full collection that make a busy one
 _NEVER = 1 << 30  # a generation-2 threshold no count reaches
 
 
