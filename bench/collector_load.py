@@ -11,7 +11,9 @@ before and after (a full collection first, so what is untracked is untracked), t
 collection, takes them all peek-locked and counts again; then purges the queue, and fills a session
 queue, takes it with one session receiver and closes it, timing the call and each budgeted tick
 (``Broker.tick(0.01)``, what the server's timer task runs) that returns the locks, with the automatic
-collections off (their pauses are the first table's).
+collections off (their pauses are the first table's). Last, on a durable store in a temporary folder,
+``--messages`` completions one commit each (the SDK's path: each goes to the delivery journal), timing
+every fold of the journal into SQLite that they cause.
 
 ``python -m bench.collector_load``
 """
@@ -22,12 +24,14 @@ import argparse
 import collections
 import gc
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from sbemulator.broker import Broker, ReceiveMode
 from sbemulator.config import parse_config
 from sbemulator.model import IncomingMessage
-from sbemulator.store import MemoryStore
+from sbemulator.store import MemoryStore, SqliteStore
 
 from ._util import load_average, machine, today
 
@@ -113,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         slices.append((time.thread_time() - start) * 1000)
     gc.enable()
 
+    folds = _folds(n)
+
     def per_message(now: collections.Counter[str], then: collections.Counter[str]) -> str:
         grown = now - then
         top = ", ".join(f"{name} {count / n:.2f}" for name, count in grown.most_common(3))
@@ -127,7 +133,36 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\npurge of {purged:,} messages ({n:,} locked): {purge_ms:.1f} ms CPU in one call")
     print(f"session receiver closed with {n:,} locks: the close {close_ms:.1f} ms CPU, then {len(slices)} ticks "
           f"returning them, longest {max(slices):.1f} ms, {sum(slices):.0f} ms in all")
+    print(f"{n:,} completions, one commit each (durable): {len(folds)} folds of the delivery journal, longest "
+          f"{max(folds, default=0.0):.1f} ms CPU")
     return 0
+
+
+def _folds(count: int) -> list[float]:
+    """The CPU of each journal fold that ``count`` completions (one commit each) cause, durable."""
+    with tempfile.TemporaryDirectory(prefix="sbbench-fold-") as tmp:
+        store = SqliteStore(Path(tmp) / "sbemulator.db", page_window=0)
+        broker = Broker(_config(), store, clock=time.time)  # type: ignore[arg-type]
+        for _ in range(0, count, BATCH):
+            broker.send("q", [_message() for _ in range(BATCH)])
+            broker.commit()
+        receiver, deliveries = _take_all(broker, "q", count)
+        folds: list[float] = []
+        fold = store.fold_journal
+
+        def timed() -> None:
+            start = time.thread_time()
+            fold()
+            folds.append((time.thread_time() - start) * 1000)
+
+        store.fold_journal = timed  # type: ignore[method-assign]
+        gc.disable()
+        for delivery in deliveries:
+            receiver.complete(delivery.lock_token)
+            broker.commit()
+        gc.enable()
+        broker.close()
+        return folds
 
 
 if __name__ == "__main__":
