@@ -37,6 +37,7 @@ from .entity import Entity, Session
 
 _MIN_COMPACT = 8192
 COMPACT_CHUNK = 4096  # message entries a slice of the message heap's compaction looks at
+STALE_POPS = 4096  # stale entries next_deadline drops from the heaps' fronts per call
 _BY_SEQUENCE = operator.attrgetter("sequence_number")
 
 EXPIRY = 0  # a message's time to live runs out (an entry of the message heap)
@@ -335,15 +336,23 @@ class Timers:
 
     def next_deadline(self) -> int | None:
         """The earliest deadline of a timer that still matters (ms), or None; 0 while the message
-        heap's compaction has slices to run."""
+        heap's compaction has slices to run, or when ``STALE_POPS`` stale entries were dropped from the
+        front and more may follow (the caller asks again after yielding)."""
         if self._compact_wanted or self._set_aside is not None:
             return 0
+        pops = STALE_POPS  # a purge leaves 100,000 stale entries at the front: 400 ms to pop in one go
         heap = self._heap
         while heap and not heap[0][2].valid():
             heapq.heappop(heap)
+            pops -= 1
+            if not pops:
+                return 0  # due now: the timer task ticks (nothing), yields, and asks again
         messages = self._messages
         while messages and self._message_of(messages[0]) is None:
             heapq.heappop(messages)
+            pops -= 1
+            if not pops:
+                return 0
         if heap and messages:
             return min(heap[0][0], messages[0][0])
         if heap:

@@ -327,3 +327,23 @@ def test_a_compaction_that_would_free_little_keeps_the_heap_and_loses_nothing() 
     assert len(timers) == count and timers.next_deadline() == 1001
     timers.run_due(10 ** 9)
     assert [c[1] for c in host.calls] == list(range(1, count + 1))
+
+
+def test_stale_entries_at_the_front_are_dropped_a_slice_per_call() -> None:
+    # after a purge every entry at the front is stale: popping 100,000 of them in one call took 400 ms
+    from sbemulator.broker import timers as timers_module
+
+    ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
+    timers = Timers()
+    timers.bind_messages({"q": ent}, host)
+    stale = 2 * timers_module.STALE_POPS + 10
+    timers._compact_messages_at = 10 * stale  # no compaction here: the front alone
+    for seq in range(1, stale + 1):  # purged: no message behind them
+        timers.add_message(EXPIRY, 1000 + seq, ent, seq)
+    ent.messages[stale + 1] = _message(stale + 1, expires_at_ms=5_000_000)
+    timers.add_message(EXPIRY, 5_000_000, ent, stale + 1)
+    answers = []
+    while (deadline := timers.next_deadline()) == 0:
+        answers.append(deadline)
+        assert timers.run_due(500) is False  # nothing due, nothing fired
+    assert len(answers) == 2 and deadline == 5_000_000 and len(timers) == 1
