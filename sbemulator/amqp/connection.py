@@ -1030,11 +1030,10 @@ class Connection:
     def _peer_disposed(self, session: Session, first: int, last: int, settled: bool, state: Any) -> None:
         """The peer gave deliveries ``first``..``last`` we sent a state: an event for each we know, or
         for a long range one event the application expands in slices (``expand_range``)."""
-        self._disposed += last - first + 1
-        if self._disposed > self.DISPOSED_PER_READ:
-            raise ProtocolError(RESOURCE_LIMIT_EXCEEDED, f"The dispositions of one read named more than "
-                                f"{self.DISPOSED_PER_READ:,} deliveries (those that do not settle name "
-                                "them again every time).")
+        if last != first:  # one delivery per disposition (the SDKs') adds one event per frame at most
+            self._disposed += last - first + 1
+            if self._disposed > self.DISPOSED_PER_READ:
+                self._too_many_disposed()
         if self._open_ranges:
             self._resolve_ranges()  # an earlier range first: dispositions apply in the order they came
         if last - first >= self.RANGE_EVENTS:
@@ -1053,6 +1052,11 @@ class Connection:
                 unsettled.pop(delivery_id, None)
                 link.unsettled.pop(delivery_id, None)
             self._events.append(DeliveryStateChanged(link, delivery_id, state, settled, context))
+
+    def _too_many_disposed(self) -> None:
+        raise ProtocolError(RESOURCE_LIMIT_EXCEEDED, f"The dispositions of one read named more than "
+                            f"{self.DISPOSED_PER_READ:,} deliveries (those that do not settle name "
+                            "them again every time).")
 
     def expand_range(self, event: DeliveryRangeStateChanged, count: int) -> list[DeliveryStateChanged]:
         """The events of the next ``count`` delivery ids of ``event`` (which then starts after them):
