@@ -10,17 +10,19 @@ failures without mounting anything).
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import ServiceBusQuotaExceededError, ServiceBusServerBusyError
 
 from sbemulator import Emulator
-from tests.fixtures.emulator import STANDARD_TOPOLOGY
+from sbemulator.runtime.launcher import start_emulator_process
+from tests.fixtures.emulator import STANDARD_TOPOLOGY, receive
 
 BODY = "x" * (16 * 1024)
 MAX_SENDS = 400  # 6.4 MB of bodies: more than the file system holds
@@ -89,3 +91,78 @@ def test_a_filling_disk_refuses_sends_keeps_every_acknowledged_one_and_recovers(
     with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), data_dir=data, in_memory=False) as again, \
             ServiceBusClient.from_connection_string(again.connection_string) as client:
         assert _drain(client, wait=1) == []  # nothing refused (or completed) comes back after a restart
+
+
+def _fill(path: Path) -> None:
+    """Take every block left on the file system ``path`` is on."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _ids(client: ServiceBusClient, sub_queue: ServiceBusSubQueue | None = None) -> list[str]:
+    ids: list[str] = []
+    with client.get_queue_receiver("orders", sub_queue=sub_queue) as receiver:
+        last = 0
+        while batch := receiver.peek_messages(max_message_count=250, sequence_number=last + 1):
+            ids += [str(m.message_id) for m in batch]
+            last = batch[-1].sequence_number or last
+    return ids
+
+
+@pytest.mark.slow
+def test_sigterm_with_writes_pending_on_a_full_disk_says_so_and_a_restart_has_each_acknowledged_send_once(
+    small_fs: Path,
+) -> None:
+    """docs/emulator.md, "Limits and faults" (Shutdown on a full disk): SIGTERM while changes wait for
+    room (dead-letterings the full disk could not take, and the completions buffered with them) exits 0
+    with one line saying what was not written; once the disk has room, a restart holds every
+    acknowledged send exactly once: the completed ones whose completion reached the delivery journal
+    are gone, the rest (those whose settlement was only buffered) are delivered again, none twice."""
+    data = small_fs / "data"
+    config = str(small_fs.parent / "topology.json")
+    Path(config).write_text(json.dumps(STANDARD_TOPOLOGY))
+    proc = start_emulator_process("--config", config, "--data-dir", str(data), "--no-websocket", "--no-admin")
+    acknowledged: list[str] = []
+    completed: list[str] = []
+    try:
+        with ServiceBusClient.from_connection_string(proc.connection_string, retry_total=0) as client:
+            with client.get_queue_sender("orders") as sender:
+                for i in range(MAX_SENDS):
+                    try:
+                        sender.send_messages(ServiceBusMessage(BODY, message_id=f"m{i}"))
+                    except (ServiceBusQuotaExceededError, ServiceBusServerBusyError):
+                        break
+                    acknowledged.append(f"m{i}")
+            assert 5 < len(acknowledged) < MAX_SENDS
+            with client.get_queue_receiver("orders") as receiver:
+                got = receive(receiver, 5)
+                for m in got[:3]:  # a completion alone goes to the delivery journal, allocated up front
+                    receiver.complete_message(m)
+                    completed.append(str(m.message_id))
+                _fill(small_fs / "filler")  # nothing left for SQLite
+                for m in got[3:5]:  # a dead-lettering is a new row: it waits in memory for room
+                    receiver.dead_letter_message(m, reason="full-disk")
+    finally:
+        status = proc.terminate()
+    output = "".join(proc.output) + (proc.process.stdout.read() if proc.process.stdout else "")
+    assert status == 0, output
+    assert "Traceback" not in output
+    [warning] = [line for line in output.splitlines() if "could not write" in line]
+    assert "buffered changes were not written (those messages are delivered again)" in warning, warning
+    assert "every acknowledged send is stored" in warning
+    (small_fs / "filler").unlink()
+    assert _mount(small_fs, "64m", remount=True).returncode == 0
+    again = start_emulator_process("--config", config, "--data-dir", str(data), "--no-websocket", "--no-admin")
+    try:
+        with ServiceBusClient.from_connection_string(again.connection_string) as client:
+            stored = _ids(client) + _ids(client, ServiceBusSubQueue.DEAD_LETTER)
+    finally:
+        assert again.terminate() == 0
+    assert len(stored) == len(set(stored))  # none twice
+    assert sorted(stored) == sorted(set(acknowledged) - set(completed))  # every acknowledged one, once
