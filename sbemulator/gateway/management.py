@@ -283,7 +283,8 @@ class ManagementHandler:
         state = _field(body, "session-state", required=False)
         if state is not None and not isinstance(state, bytes):
             state = str(state).encode()
-        self.broker.set_session_state(path, session_id, state)
+        self._stored(lambda: self.broker.set_session_state(path, session_id, state),
+                     self.broker.undo_point(path, session_id=session_id))
         return MgmtReply(200, "OK", None)
 
     def _renew_session_lock(self, path: str, body: Any) -> MgmtReply:
@@ -312,12 +313,40 @@ class ManagementHandler:
             fields = rule_from_description(_field(body, "rule-description"))
         except RuleDescriptionError as exc:
             raise BadRequest(str(exc)) from None
-        self.broker.add_rule(path, name, **fields)
+        self._stored(lambda: self.broker.add_rule(path, name, **fields))
         return MgmtReply(200, "OK", None)
 
     def _remove_rule(self, path: str, body: Any) -> MgmtReply:
-        self.broker.remove_rule(path, _required_text(body, "rule-name"))
+        name = _required_text(body, "rule-name")
+        self._stored(lambda: self.broker.remove_rule(path, name))
         return MgmtReply(200, "OK", None)
+
+    def _stored(self, apply: Callable[[], None], undo: Callable[[], None] | None = None) -> None:
+        """Apply a change that is answered only once stored (a rule change, a session's state), as the
+        management plane's writes are (admin/backend.py, Namespace.stored): what the connection did so
+        far is written first, so a store that cannot write refuses the request before it applies, and a
+        change whose own write fails is taken back (the broker's change log and the store's savepoint;
+        ``undo`` for what the change log does not hold) and refused with that error (QuotaExceeded for a
+        full disk, ServerBusy otherwise; the client keeps its session lock and may try again)."""
+        if self.commit is None:
+            apply()
+            return
+        failure = self.commit()
+        if failure is not None:
+            raise failure
+        self.broker.begin_change()
+        try:
+            apply()
+        except BaseException:
+            self.broker.end_change(False)
+            raise
+        failure = self.commit()
+        if failure is not None:
+            if undo is not None:
+                undo()
+            self.broker.end_change(False)
+            raise failure
+        self.broker.end_change(True)
 
     def _enumerate_rules(self, path: str, body: Any) -> MgmtReply:
         top = int(_field(body, "top", required=False) or 100)

@@ -99,7 +99,7 @@ def test_a_refused_commit_takes_back_its_send_and_leaves_its_settlement_locked_b
         # Nothing of it applied: the message is still locked, so its lock token completes it now (over
         # $management: the link's delivery was settled by the transactional disposition's echo).
         token = uuid.UUID(bytes_le=bytes(delivery.delivery_tag or b""))
-        reply = _management(client, None, "orders", "com.microsoft:update-disposition", {
+        reply = management_request(client, None, "orders", "com.microsoft:update-disposition", {
             "disposition-status": "completed", "lock-tokens": Array((token,), "uuid")})
         assert reply.get("statusCode") == 200, reply
     finally:
@@ -110,7 +110,7 @@ def test_a_refused_commit_takes_back_its_send_and_leaves_its_settlement_locked_b
         assert _peek(again) == []
 
 
-def _management(client: TxClient, txn_id: bytes | None, path: str, operation: str, body: dict) -> dict:
+def management_request(client: TxClient, txn_id: bytes | None, path: str, operation: str, body: dict) -> dict:
     """One $management request on ``path`` (inside the transaction ``txn_id``, if given); the reply's
     application properties."""
     raw = client.raw
@@ -157,11 +157,11 @@ def test_a_refused_commit_leaves_a_dead_lettering_and_the_session_state_as_befor
             try:
                 txn = client.declare()
                 token = uuid.UUID(str(message.lock_token))
-                reply = _management(client, txn, "sessions", "com.microsoft:update-disposition", {
+                reply = management_request(client, txn, "sessions", "com.microsoft:update-disposition", {
                     "disposition-status": "suspended", "lock-tokens": Array((token,), "uuid"),
                     "deadletter-reason": "in-txn", "session-id": "s-1"})
                 assert reply.get("statusCode") == 200, reply
-                reply = _management(client, txn, "sessions", "com.microsoft:set-session-state",
+                reply = management_request(client, txn, "sessions", "com.microsoft:set-session-state",
                                     {"session-id": "s-1", "session-state": b"inside"})
                 assert reply.get("statusCode") == 200, reply
                 faults.fail(sqlite3.OperationalError("disk I/O error"))

@@ -30,6 +30,7 @@ from sbemulator.amqp.performatives import Accepted, Rejected
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, queue, receive
 from tests.integration.test_console_api import Console
 from tests.integration.test_store_faults import FULL, Faults, data_dir, emu, faults  # noqa: F401 (fixtures)
+from tests.integration.test_store_faults_transactions import management_request
 from tests.integration.test_transactions_amqp import ORDERS, TxClient
 
 BODY = b"x" * (200 * 1024)
@@ -139,3 +140,52 @@ def test_a_full_store_refuses_a_console_send_and_never_stores_it(
     emu.stop()
     with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), data_dir=data_dir, in_memory=False) as again:
         assert _peek(again) == ["stored"]
+
+
+def test_a_full_store_refuses_a_session_state_and_keeps_the_one_stored(
+    emu: Emulator, faults: Faults, data_dir: Path  # noqa: F811
+) -> None:
+    """A $management set-session-state is answered only once stored (the SDK's session.set_state): a
+    state the store cannot write is refused, the session keeps its state and its lock, and the next
+    start has the state that was stored."""
+    with ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as client:
+        with client.get_queue_sender("sessions") as sender:
+            sender.send_messages(ServiceBusMessage("m", session_id="s-1"))
+        with client.get_queue_receiver("sessions", session_id="s-1") as receiver:
+            assert receiver.session is not None
+            receiver.session.set_state(b"stored")
+            faults.fail(sqlite3.OperationalError(FULL))
+            with pytest.raises(ServiceBusQuotaExceededError):
+                receiver.session.set_state(b"refused")
+            faults.fail(sqlite3.OperationalError("disk I/O error"))
+            with pytest.raises(ServiceBusServerBusyError):
+                receiver.session.set_state(b"refused-busy")
+            faults.fail(None)
+            assert receiver.session.get_state() == b"stored"
+            [message] = receive(receiver, 1)
+            receiver.complete_message(message)  # the session lock held throughout
+    emu.stop()
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), data_dir=data_dir, in_memory=False) as again, \
+            ServiceBusClient.from_connection_string(again.connection_string) as client, \
+            client.get_queue_sender("sessions") as sender:
+        sender.send_messages(ServiceBusMessage("n", session_id="s-1"))
+        with client.get_queue_receiver("sessions", session_id="s-1") as receiver:
+            assert receiver.session is not None and receiver.session.get_state() == b"stored"
+
+
+def test_a_full_store_refuses_a_rule_removal_over_amqp_and_keeps_the_rule(
+    emu: Emulator, faults: Faults  # noqa: F811
+) -> None:
+    """The $management remove-rule (the JavaScript SDK's rule manager sends it) is answered only once
+    stored, as the Atom API's rule changes are (test_store_faults_admin.py)."""
+    client = TxClient(emu)
+    try:
+        faults.fail(sqlite3.OperationalError(FULL))
+        reply = management_request(client, None, "events/Subscriptions/high", "com.microsoft:remove-rule",
+                            {"rule-name": "high"})
+        assert reply.get("statusCode") == 403, reply
+        assert str(reply.get("errorCondition")) == "amqp:resource-limit-exceeded"
+        faults.fail(None)
+    finally:
+        client.close()
+    assert [r.name for r in emu.call(emu.broker.list_rules, "events/Subscriptions/high")] == ["high"]
