@@ -1,6 +1,7 @@
 """The writes besides a send that a full or failing store must refuse too, never answering before the
 write landed and never storing a refused one later: a ``$management`` schedule-message (the SDK's
-``schedule_messages``), a transaction's commit, a send from the web console, and auto-forwarding into a full queue.
+``schedule_messages``), a transaction's commit, a send from the web console, a ``$management``
+set-session-state (the SDK's ``session.set_state``) and remove-rule, and auto-forwarding into a full queue.
 
 Errors as for a send (test_store_faults.py; "Service Bus messaging exceptions"): QuotaExceeded
 (``amqp:resource-limit-exceeded``, ``ServiceBusQuotaExceededError``) for a full disk, ServerBusy
