@@ -441,8 +441,8 @@ class MessageFlow:
                 if incoming is None or incoming.properties_raw is not msg.properties_raw:
                     continue
                 ent = self._entities.get(key)
-                if ent is not None and ent.messages.get(seq) is msg:
-                    self.remove(ent, msg)
+                if ent is not None:
+                    self.take_back(ent, msg)
                 self.store.discard(key, seq)
                 if incoming.message_id is not None:
                     withdrawn.add(str(incoming.message_id))
@@ -454,6 +454,22 @@ class MessageFlow:
                 for mid in withdrawn:
                     target.duplicates.pop(mid, None)
                     self.store.discard_duplicate(target.key, mid)
+
+    def take_back(self, ent: Entity, msg: BrokerMessage) -> None:
+        """Take ``msg`` out of ``ent`` wherever it is there: in memory, or paged out, only in the store and
+        ``ent``'s index (a backlog beyond the read-ahead window, broker/paging.py). For a write taken back
+        before its commit (a withdrawn send, a settlement or resubmission undone), whose row the caller
+        then forgets: an index entry left behind would name a row that was never written."""
+        seq = msg.sequence_number
+        if ent.messages.get(seq) is msg:
+            self.remove(ent, msg)
+            return
+        cold = ent.cold
+        if cold is not None and cold.pop_seq(seq) is not None:
+            if not len(cold):
+                ent.cold = None
+            ent.quota.held_bytes -= msg.size
+            self.store.delete_message(ent.key, seq)
 
     def check_send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
         """Raise what :meth:`send` would refuse these messages with, without sending them (a

@@ -71,6 +71,8 @@ class Flow(Protocol):
 
     def queue(self, ent: Entity, msg: BrokerMessage) -> None: ...
 
+    def take_back(self, ent: Entity, msg: BrokerMessage) -> None: ...
+
     def unpage(self, ent: Entity, sequence_numbers: Iterable[int]) -> None: ...
 
     def page_in_next(self, ent: Entity) -> bool: ...
@@ -273,9 +275,8 @@ class Inspection:
         for key, _, msg in list(self._topology.store.pending_messages()):
             original = originals.get(id(msg.properties_raw))
             ent = self._topology.entities.get(key)
-            if original is not None and msg is not original and ent is not None \
-                    and ent.messages.get(msg.sequence_number) is msg:
-                self._flow.remove(ent, msg)
+            if original is not None and msg is not original and ent is not None:
+                self._flow.take_back(ent, msg)  # in memory, or only indexed (a paged backlog)
         for msg in moved:
             if source.messages.get(msg.sequence_number) is None:
                 self._flow.insert(source, msg)

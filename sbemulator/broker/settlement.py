@@ -50,6 +50,8 @@ class Messages(Protocol):
 
     def insert(self, ent: Entity, msg: BrokerMessage) -> None: ...
 
+    def take_back(self, ent: Entity, msg: BrokerMessage) -> None: ...
+
 
 def outcome_of(status: str | Outcome) -> Outcome:
     try:
@@ -222,15 +224,14 @@ class Settlement:
         # Wherever the settlement put the message or a copy of it (a dead-letter queue, a forwarding
         # target; sharing its encoded properties, as a withdrawn send's copies do), it leaves.
         props = msg.properties_raw
-        for key, seq, pending in list(self.store.pending_messages()):
+        for key, _, pending in list(self.store.pending_messages()):
             if pending.properties_raw is not props or (pending is msg and key == ent.key):
                 continue
             try:
                 where = self._entity(key)
             except BrokerError:
                 continue
-            if where.messages.get(seq) is pending:
-                self._messages.remove(where, pending)
+            self._messages.take_back(where, pending)  # in memory, or only indexed (a paged dead-letter queue)
         if ent.messages.get(msg.sequence_number) is not msg:
             self._messages.insert(ent, msg)
         msg.queued = False  # off the available heap if it was returned there (the heap skips it)

@@ -170,3 +170,30 @@ def test_a_refused_topic_send_reaches_no_subscription(emu: Emulator, faults: Fau
         sender.send_messages(ServiceBusMessage("stored", application_properties={"Priority": "High"}))
         assert _bodies(receive(all_, 2, wait=3)) == ["stored"]
         assert _bodies(receive(high, 2, wait=3)) == ["stored"]
+
+
+def test_a_refused_send_into_a_paged_backlog_leaves_nothing_in_its_index(
+    faults: Faults, data_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A queue holding more than its read-ahead window keeps new messages only in the store and its index
+    (broker/paging.py): a refused send into it is taken out of that index too, so it is never delivered,
+    its size no longer counts, and no index entry names a row that was never written."""
+    caplog.set_level(logging.ERROR)
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), data_dir=data_dir, in_memory=False, page_window=2,
+                  admin_port=None) as paged, \
+            ServiceBusClient.from_connection_string(paged.connection_string, retry_total=0) as client:
+        with client.get_queue_sender("orders") as sender:
+            for i in range(4):  # two in memory, two paged out
+                sender.send_messages(ServiceBusMessage(f"stored-{i}"))
+            size = paged.call(lambda: paged.broker.entity_view("orders").size_in_bytes)
+            faults.fail(sqlite3.OperationalError(FULL))
+            with pytest.raises(ServiceBusQuotaExceededError):
+                sender.send_messages(ServiceBusMessage("refused"))
+            faults.fail(None)
+            assert paged.call(lambda: paged.broker.entity_view("orders").size_in_bytes) == size
+        with client.get_queue_receiver("orders") as receiver:
+            got = receive(receiver, 5, wait=4)
+            assert _bodies(got) == [f"stored-{i}" for i in range(4)]
+            for m in got:
+                receiver.complete_message(m)
+    assert not [r for r in caplog.records if "is not in the store" in r.getMessage()]
