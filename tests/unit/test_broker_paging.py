@@ -298,3 +298,30 @@ def test_resubmitting_and_purging_a_paged_dead_letter_queue(tmp_path):
     assert dlq.cold is None and b.message_count("q/$DeadLetterQueue") == 0 and _entity(b, "q").held_bytes == 0
     assert seqs  # the first flood's numbers were used
     b.close()
+
+
+def test_a_resubmission_taken_back_leaves_no_index_entry_in_a_paged_queue(tmp_path):
+    # A management change the store cannot write is taken back (topology.begin_change); a resubmitted
+    # message that went straight to its queue's index must leave it too, or the index names a row that
+    # was never written and the queue's size keeps counting it.
+    b = open_broker(tmp_path / "sb.db", FakeClock())
+    _dead_letter_all(b, "q", 4)
+    _send(b, "q", 3)  # the queue's window (2) is full: resubmitted messages are paged out
+    b.commit()
+    q, dlq = _entity(b, "q"), _entity(b, "q/$DeadLetterQueue")
+    held = q.held_bytes
+    b.begin_change()
+    moved = b.resubmit_dead_lettered("q")
+    assert len(moved.sequence_numbers) == 4 and b.message_count("q") == 7
+    b.end_change(False)
+    assert b.message_count("q") == 3 and list(q.cold.seqs[q.cold.head:]) == [max(q.messages) + 1]
+    assert b.message_count("q/$DeadLetterQueue") == 4 and q.held_bytes == held
+    b.commit()
+    r = receiver(b, "q", ReceiveMode.RECEIVE_AND_DELETE)
+    got = []
+    while batch := r.take(4):
+        got += batch
+    assert bodies(got) == [b"m0", b"m1", b"m2"]
+    assert len(bodies(receiver(b, "q/$DeadLetterQueue", ReceiveMode.RECEIVE_AND_DELETE).take(10))) == 4
+    assert dlq.cold is None and q.held_bytes == 0
+    b.close()
