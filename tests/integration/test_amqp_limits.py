@@ -326,3 +326,20 @@ def test_receivers_beyond_the_per_entity_bound_are_refused_with_quota_exceeded()
                 with pytest.raises(ServiceBusQuotaExceededError):
                     with client.get_subscription_receiver("events", "all") as c:
                         c.receive_messages(max_wait_time=0.2)
+
+
+# ------------------------------------------------------------------ sessions per connection
+def test_a_begin_above_the_announced_channel_max_closes_the_connection() -> None:
+    """The emulator's open announces channel-max (sessions per connection, --channel-max); AMQP 1.0 2.7.1:
+    a channel above it is a framing error. Service Bus itself uses one session per connection (AMQP
+    protocol guide), so the bound only stops a client from holding thousands of sessions."""
+    limits = Limits(channel_max=2)
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None, limits=limits) as emu:
+        with RawClient(emu.port) as raw:
+            opened = raw.open("PLAIN", _plain(emu))
+            assert opened.channel_max == 2
+            for channel in (0, 2):
+                raw.frame(Begin(None, UInt(0), UInt(100), UInt(100)), channel=channel)
+                assert isinstance(raw.read_frame().body, Begin)
+            raw.frame(Begin(None, UInt(0), UInt(100), UInt(100)), channel=3)
+            assert close_condition(raw.frames_until_eof()) == "amqp:connection:framing-error"
