@@ -16,14 +16,20 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sbemulator.amqp.framing import AMQP_HEADER, FRAME_SASL, SASL_HEADER, build_frame
+from sbemulator.amqp.performatives import Begin, Open, SaslInit
+from sbemulator.amqp.types import Symbol, UInt
 from sbemulator.runtime.launcher import EmulatorProcess, start_emulator_process
+
+if TYPE_CHECKING:
+    from azure.servicebus import ServiceBusMessage, ServiceBusSender
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOC_PATH = REPO_ROOT / "docs" / "benchmarks.md"
@@ -283,3 +289,54 @@ def read_frame(sock: socket.socket) -> bytes:
     """One AMQP frame, without its 4-byte size field."""
     size = struct.unpack(">I", read_exactly(sock, 4))[0]
     return read_exactly(sock, size - 4)
+
+
+KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"  # the emulator's default key
+UINT_MAX = 0xFFFFFFFF
+
+
+def raw_connection(port: int, container_id: str, *, sessions: int = 1, channel_max: int | None = None,
+                   timeout: float = 30.0, nodelay: bool = False) -> socket.socket:
+    """A raw AMQP connection, signed in with SASL PLAIN and the default key, with ``sessions`` sessions
+    begun on channels 0, 1, ...: the set-up of the benchmarks that drive the emulator below the SDK
+    (a stalled reader, idle receivers, a canary), so each of them only adds its own links. The socket's
+    ``timeout`` bounds every read."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    if nodelay:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(SASL_HEADER)
+    read_exactly(sock, 8)
+    read_frame(sock)  # sasl-mechanisms
+    sock.sendall(build_frame(0, SaslInit(Symbol("PLAIN"), f"\0{KEY_NAME}\0{KEY}".encode()), frame_type=FRAME_SASL))
+    read_frame(sock)  # sasl-outcome
+    sock.sendall(AMQP_HEADER)
+    read_exactly(sock, 8)
+    open_fields: dict[str, Any] = {} if channel_max is None else {"channel_max": channel_max}
+    sock.sendall(build_frame(0, Open(container_id, max_frame_size=UInt(65536), **open_fields)))
+    read_frame(sock)  # open
+    for channel in range(sessions):
+        sock.sendall(build_frame(channel, Begin(None, UInt(0), UInt(UINT_MAX), UInt(UINT_MAX))))
+        read_frame(sock)  # begin
+    return sock
+
+
+def send_in_batches(sender: ServiceBusSender, messages: Iterable[ServiceBusMessage],
+                    deadline: Deadline | None = None) -> int:
+    """Send ``messages`` in as few ``ServiceBusMessageBatch`` transfers as fit (a new batch when the next
+    message does not fit); ``deadline`` is checked after each full batch. Returns the batches sent."""
+    from azure.servicebus.exceptions import MessageSizeExceededError  # the SDK only where a benchmark uses it
+
+    batches = 0
+    batch = sender.create_message_batch()
+    for i, message in enumerate(messages):
+        try:
+            batch.add_message(message)
+        except MessageSizeExceededError:
+            sender.send_messages(batch)
+            batches += 1
+            if deadline is not None:
+                deadline.check(f"after {i} messages")
+            batch = sender.create_message_batch()
+            batch.add_message(message)
+    sender.send_messages(batch)
+    return batches + 1

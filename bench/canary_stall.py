@@ -41,7 +41,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import ssl
 import statistics
 import struct
@@ -58,19 +57,16 @@ from typing import Any
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 
 from sbemulator.amqp import codec
-from sbemulator.amqp.framing import AMQP_HEADER, FRAME_SASL, SASL_HEADER, build_frame
+from sbemulator.amqp.framing import build_frame
 from sbemulator.amqp.performatives import (
     ROLE_RECEIVER,
     ROLE_SENDER,
     Attach,
-    Begin,
     Detach,
     Disposition,
     Flow,
     Modified,
-    Open,
     Released,
-    SaslInit,
     Source,
     Target,
     Transfer,
@@ -82,6 +78,7 @@ from sbemulator.runtime.launcher import EmulatorProcess
 
 from ._util import (
     REPO_ROOT,
+    UINT_MAX,
     command_line,
     config_file,
     emulator,
@@ -89,13 +86,12 @@ from ._util import (
     machine,
     process_rss_mb,
     queue_entry,
-    read_exactly,
+    raw_connection,
     read_frame,
     today,
 )
 
 BULK, CANARY, SESSIONS, SESSION_ID, RSS = "bulk", "canary", "bulksess", "s", "rss"
-UINT_MAX = 0xFFFFFFFF
 KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"
 SOCKET_TIMEOUT_S = 30.0
 TRANSFER, FLOW, ATTACH, DETACH = 0x14, 0x13, 0x12, 0x16
@@ -134,20 +130,7 @@ class RawClient:
     """One raw AMQP connection (SASL PLAIN) with one session; frames are read by the caller."""
 
     def __init__(self, port: int, name: str) -> None:
-        self.sock = sock = socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.sendall(SASL_HEADER)
-        read_exactly(sock, 8)
-        read_frame(sock)  # sasl-mechanisms
-        sock.sendall(build_frame(0, SaslInit(Symbol("PLAIN"), f"\0{KEY_NAME}\0{KEY}".encode()),
-                                 frame_type=FRAME_SASL))
-        read_frame(sock)  # sasl-outcome
-        sock.sendall(AMQP_HEADER)
-        read_exactly(sock, 8)
-        sock.sendall(build_frame(0, Open(name, max_frame_size=UInt(65536))))
-        read_frame(sock)  # open
-        sock.sendall(build_frame(0, Begin(None, UInt(0), UInt(UINT_MAX), UInt(UINT_MAX))))
-        read_frame(sock)  # begin
+        self.sock = raw_connection(port, name, timeout=SOCKET_TIMEOUT_S, nodelay=True)
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)

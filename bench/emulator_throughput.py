@@ -36,7 +36,6 @@ from azure.servicebus import (
     ServiceBusReceiver,
     ServiceBusSender,
 )
-from azure.servicebus.exceptions import MessageSizeExceededError
 
 from ._util import (
     Deadline,
@@ -48,6 +47,7 @@ from ._util import (
     machine,
     markdown_table,
     measure,
+    send_in_batches,
     today,
     topology,
     write_section,
@@ -88,20 +88,7 @@ class PathResult:
 def send_batches(sender: ServiceBusSender, count: int, size: int, tag: str, deadline: Deadline) -> int:
     """Send ``count`` messages in as few ``ServiceBusMessageBatch`` transfers as fit; return batches."""
     body = b"x" * size
-    batches = 0
-    batch = sender.create_message_batch()
-    for i in range(count):
-        message = ServiceBusMessage(body, message_id=f"{tag}-{i}")
-        try:
-            batch.add_message(message)
-        except MessageSizeExceededError:
-            sender.send_messages(batch)
-            batches += 1
-            deadline.check(f"after {i} messages")
-            batch = sender.create_message_batch()
-            batch.add_message(message)
-    sender.send_messages(batch)
-    return batches + 1
+    return send_in_batches(sender, (ServiceBusMessage(body, message_id=f"{tag}-{i}") for i in range(count)), deadline)
 
 
 def receive_all(receiver: ServiceBusReceiver, count: int, deadline: Deadline, *, peek_lock: bool) -> int:

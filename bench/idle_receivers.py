@@ -18,7 +18,6 @@ every wait is bounded. ``python -m bench.idle_receivers``.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import sys
 import threading
@@ -26,15 +25,13 @@ import time
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from sbemulator.amqp.framing import AMQP_HEADER, FRAME_SASL, SASL_HEADER, build_frame
-from sbemulator.amqp.performatives import ROLE_RECEIVER, Attach, Begin, Open, SaslInit, Source, Target
-from sbemulator.amqp.types import Symbol, UByte, UInt
+from sbemulator.amqp.framing import build_frame
+from sbemulator.amqp.performatives import ROLE_RECEIVER, Attach, Source, Target
+from sbemulator.amqp.types import UByte, UInt
 
-from ._util import config_file, emulator, load_average, machine, queue_entry, read_exactly, read_frame, today
+from ._util import config_file, emulator, load_average, machine, queue_entry, raw_connection, read_frame, today
 
 QUEUE = "idle"
-UINT_MAX = 0xFFFFFFFF
-KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"
 CONNECT_TIMEOUT_S = 30.0
 
 
@@ -47,20 +44,8 @@ class IdleConnection:
     """One raw AMQP connection whose receiver links never get credit; a thread discards its input."""
 
     def __init__(self, port: int, sessions: int) -> None:
-        self.sock = sock = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S)
-        sock.sendall(SASL_HEADER)
-        read_exactly(sock, 8)
-        read_frame(sock)  # sasl-mechanisms
-        sock.sendall(build_frame(0, SaslInit(Symbol("PLAIN"), f"\0{KEY_NAME}\0{KEY}".encode()),
-                                 frame_type=FRAME_SASL))
-        read_frame(sock)  # sasl-outcome
-        sock.sendall(AMQP_HEADER)
-        read_exactly(sock, 8)
-        sock.sendall(build_frame(0, Open("idle-receivers", max_frame_size=UInt(65536), channel_max=sessions)))
-        read_frame(sock)  # open
-        for channel in range(sessions):
-            sock.sendall(build_frame(channel, Begin(None, UInt(0), UInt(UINT_MAX), UInt(UINT_MAX))))
-            read_frame(sock)  # begin
+        self.sock = raw_connection(port, "idle-receivers", sessions=sessions, channel_max=sessions,
+                                   timeout=CONNECT_TIMEOUT_S)
         self.sessions = sessions
         self.links = 0
         self.frames = 0  # frames read since the sessions began (attach replies)

@@ -30,7 +30,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusReceiver
-from azure.servicebus.exceptions import MessageSizeExceededError
 
 from ._util import (
     Deadline,
@@ -42,6 +41,7 @@ from ._util import (
     process_cpu_seconds,
     process_rss_mb,
     queue_entry,
+    send_in_batches,
     start_emulator,
     today,
     write_section,
@@ -63,17 +63,8 @@ def send_all(client: ServiceBusClient, count: int, size: int, deadline: Deadline
     """Send messages ``first`` .. ``first + count - 1`` (their message ids) in full batches."""
     body = b"x" * size
     with client.get_queue_sender(QUEUE) as sender:
-        batch = sender.create_message_batch()
-        for i in range(first, first + count):
-            message = ServiceBusMessage(body, message_id=str(i))
-            try:
-                batch.add_message(message)
-            except MessageSizeExceededError:
-                sender.send_messages(batch)
-                deadline.check(f"after {i} messages")
-                batch = sender.create_message_batch()
-                batch.add_message(message)
-        sender.send_messages(batch)
+        send_in_batches(sender, (ServiceBusMessage(body, message_id=str(i)) for i in range(first, first + count)),
+                        deadline)
 
 
 def _sender_process(connection_string: str, first: int, count: int, size: int, seconds: float,

@@ -28,25 +28,24 @@ from azure.servicebus import (
     ServiceBusSender,
 )
 
-from sbemulator.amqp.framing import AMQP_HEADER, FRAME_SASL, SASL_HEADER, build_frame
-from sbemulator.amqp.performatives import ROLE_RECEIVER, Attach, Begin, Flow, Open, SaslInit, Source, Target
-from sbemulator.amqp.types import Symbol, UByte, UInt
+from sbemulator.amqp.framing import build_frame
+from sbemulator.amqp.performatives import ROLE_RECEIVER, Attach, Flow, Source, Target
+from sbemulator.amqp.types import UByte, UInt
 
 from ._util import (
+    UINT_MAX,
     config_file,
     emulator,
     load_average,
     machine,
     process_rss_mb,
     queue_entry,
-    read_exactly,
+    raw_connection,
     read_frame,
     today,
 )
 
 STALLED, CANARY = "stalled", "canary"
-UINT_MAX = 0xFFFFFFFF
-KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"
 
 
 def _config(messages: int) -> dict:
@@ -58,18 +57,7 @@ def _config(messages: int) -> dict:
 
 def stalled_receiver(port: int) -> socket.socket:
     """A connection with a peek-lock receiver on STALLED, unlimited credit, that is then never read."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    sock.sendall(SASL_HEADER)
-    read_exactly(sock, 8)
-    read_frame(sock)  # sasl-mechanisms
-    sock.sendall(build_frame(0, SaslInit(Symbol("PLAIN"), f"\0{KEY_NAME}\0{KEY}".encode()), frame_type=FRAME_SASL))
-    read_frame(sock)  # sasl-outcome
-    sock.sendall(AMQP_HEADER)
-    read_exactly(sock, 8)
-    sock.sendall(build_frame(0, Open("stalled-reader", max_frame_size=UInt(65536))))
-    read_frame(sock)  # open
-    sock.sendall(build_frame(0, Begin(None, UInt(0), UInt(UINT_MAX), UInt(UINT_MAX))))
-    read_frame(sock)  # begin
+    sock = raw_connection(port, "stalled-reader", timeout=10)
     sock.sendall(build_frame(0, Attach("stalled", UInt(0), ROLE_RECEIVER, UByte(0), UByte(1), Source(STALLED),
                                        Target("stalled-reader"))))
     read_frame(sock)  # attach

@@ -33,7 +33,6 @@ from azure.servicebus import (
     ServiceBusReceiver,
     ServiceBusSender,
 )
-from azure.servicebus.exceptions import MessageSizeExceededError
 
 from ._util import (
     Deadline,
@@ -44,6 +43,7 @@ from ._util import (
     machine,
     markdown_table,
     measure,
+    send_in_batches,
     subscription_entry,
     today,
     topology,
@@ -122,18 +122,13 @@ class PathResult:
 
 def send_all(sender: ServiceBusSender, count: int, size: int, deadline: Deadline) -> None:
     body = b"x" * size
-    batch = sender.create_message_batch()
-    for i in range(count):
-        props, subject = message_fields(i)
-        message = ServiceBusMessage(body, application_properties=props, subject=subject)
-        try:
-            batch.add_message(message)
-        except MessageSizeExceededError:
-            sender.send_messages(batch)
-            deadline.check(f"after {i} messages")
-            batch = sender.create_message_batch()
-            batch.add_message(message)
-    sender.send_messages(batch)
+
+    def messages() -> Iterator[ServiceBusMessage]:
+        for i in range(count):
+            props, subject = message_fields(i)
+            yield ServiceBusMessage(body, application_properties=props, subject=subject)
+
+    send_in_batches(sender, messages(), deadline)
 
 
 def drain(receiver: ServiceBusReceiver, count: int, deadline: Deadline) -> int:
