@@ -25,6 +25,7 @@ from ..store.memory import MemoryStore
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, SqliteStore
 from .namespaces import (
     NamespaceRuntime,
+    admin_connection_string,
     connection_string,
     generate_key,
     namespace_data_dir,
@@ -268,10 +269,8 @@ class Emulator:
     @property
     def admin_connection_string(self) -> str | None:
         """The connection string for ServiceBusAdministrationClient: the same keys, the admin port."""
-        if self.admin is None:
-            return None
-        return (f"Endpoint=sb://{self.host}:{self.admin.port};SharedAccessKeyName={self.key_name};"
-                f"SharedAccessKey={self.key};UseDevelopmentEmulator=true;")
+        return None if self.admin is None else admin_connection_string(self.host, self.admin.port, self.key_name,
+                                                                       self.key)
     # --- end admin accessors
 
     # --- the clock (broker/clock.py)

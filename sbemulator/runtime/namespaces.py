@@ -37,6 +37,14 @@ def connection_string(host: str, port: int, key_name: str = DEFAULT_KEY_NAME, ke
     )
 
 
+def admin_connection_string(host: str, admin_port: int, key_name: str, key: str) -> str:
+    """For ServiceBusAdministrationClient: a namespace's key with its HTTPS management port (always
+    written out: the admin client has no default port to fall back on). One copy for ``Emulator``
+    and ``NamespaceRuntime``."""
+    return (f"Endpoint=sb://{host}:{admin_port};SharedAccessKeyName={key_name};"
+            f"SharedAccessKey={key};UseDevelopmentEmulator=true;")
+
+
 def namespace_data_dir(base: str | Path, name: str) -> Path:
     """Where a namespace other than the first keeps its store (its lower-case name: names are
     case-insensitive, and one directory must serve ``Orders`` and ``orders``)."""
@@ -92,10 +100,8 @@ class NamespaceRuntime:
     @property
     def admin_connection_string(self) -> str | None:
         """For ServiceBusAdministrationClient: the same key, this namespace's HTTPS port."""
-        if self.admin is None:
-            return None
-        return (f"Endpoint=sb://{self.host}:{self.admin.port};SharedAccessKeyName={self.key_name};"
-                f"SharedAccessKey={self.key};UseDevelopmentEmulator=true;")
+        return None if self.admin is None else admin_connection_string(self.host, self.admin.port, self.key_name,
+                                                                       self.key)
 
     @property
     def ca_path(self) -> str | None:
