@@ -27,7 +27,7 @@ class ProcessorAndAuthTest {
 
     /**
      * The processor renews the lock itself (maxAutoLockRenewDuration) while a handler runs longer than
-     * the queue's 2-second LockDuration: the message is completed once and never redelivered.
+     * the queue's 5-second LockDuration: the message is completed once and never redelivered.
      */
     @Test
     void processorRenewsLocksWhileHandlerRuns() throws InterruptedException {
@@ -42,7 +42,7 @@ class ProcessorAndAuthTest {
             .processMessage(context -> {
                 deliveries.incrementAndGet();
                 try {
-                    Thread.sleep(5_000); // more than two lock durations
+                    Thread.sleep(11_000); // more than two lock durations
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
