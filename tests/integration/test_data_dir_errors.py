@@ -19,6 +19,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 
 from sbemulator.runtime.launcher import PACKAGE_PARENT, start_emulator_process
+from tests.fixtures.filesystem import fill_filesystem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(REPO_ROOT / "infra" / "servicebus.json")
@@ -53,18 +54,6 @@ def _mount(target: Path, options: str) -> None:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
 
 
-def _fill(path: Path) -> None:
-    """Take every block left on the file system ``path`` is on."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 @pytest.fixture
 def mounts(tmp_path: Path) -> Iterator[list[Path]]:
     mounted: list[Path] = []
@@ -97,7 +86,7 @@ def test_a_full_data_directory_says_so(tmp_path: Path, mounts: list[Path]) -> No
     fs = tmp_path / "fs"
     _mount(fs, "size=256k")
     mounts.append(fs)
-    _fill(fs / "filler")
+    fill_filesystem(fs / "filler")
     line = _one_line(_start(fs / "data"))
     assert line.startswith(f"sbemulator: data directory {fs / 'data'} is on a full file system (")
     assert line.endswith("free space there, or use --data-dir or --in-memory")
@@ -129,7 +118,7 @@ def test_a_shutdown_on_a_full_disk_says_what_it_could_not_write_and_loses_no_ack
                     got += batch
                 for m in got:
                     receiver.complete_message(m)
-        _fill(fs / "filler")  # nothing left for SQLite when the emulator folds the journal at shutdown
+        fill_filesystem(fs / "filler")  # nothing left for SQLite when the emulator folds the journal at shutdown
     finally:
         status = proc.terminate()
     output = "".join(proc.output) + (proc.process.stdout.read() if proc.process.stdout else "")

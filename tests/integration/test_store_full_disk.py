@@ -23,6 +23,7 @@ from azure.servicebus.exceptions import ServiceBusQuotaExceededError, ServiceBus
 from sbemulator import Emulator
 from sbemulator.runtime.launcher import start_emulator_process
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, receive
+from tests.fixtures.filesystem import fill_filesystem
 
 BODY = "x" * (16 * 1024)
 MAX_SENDS = 400  # 6.4 MB of bodies: more than the file system holds
@@ -93,18 +94,6 @@ def test_a_filling_disk_refuses_sends_keeps_every_acknowledged_one_and_recovers(
         assert _drain(client, wait=1) == []  # nothing refused (or completed) comes back after a restart
 
 
-def _fill(path: Path) -> None:
-    """Take every block left on the file system ``path`` is on."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _ids(client: ServiceBusClient, sub_queue: ServiceBusSubQueue | None = None) -> list[str]:
     ids: list[str] = []
     with client.get_queue_receiver("orders", sub_queue=sub_queue) as receiver:
@@ -145,7 +134,7 @@ def test_sigterm_with_writes_pending_on_a_full_disk_says_so_and_a_restart_has_ea
                 for m in got[:3]:  # a completion alone goes to the delivery journal, allocated up front
                     receiver.complete_message(m)
                     completed.append(str(m.message_id))
-                _fill(small_fs / "filler")  # nothing left for SQLite
+                fill_filesystem(small_fs / "filler")  # nothing left for SQLite
                 for m in got[3:5]:  # a dead-lettering is a new row: it waits in memory for room
                     receiver.dead_letter_message(m, reason="full-disk")
     finally:
