@@ -18,9 +18,11 @@ import os
 import time
 
 THRESHOLD_S = 0.002  # callbacks shorter than this are not recorded (only counted)
+NAMED_S = 0.020  # callbacks at least this long are recorded with what ran (the handle's repr)
 
 _path = os.environ.get("SBEMU_LOOP_PROBE")
-_callbacks: list[tuple[float, float]] = []  # (monotonic end, CPU ms)
+_callbacks: list[tuple[float, float, float, str]] = []  # (monotonic end, CPU ms, of it collecting, what ran)
+_gc_spent = [0.0]  # CPU seconds of collections so far
 _collections: list[tuple[float, float, int]] = []  # (monotonic end, CPU ms, generation)
 _count = [0]
 _gc_started = [0.0]
@@ -30,20 +32,24 @@ def _install() -> None:
     original = asyncio.events.Handle._run
 
     def _run(self: asyncio.events.Handle) -> None:
-        start = time.thread_time()
+        start, collecting = time.thread_time(), _gc_spent[0]
         original(self)
         spent = time.thread_time() - start
         _count[0] += 1
         if spent >= THRESHOLD_S:
-            _callbacks.append((time.monotonic(), spent * 1000))
+            _callbacks.append((time.monotonic(), spent * 1000, (_gc_spent[0] - collecting) * 1000,
+                               repr(self)[:160] if spent >= NAMED_S else ""))
 
     asyncio.events.Handle._run = _run  # type: ignore[method-assign]
 
     def _on_gc(phase: str, info: dict) -> None:
         if phase == "start":
             _gc_started[0] = time.thread_time()
-        elif info.get("generation") == 2:
-            _collections.append((time.monotonic(), (time.thread_time() - _gc_started[0]) * 1000, 2))
+        else:
+            spent = time.thread_time() - _gc_started[0]
+            _gc_spent[0] += spent
+            if info.get("generation") == 2:
+                _collections.append((time.monotonic(), spent * 1000, 2))
 
     gc.callbacks.append(_on_gc)
 

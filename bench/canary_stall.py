@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, int, str, str, str, str, str]] = []
     for name, start, end in phases:
         rtts = [rtt for t, rtt in samples if start <= t < end]
-        worst_cpu = max((cpu for t, cpu in callbacks if start <= t < end), default=0.0)
+        worst_cpu = max((cpu for t, cpu, *_ in callbacks if start <= t < end), default=0.0)
         fulls = [cpu for t, cpu, _ in collections if start <= t < end]
         gc_cell = f"{len(fulls)}" + (f", longest {max(fulls):.0f} ms" if fulls else "")
         if not rtts:
@@ -426,6 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for name, count, median, p99, worst, cpu, gc_text in rows:
         print(f"| {name} | {count:,} | {median} ms | {p99} ms | {worst} ms | {cpu} ms | {gc_text} |")
+    long_ones = [(t, cpu, collecting, what) for t, cpu, collecting, what in callbacks if cpu >= 50]
+    if long_ones:
+        print("\nCallbacks over 50 ms of CPU (phase, CPU, of it collecting, what ran):")
+        for t, cpu, collecting, what in long_ones:
+            where = next((name.strip() for name, start, end in phases if start <= t < end), "between phases")
+            print(f"- {where}: {cpu:.1f} ms, {collecting:.1f} ms collecting, `{what}`")
     if rss:
         when = "the canary running throughout" if args.never_idle else "each reading after an idle moment"
         print(f"\nRSS over {args.rss_loop} rounds (connect, send {RSS_ROUND} and receive them, disconnect; {when}): "
