@@ -21,11 +21,13 @@ THRESHOLD_S = 0.002  # callbacks shorter than this are not recorded (only counte
 NAMED_S = 0.020  # callbacks at least this long are recorded with what ran (the handle's repr)
 
 _path = os.environ.get("SBEMU_LOOP_PROBE")
+_census = bool(os.environ.get("SBEMU_PROBE_COLLECTIONS"))  # also count the objects at each full collection
 _callbacks: list[tuple[float, float, float, str]] = []  # (monotonic end, CPU ms, of it collecting, what ran)
 _gc_spent = [0.0]  # CPU seconds of collections so far
-_collections: list[tuple[float, float, int]] = []  # (monotonic end, CPU ms, generation)
+_collections: list[tuple[float, float, int, int, int]] = []  # (end, CPU ms, generation, frozen, scanned)
 _count = [0]
 _gc_started = [0.0]
+_gc_census = [0, 0]  # at a full collection's start: objects frozen, objects in the oldest generation
 
 
 def _install() -> None:
@@ -44,12 +46,14 @@ def _install() -> None:
 
     def _on_gc(phase: str, info: dict) -> None:
         if phase == "start":
+            if _census and info.get("generation") == 2:  # diagnosis only: the listing costs a callback's
+                _gc_census[:] = [gc.get_freeze_count(), len(gc.get_objects(generation=2))]  # CPU too
             _gc_started[0] = time.thread_time()
         else:
             spent = time.thread_time() - _gc_started[0]
             _gc_spent[0] += spent
             if info.get("generation") == 2:
-                _collections.append((time.monotonic(), spent * 1000, 2))
+                _collections.append((time.monotonic(), spent * 1000, 2, *_gc_census))
 
     gc.callbacks.append(_on_gc)
 

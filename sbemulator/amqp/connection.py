@@ -1061,10 +1061,14 @@ class Connection:
     def expand_range(self, event: DeliveryRangeStateChanged, count: int) -> list[DeliveryStateChanged]:
         """The events of the next ``count`` delivery ids of ``event`` (which then starts after them):
         what the disposition meant for each delivery still unsettled when its slice is handled."""
-        if event.resolved is not None:
-            out = event.resolved[:count]
-            del event.resolved[:count]
-            return out
+        ids, links, contexts = event.resolved_ids, event.resolved_links, event.resolved_contexts
+        if ids is not None and links is not None and contexts is not None:
+            start = event.resolved_next
+            stop = min(start + count, len(ids))
+            event.resolved_next = stop
+            state, settled = event.state, event.settled
+            return [DeliveryStateChanged(link, delivery_id, state, settled, context) for link, delivery_id, context
+                    in zip(links[start:stop], ids[start:stop], contexts[start:stop], strict=True)]
         last = min(event.last, event.first + count - 1)
         out = self._range_events(event, last)
         if event.first > event.last:
@@ -1092,7 +1096,27 @@ class Connection:
         deliveries are unsettled (a detach or end forgets a link's, a disposition settles some), and a
         range means the deliveries it named when it arrived."""
         for event in self._open_ranges:
-            event.resolved = self._range_events(event, event.last)
+            unsettled = event.session.outgoing_unsettled
+            links: list[Link] = []
+            ids: list[int] = []
+            contexts: list[Any] = []
+            if event.settled:  # the pops are the lookups: what the range settles leaves the maps now
+                for delivery_id in range(event.first, event.last + 1):
+                    link = unsettled.pop(delivery_id, None)
+                    if link is not None:
+                        links.append(link)
+                        ids.append(delivery_id)
+                        contexts.append(link.unsettled.pop(delivery_id, None))
+            else:
+                for delivery_id in range(event.first, event.last + 1):
+                    link = unsettled.get(delivery_id)
+                    if link is not None:
+                        links.append(link)
+                        ids.append(delivery_id)
+                        contexts.append(link.unsettled.get(delivery_id))
+            event.first = event.last + 1
+            event.resolved_links, event.resolved_ids, event.resolved_contexts = links, ids, contexts
+            event.resolved_next = 0
         self._open_ranges.clear()
 
     # ------------------------------------------------------------------ output

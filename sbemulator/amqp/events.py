@@ -70,12 +70,20 @@ class DeliveryRangeStateChanged:
     settled: bool
     state: Any
     # The rest of the range worked out at once (Connection._resolve_ranges), because a later frame
-    # (a detach, an end, another disposition) was about to change which deliveries are unsettled.
-    resolved: list[DeliveryStateChanged] | None = None
+    # (a detach, an end, another disposition) was about to change which deliveries are unsettled: the
+    # links, delivery ids and contexts of the deliveries it names, in three lists read from
+    # ``resolved_next`` on. Three lists and not an event per delivery: 100,000 objects made at once are
+    # scanned by the cyclic collector again and again (34-45 ms of it in that read and after it).
+    resolved_links: list[Any] | None = None
+    resolved_ids: list[int] | None = None
+    resolved_contexts: list[Any] | None = None
+    resolved_next: int = 0
 
     @property
     def done(self) -> bool:
-        return self.first > self.last and not self.resolved
+        if self.first <= self.last:
+            return False
+        return self.resolved_ids is None or self.resolved_next >= len(self.resolved_ids)
 
 
 @dataclass(slots=True)

@@ -24,6 +24,12 @@ What this does instead (the CLI turns it on; an embedded ``Emulator`` leaves its
   most ``gen0 x gen1`` = 7,000 objects on, so at most 35,000 objects), never the whole heap: the
   100,000 messages a busy broker holds are scanned once, by the fallback after they arrived, not
   by every later one (before: one fallback of 191 ms of CPU over 300,000 objects, docs/benchmarks.md);
+- that fallback runs as a callback of its own on the event loop, scheduled by a ``gc.callbacks`` hook
+  as soon as the ``full_after``-th young collection ends (a collection cannot start another from
+  inside its own callback): checked only from the timer task, which waits up to 0.25 s between ticks
+  when no timer is due, the fallback came after a burst of work had left 100,000 objects to scan
+  (37 ms of CPU, run in the same callback as that tick's lock expiries), and the timer task's tick
+  now yields after collecting, so a collection and the broker's timers never share a callback;
 - a full collection of everything (``gc.unfreeze()`` first) also comes without an idle moment once
   the frozen objects have grown by ``GROWTH_FLOOR`` objects, or by as many as the last full
   collection left if that is more, since that collection.
@@ -42,7 +48,9 @@ canary keeping the broker busy throughout.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import threading
 import time
 
 IDLE_S = 1.0  # no AMQP input for this long makes an idle moment
@@ -66,9 +74,19 @@ class Collector:
         self._min_young = 10
         self._young_mark = 0  # generation-1 collections counted at the last busy fallback
         self._frozen_after_full = 0
+        # Frozen objects, counted at the last full collection plus what each busy fallback froze since.
+        # Not gc.get_freeze_count() at every tick: that walks every frozen object (3.6 ms for 300,000),
+        # and the timer task ticks between every slice of work, so it was most of the timer task's CPU
+        # while 100,000 locks lapsed or were returned (py-spy over bench.canary_stall).
+        self._frozen_estimate = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._fallback_pending = False
 
     def start(self) -> None:
-        """After start-up: collect, freeze what exists, turn automatic full collections off."""
+        """After start-up: collect, freeze what exists, turn automatic full collections off. Called on
+        the event loop, the busy fallback is also scheduled from the collector's own hook (see above);
+        called elsewhere (tests), only :meth:`tick` runs it."""
         if self._saved is not None:
             return
         self._saved = gc.get_threshold()
@@ -76,6 +94,38 @@ class Collector:
         self._min_young = max(1, gen2)
         self._full()
         gc.set_threshold(gen0, gen1, _NEVER)
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        if self._loop is not None:
+            self._loop_thread = threading.get_ident()
+            gc.callbacks.append(self._on_collection)
+
+    def _on_collection(self, phase: str, info: dict[str, int]) -> None:
+        """After a young collection: once ``full_after`` of them ran, the fallback is scheduled."""
+        if phase != "stop" or info["generation"] != 1 or self._fallback_pending:
+            return
+        if gc.get_count()[2] - self._young_mark < self.full_after:
+            return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        self._fallback_pending = True
+        if threading.get_ident() == self._loop_thread:
+            loop.call_soon(self._scheduled_fallback)
+        else:  # a collection in another thread (the store's, a test's): the loop runs the fallback
+            loop.call_soon_threadsafe(self._scheduled_fallback)
+
+    def _scheduled_fallback(self) -> None:
+        self._fallback_pending = False
+        if self._saved is None:
+            return
+        young = gc.get_count()[2]
+        if young < self._young_mark:
+            self._young_mark = 0
+        if young - self._young_mark >= self.full_after:
+            self._busy_fallback()
 
     def _full(self) -> None:
         """Everything collected, the frozen objects included; what survives is frozen."""
@@ -83,26 +133,39 @@ class Collector:
         gc.collect()
         gc.freeze()
         self._young_mark = 0
-        self._frozen_after_full = gc.get_freeze_count()
+        self._frozen_after_full = self._frozen_estimate = gc.get_freeze_count()
 
-    def tick(self, last_input: float, now: float | None = None) -> None:
-        """Called by the timer task; ``last_input`` is when AMQP input last arrived (``time.monotonic``)."""
+    def tick(self, last_input: float, now: float | None = None) -> bool:
+        """Called by the timer task; ``last_input`` is when AMQP input last arrived (``time.monotonic``).
+        True when it collected, so the caller yields before any other work."""
         if self._saved is None:
-            return
+            return False
         young = gc.get_count()[2]  # generation-1 collections since the last collection of generation 2
         if young < self._young_mark:  # a collection of generation 2 ran meanwhile (someone's gc.collect())
             self._young_mark = 0
-        frozen = gc.get_freeze_count()
-        if (young >= self._min_young or frozen > self._frozen_after_full) and (
+        if (young >= self._min_young or self._frozen_estimate > self._frozen_after_full) and (
                 (time.monotonic() if now is None else now) - last_input >= self.idle_s):
             self._full()
             self.idle_collections += 1
-        elif young - self._young_mark >= self.full_after:
-            gc.collect()  # what is not frozen: what survived since the last fallback
-            gc.freeze()
-            self._young_mark = gc.get_count()[2]
-            self.busy_collections += 1
-            if gc.get_freeze_count() - self._frozen_after_full > max(self.growth_floor, self._frozen_after_full):
+            return True
+        if young - self._young_mark >= self.full_after:
+            self._busy_fallback()
+            return True
+        return False
+
+    def _busy_fallback(self) -> None:
+        gc.collect()  # what is not frozen: what survived since the last fallback
+        # After a collection of generation 2 the unfrozen survivors are all in it: what freeze() adds.
+        self._frozen_estimate += len(gc.get_objects(generation=2))
+        gc.freeze()
+        self._young_mark = gc.get_count()[2]
+        self.busy_collections += 1
+        bound = max(self.growth_floor, self._frozen_after_full)
+        if self._frozen_estimate - self._frozen_after_full > bound:
+            # The estimate only grows (frozen objects that died are not subtracted), so it is checked
+            # against the true count, which costs a walk over every frozen object, only when it crosses.
+            self._frozen_estimate = gc.get_freeze_count()
+            if self._frozen_estimate - self._frozen_after_full > bound:
                 self._full()
                 self.busy_full_collections += 1
 
@@ -110,6 +173,9 @@ class Collector:
         """Python's own policy again, nothing frozen."""
         if self._saved is None:
             return
+        if self._on_collection in gc.callbacks:
+            gc.callbacks.remove(self._on_collection)
+        self._loop = None
         gc.unfreeze()
         gc.set_threshold(*self._saved)
         self._saved = None

@@ -333,7 +333,8 @@ class AmqpServer:
                 reads = sum(server.reads for server in self.clock_group)  # every namespace's input
                 if reads != reads_seen:
                     reads_seen, last_input = reads, time.monotonic()
-                collector.tick(last_input)
+                if collector.tick(last_input):
+                    await asyncio.sleep(0)  # a collection is a callback of its own, never with the timers
             deadline = self.broker.next_deadline()
             now = clock()
             if deadline is None or (manual and deadline > now):

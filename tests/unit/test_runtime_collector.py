@@ -124,3 +124,33 @@ def test_without_idle_moments_the_frozen_garbage_is_bounded_by_the_growth_floor(
         del grown
     finally:
         policy.stop()
+
+
+def test_on_the_event_loop_the_busy_fallback_runs_as_a_callback_of_its_own_without_a_tick() -> None:
+    # why: the timer task ticks at most every 0.25 s when no timer is due, and a burst of work in
+    # between left 100,000 objects for one fallback; the fallback now follows the young collections
+    import asyncio
+
+    async def scenario() -> tuple[int, bool, int]:
+        policy = Collector(idle_s=1.0, full_after=3)
+        policy.start()
+        try:
+            ref = _old_garbage_cycle()
+            _young_collections(policy.full_after)  # the hook schedules the fallback; nothing ran yet
+            before = policy.busy_collections
+            for _ in range(3):
+                await asyncio.sleep(0)
+            return before, ref() is None, policy.busy_collections
+        finally:
+            policy.stop()
+
+    before, freed, after = asyncio.run(scenario())
+    assert before == 0 and freed and after == 1
+    assert not any(getattr(cb, "__self__", None).__class__ is Collector for cb in gc.callbacks)
+
+
+def test_tick_says_whether_it_collected_so_the_timer_task_yields_before_the_broker_timers(
+        collector: Collector) -> None:
+    assert collector.tick(last_input=100.0, now=100.1) is False
+    _young_collections(collector.full_after)
+    assert collector.tick(last_input=100.0, now=100.1) is True
