@@ -18,7 +18,10 @@ import os
 import time
 
 THRESHOLD_S = 0.002  # callbacks shorter than this are not recorded (only counted)
-NAMED_S = 0.020  # callbacks at least this long are recorded with what ran (the handle's repr)
+# callbacks at least this long are recorded with what ran (the handle's repr)
+NAMED_S = float(os.environ.get("SBEMU_PROBE_NAMED_MS", "20")) / 1000
+
+SLOW_YOUNG_S = 0.005  # young collections at least this long are recorded too (a full one always is)
 
 _path = os.environ.get("SBEMU_LOOP_PROBE")
 _census = bool(os.environ.get("SBEMU_PROBE_COLLECTIONS"))  # also count the objects at each full collection
@@ -52,8 +55,9 @@ def _install() -> None:
         else:
             spent = time.thread_time() - _gc_started[0]
             _gc_spent[0] += spent
-            if info.get("generation") == 2:
-                _collections.append((time.monotonic(), spent * 1000, 2, *_gc_census))
+            generation = info.get("generation", 2)
+            if generation == 2 or spent >= SLOW_YOUNG_S:
+                _collections.append((time.monotonic(), spent * 1000, generation, *_gc_census))
 
     gc.callbacks.append(_on_gc)
 

@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, start, end in phases:
         rtts = [rtt for t, rtt in samples if start <= t < end]
         worst_cpu = max((cpu for t, cpu, *_ in callbacks if start <= t < end), default=0.0)
-        fulls = [cpu for t, cpu, *_ in collections if start <= t < end]
+        fulls = [cpu for t, cpu, generation, *_ in collections if start <= t < end and generation == 2]
         gc_cell = f"{len(fulls)}" + (f", longest {max(fulls):.0f} ms" if fulls else "")
         if not rtts:
             rows.append((name.strip(), 0, "-", "-", "-", f"{worst_cpu:.1f}", gc_cell))
@@ -427,12 +427,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, count, median, p99, worst, cpu, gc_text in rows:
         print(f"| {name} | {count:,} | {median} ms | {p99} ms | {worst} ms | {cpu} ms | {gc_text} |")
     if os.environ.get("SBEMU_PROBE_COLLECTIONS"):  # every full collection: when, CPU, frozen, scanned
-        for t, cpu, _, frozen, scanned in collections:
+        for t, cpu, generation, frozen, scanned in collections:
             where = next((name.strip() for name, start, end in phases if start <= t < end), "between phases")
-            print(f"- collection in {where}: {cpu:.1f} ms, {frozen:,} frozen, {scanned:,} in the oldest generation")
-    long_ones = [(t, cpu, collecting, what) for t, cpu, collecting, what in callbacks if cpu >= 50]
+            print(f"- collection of generation {generation} in {where}: {cpu:.1f} ms"
+                  + (f", {frozen:,} frozen, {scanned:,} in the oldest generation" if generation == 2 else ""))
+    listed_ms = float(os.environ.get("SBEMU_PROBE_LIST_MS", "50"))  # diagnosis: list shorter ones too
+    long_ones = [(t, cpu, collecting, what) for t, cpu, collecting, what in callbacks if cpu >= listed_ms]
     if long_ones:
-        print("\nCallbacks over 50 ms of CPU (phase, CPU, of it collecting, what ran):")
+        print(f"\nCallbacks over {listed_ms:g} ms of CPU (phase, CPU, of it collecting, what ran):")
         for t, cpu, collecting, what in long_ones:
             where = next((name.strip() for name, start, end in phases if start <= t < end), "between phases")
             print(f"- {where}: {cpu:.1f} ms, {collecting:.1f} ms collecting, `{what}`")
