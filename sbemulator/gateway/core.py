@@ -326,8 +326,13 @@ class Gateway:
         loop iteration, with this connection's reading paused (its later input is queued behind them), so
         one frame that stands for 100,000 settlements holds no other connection for all of them."""
         backlog = self._backlog
+        connection = self.connection
         stop = time.perf_counter() + DISPATCH_SLICE_S
-        while backlog:
+        while backlog or (connection.held_input and not self.closed):
+            if not backlog:  # the frames that came after the range, now that it is expanded to its end
+                backlog.extend(connection.receive_data(b""))
+                connection.ranges = False
+                continue
             first = backlog[0]
             if type(first) is ev.DeliveryRangeStateChanged:  # the next slice of the range, then the rest
                 chunk = self.connection.expand_range(first, DISPATCH_SLICE)

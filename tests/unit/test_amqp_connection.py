@@ -747,3 +747,70 @@ def test_sasl_frame_after_open_is_a_protocol_error() -> None:
     peer.open()
     peer.frame(SaslInit(Symbol("ANONYMOUS")), sasl=True)
     assert only(peer.frames(), Close).body.error is not None
+
+
+# ------------------------------------------------------------------ a range disposition, then more input
+def _link_with_unsettled(peer: Peer, count: int) -> tuple[Any, list[int]]:
+    link = _sending_link(peer)
+    peer.frame(Flow(UInt(0), UInt(5000), UInt(0), UInt(5000), UInt(1), UInt(0), UInt(count)))
+    ids = [peer.conn.send_transfer(link, n.to_bytes(16, "big"), b"m", settled=False, context=n)
+           for n in range(count)]
+    peer.output()
+    return link, ids
+
+
+def test_frames_after_a_range_disposition_wait_until_the_range_is_expanded_then_come_in_order() -> None:
+    # AMQP 1.0 part 2.7.6: the range's outcome applies to each delivery it names, before what the peer
+    # sent after it; the detach that follows (2.7.7) must not be handled first, nor the range worked
+    # out whole at once because of it (the stall issue #19 measures)
+    peer = Peer()
+    count = 3 * peer.conn.RANGE_EVENTS
+    link, ids = _link_with_unsettled(peer, count)
+    events = peer.send(build_frame(0, Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[-1]), True, Accepted()))
+                       + build_frame(0, Detach(UInt(1), True)))
+    [rng] = events
+    assert isinstance(rng, ev.DeliveryRangeStateChanged) and rng.resolved_ids is None  # not worked out whole
+    assert not peer.conn.held_input  # the detach waits for the range
+    assert not any(isinstance(f.body, Detach) for f in peer.frames())
+    expanded: list[ev.DeliveryStateChanged] = []
+    while not rng.done:
+        expanded += peer.conn.expand_range(rng, peer.conn.RANGE_EVENTS)
+    assert [e.delivery_id for e in expanded] == ids and [e.context for e in expanded] == list(range(count))
+    assert all(e.settled and isinstance(e.state, Accepted) and e.link is link for e in expanded)
+    assert peer.conn.held_input
+    [detached] = peer.send(b"")
+    assert isinstance(detached, ev.LinkDetached) and detached.link is link
+    assert only(peer.frames(), Detach).body.closed is True
+    assert not peer.conn.held_input and link.unsettled == {}
+
+
+def test_input_arriving_while_a_range_waits_is_handled_after_the_held_frames() -> None:
+    peer = Peer()
+    _link, ids = _link_with_unsettled(peer, 2 * peer.conn.RANGE_EVENTS)
+    few = 10  # the second disposition short: events of its own, after every one of the range's
+    peer.send(build_frame(0, Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[-1]), False, Accepted()))
+              + build_frame(0, Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[few]), True, Accepted())))
+    assert peer.send(build_frame(0, Detach(UInt(1), True))) == []  # behind the two dispositions
+    [rng] = [e for e in peer.events if isinstance(e, ev.DeliveryRangeStateChanged)]
+    while not rng.done:
+        assert all(not e.settled for e in peer.conn.expand_range(rng, 100))
+    events = peer.send(b"")
+    settled = [e for e in events if isinstance(e, ev.DeliveryStateChanged)]
+    assert [e.delivery_id for e in settled] == ids[:few + 1] and all(e.settled for e in settled)
+    assert isinstance(events[-1], ev.LinkDetached)
+
+
+def test_a_range_followed_by_more_than_the_hold_bound_is_worked_out_whole_and_nothing_waits() -> None:
+    peer = Peer()
+    peer.conn.HOLD_BYTES = 8  # the bound made tiny: the detach does not fit
+    _link, ids = _link_with_unsettled(peer, 2 * peer.conn.RANGE_EVENTS)
+    events = peer.send(build_frame(0, Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[-1]), True, Accepted()))
+                       + build_frame(0, Detach(UInt(1), True, None)) + build_frame(0, Flow(
+                           UInt(0), UInt(5000), UInt(0), UInt(5000), UInt(9), UInt(0), UInt(1))))
+    rng = events[0]
+    assert isinstance(rng, ev.DeliveryRangeStateChanged) and rng.resolved_ids == ids
+    assert isinstance(events[1], ev.LinkDetached)
+    expanded = []
+    while not rng.done:
+        expanded += peer.conn.expand_range(rng, 256)
+    assert [e.delivery_id for e in expanded] == ids and not peer.conn.held_input
