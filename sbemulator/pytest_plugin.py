@@ -173,8 +173,13 @@ def _queues_and_topics(namespace: Any) -> list[str]:
     return [info.name for kind in ("queue", "topic") for info in namespace.list_entities(kind)]
 
 
-def _purge_all(namespace: Any, paths: list[str]) -> int:
-    return sum(namespace.purge(path) for path in paths)
+async def _purge_all(namespace: Any, paths: list[str]) -> int:
+    """On the emulator's loop: each purge in slices, the loop serving the clients between them; returns
+    once every slice is committed, so the test thread sees a finished purge."""
+    removed = 0
+    for path in paths:
+        removed += await namespace.purge_async(path)
+    return removed
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -29,7 +29,7 @@ from .console import Console, is_console_request
 from .console_broker import ConsoleBroker
 from .control import Controls, error_response, handle_clock, handle_faults
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
-from .http import MAX_BODY, MAX_UNAUTHENTICATED_BODY, Request, Response, asks_for_websocket
+from .http import MAX_BODY, MAX_UNAUTHENTICATED_BODY, Pending, Request, Response, asks_for_websocket
 from .snapshots import import_response, snapshot_response
 
 log = logging.getLogger("sbemulator.admin")
@@ -51,7 +51,10 @@ class AdminApp:
         self.console = Console(ConsoleBroker(namespace), validator, clock, controls=self.controls)
 
     async def __call__(self, request: Request) -> Response:
-        return self.handle(request)
+        response = self.handle(request)
+        if isinstance(response, Pending):
+            return await response.finish()
+        return response
 
     def admit(self, request: Request) -> Response | int:
         """Before a request's body is read (http.py): refuse a request whose credential is missing or
@@ -82,7 +85,7 @@ class AdminApp:
         the 4 MiB of other requests; anything else on that path gets the usual limit."""
         return max(MAX_BODY, self.controls.max_snapshot_bytes) if request.method == "POST" else MAX_BODY
 
-    def handle(self, request: Request) -> Response:
+    def handle(self, request: Request) -> Response | Pending:
         path = request.path
         is_arm = path.lower().startswith("/subscriptions/")
         try:
@@ -134,7 +137,7 @@ class AdminApp:
             raise Unauthorized(claims_required(MANAGE, f"sb://{request.headers.get('host', '')}/{entity_path}"))
 
     # ------------------------------------------------------------------ Atom API
-    def _atom(self, request: Request) -> Response:
+    def _atom(self, request: Request) -> Response | Pending:
         segments = [s for s in request.path.split("/") if s]
         method = request.method
         host = request.headers.get("host", "localhost")
@@ -262,7 +265,7 @@ class AdminApp:
         return Response(200, body, atom.FEED_CONTENT_TYPE)
 
     # ------------------------------------------------------------------ test support
-    def _test_support(self, request: Request, rest: list[str]) -> Response:
+    def _test_support(self, request: Request, rest: list[str]) -> Response | Pending:
         self._authorize(request)
         lower = [r.lower() for r in rest]
         if lower[:1] == ["clock"]:
@@ -279,8 +282,14 @@ class AdminApp:
             return handle_faults(self.controls, request, rest[1:])
         self._only(request.method, "POST")
         if rest and rest[0].lower() == "purge" and len(rest) > 1:
-            removed = self.ns.purge("/".join(rest[1:]))
-            return Response(200, json.dumps({"purged": removed}).encode(), "application/json")
+            # the messages leave the entity now; the answer comes once the last slice is committed
+            job = self.ns.begin_purge("/".join(rest[1:]))
+
+            async def purged() -> Response:
+                removed = await job.run_async(self.ns.commit)
+                return Response(200, json.dumps({"purged": removed}).encode(), "application/json")
+
+            return Pending(purged)
         if rest == ["reset"] or [r.lower() for r in rest] == ["reset"]:
             result = self.ns.reset()
             return Response(200, json.dumps(result).encode(), "application/json")

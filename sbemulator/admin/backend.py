@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sbemulator.broker.api import BrokerAPI
+from sbemulator.broker.api import BrokerAPI, PurgeJob
 from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import (
     BrokerError,
@@ -421,6 +421,19 @@ class Namespace:
             raise NotFound(f"The messaging entity '{path}' could not be found.") from None
         finally:
             self.commit()
+
+    def begin_purge(self, path: str) -> PurgeJob:
+        """:meth:`purge` in slices (broker/purge.py): the messages are out of the entity when this returns
+        (later sends are kept); ``run_async(self.commit)`` drops them and gives the count once the last
+        slice is committed."""
+        try:
+            return self.broker.begin_purge(path.strip("/"))
+        except EntityNotFoundError:
+            raise NotFound(f"The messaging entity '{path}' could not be found.") from None
+
+    async def purge_async(self, path: str) -> int:
+        """:meth:`purge` with the event loop served between slices; the count once all are committed."""
+        return await self.begin_purge(path).run_async(self.commit)
 
     def reset(self) -> dict[str, int]:
         """Back to the configured topology: runtime-created entities deleted, config entities recreated

@@ -35,7 +35,7 @@ from sbemulator.auth import MANAGE, SasValidator
 from .console_broker import ConsoleBroker
 from .control import Controls, clock_body, handle_faults
 from .errors import AdminError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
-from .http import Request, Response
+from .http import Pending, Request, Response
 from .snapshots import import_response, snapshot_response
 
 log = logging.getLogger("sbemulator.admin.console")
@@ -120,7 +120,7 @@ class Console:
         static = resources.files("sbemulator.admin") / "console_static"
         self._static = {entry.name: entry for entry in static.iterdir() if entry.is_file()}
 
-    def handle(self, request: Request) -> Response:
+    def handle(self, request: Request) -> Response | Pending:
         try:
             rest = request.path[len(PREFIX):]
             if rest == "":
@@ -203,7 +203,7 @@ class Console:
         return {"keyName": key_name, "namespace": self.data.ns.name}
 
     # ------------------------------------------------------------------ API
-    def _api(self, request: Request, name: str) -> Response:
+    def _api(self, request: Request, name: str) -> Response | Pending:
         header, value = REQUIRED_HEADER
         if request.headers.get(header, "").lower() != value:
             raise BadRequest(f"Console API calls need the header '{header}: {value}'.")
@@ -287,8 +287,16 @@ class Console:
                                             or not all(isinstance(n, int) for n in numbers)):
                     raise BadRequest("Give 'sequenceNumbers' (a non-empty list of integers) or 'all': true.")
                 result = self.data.resubmit(path, numbers)
-            else:
-                result = self.data.purge(path, str(body.get("subQueue") or "all"))
+            else:  # the messages leave the entity now, and are dropped in slices before the answer
+                job = self.data.begin_purge(path, str(body.get("subQueue") or "all"))
+                key_name = session.key_name
+
+                async def purged() -> Response:
+                    done = {"purged": await job.run_async(self.data.ns.commit)}
+                    log.info("console purge on %s by %s: %s", path, key_name, done)
+                    return self._json(200, done)
+
+                return Pending(purged)
             log.info("console %s on %s by %s: %s", name, path, session.key_name, result)
             return self._json(200, result)
         raise NotFound(f"No console API '{name}'.")

@@ -21,6 +21,7 @@ from sbemulator.amqp.message import SECTION_AMQP_SEQUENCE, SECTION_AMQP_VALUE, S
 from sbemulator.amqp.message import parse_message as parse_sections
 from sbemulator.amqp.performatives import Header, Properties
 from sbemulator.amqp.types import Symbol, Timestamp, UInt
+from sbemulator.broker.api import PurgeJob
 from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError, MessageNotFoundError
 from sbemulator.broker.views import SUB_QUEUES, EntityView, SessionView
@@ -191,6 +192,18 @@ class ConsoleBroker:
         finally:
             self.ns.commit()
 
+
+    def begin_purge(self, path: str, sub_queue: str) -> PurgeJob:
+        """:meth:`purge` in slices: the messages are out of the entity when this returns, the job drops
+        them (``run_async``, committing after each slice)."""
+        view = self._view(path, QUEUE, TOPIC, SUBSCRIPTION)
+        if sub_queue == "all":
+            return self.ns.begin_purge(view.path)
+        target = self._sub_queue_path(view, sub_queue, also=("all",))
+        try:
+            return self.broker.begin_purge(target, sub_queues=False)
+        except EntityNotFoundError as exc:
+            raise NotFound(exc.description) from None
 
     def body(self, path: str, sub_queue: str, sequence_number: int) -> tuple[bytes, str | None, str]:
         """One message's whole body (its data sections joined, or an AMQP value's text), its content

@@ -69,6 +69,14 @@ class Response:
     headers: list[tuple[str, str]] = field(default_factory=list)
 
 
+@dataclass
+class Pending:
+    """A response that takes more than one event-loop callback to make (a purge dropping its messages in
+    slices, broker/purge.py): a synchronous handler returns it and the asynchronous one awaits ``finish``,
+    so the slices run with every other connection served between them."""
+    finish: Callable[[], Awaitable[Response]]
+
+
 Handler = Callable[[Request], Awaitable[Response]]
 # Takes over a connection whose request asked for a WebSocket: (target, headers, transport, bytes read past
 # the request, an object to keep alive as long as the connection). See sbemulator/runtime/websocket.py.

@@ -25,6 +25,7 @@ from sbemulator.config import (
 
 from ..model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMode
 from .entity import EntityRef
+from .purge import PurgeJob as PurgeJob  # what begin_purge returns, for the admin plane (a public module)
 from .receiver import Receiver
 from .views import EntityView, Resubmission, SessionView
 
@@ -178,6 +179,10 @@ class BrokerAPI(Protocol):
         ...
 
     def purge(self, path: str, *, sub_queues: bool = True) -> int: ...
+
+    def begin_purge(self, path: str, *, sub_queues: bool = True) -> PurgeJob:
+        """A purge whose messages are out of the entity at once and dropped in slices (broker/purge.py)."""
+        ...
 
     def reset(self) -> dict[str, int]: ...
 

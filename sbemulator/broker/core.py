@@ -31,6 +31,7 @@ Server-facing API (see also :class:`~sbemulator.broker.receiver.Receiver`)::
     broker.entity_views(kind=None, topic=None) / entity_view(path) / find_entity(path) -> EntityView
     broker.counts(path) / session_views(path) / now_ms()
     broker.purge(path, sub_queues=True) / reset() / resubmit_dead_lettered(path, seqs=None) -> Resubmission
+    broker.begin_purge(path, sub_queues=True) -> PurgeJob (the same purge in slices: broker/purge.py)
 
 The broker is a facade over components with explicit dependencies, each testable alone and none
 reaching into another's state (tests/unit/test_broker_structure.py checks the imports)::
@@ -75,6 +76,7 @@ from .errors import RuleError
 from .flow import MessageFlow
 from .idle import AutoDelete
 from .inspection import Inspection
+from .purge import PurgeJob
 from .receiver import Receiver, ReceiverOps
 from .settlement import Settlement
 from .timers import Timers
@@ -338,6 +340,10 @@ class Broker:
     def purge(self, path: str, *, sub_queues: bool = True) -> int:
         """See :meth:`Inspection.purge`."""
         return self._inspection.purge(path, sub_queues=sub_queues)
+
+    def begin_purge(self, path: str, *, sub_queues: bool = True) -> PurgeJob:
+        """See :meth:`Inspection.begin_purge`."""
+        return self._inspection.begin_purge(path, sub_queues=sub_queues)
 
     def reset(self) -> dict[str, int]:
         result = self._inspection.reset()

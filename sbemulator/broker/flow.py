@@ -107,7 +107,6 @@ _SPLIT_POOL = struct.Struct("16s" * _LOCK_POOL).unpack  # 256 bytes objects of 1
 # A session receiver closing with more locks than this returns them in slices of this many (timers).
 RETURN_SLICE = 512
 _BY_SEQUENCE = operator.attrgetter("sequence_number")
-_SIZE = operator.attrgetter("size")
 _SEND_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_SEND_DISABLED})
 _RECEIVE_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_RECEIVE_DISABLED})
 
@@ -348,35 +347,6 @@ class MessageFlow:
         if entries:
             entries.sort()
             self._make_available(ent, entries)
-
-    def remove_all(self, ent: Entity) -> int:
-        """Remove every message of ``ent``, in memory or paged out (a purge), as :meth:`remove` would one
-        by one, at the cost of its locks and sessions instead of a call per message (a purge of 100,000
-        messages held the event loop for 70-190 ms). Their locks are lost: a settlement finds no lock.
-        The store is told once, for the whole container (:meth:`Store.delete_messages`)."""
-        messages = ent.messages
-        seqs = list(messages)
-        for msg in ent.locks.values():
-            msg.lock_key = msg.lock_owner = msg.locked_until_ms = None
-        ent.locks.clear()
-        for r in ent.receivers.values():  # a receiver's locks are all of its one container
-            r.locks.clear()
-        if messages:
-            ent.quota.held_bytes -= sum(map(_SIZE, messages.values()))
-            messages.clear()
-        cold = ent.cold
-        if cold is not None:
-            ent.cold = None
-            ent.quota.held_bytes -= cold.bytes
-            seqs.extend(cold.all_seqs())
-        if seqs:
-            self.store.delete_messages(ent.key, seqs)
-        ent.available.clear()
-        for s in list(ent.sessions.values()):
-            s.count = 0
-            s.heap.clear()
-            ent.forget_session_if_idle(s)
-        return len(seqs)
 
     def _enqueue(self, ent: Entity, msg: BrokerMessage) -> None:
         """A new active message is available in ``ent``: in memory while the read-ahead window has room,

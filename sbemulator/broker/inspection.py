@@ -3,7 +3,7 @@ purge, reset to the config file, and resubmitting dead-lettered messages.
 
 A component of the broker (:class:`~sbemulator.broker.core.Broker` builds it and offers its methods):
 it reads the topology's entities and moves messages through the message flow (the ``Flow`` Protocol
-below). Imports ``entity``, ``errors``, ``model``, ``views``, ``wakeups`` and ``topology``; nothing
+below). Imports ``entity``, ``errors``, ``model``, ``purge``, ``views``, ``wakeups`` and ``topology``; nothing
 from ``core`` or ``flow``. The admin package (Atom and ARM APIs, the web console) goes through the
 broker's API (``sbemulator.broker.api.BrokerAPI``), never through broker internals:
 
@@ -24,6 +24,7 @@ broker's API (``sbemulator.broker.api.BrokerAPI``), never through broker interna
                                                 turns an encoded AMQP message into IncomingMessage)
 ``resubmit_dead_lettered(path, seqs=None)``     dead-lettered messages back to their entity
 ``purge(path, sub_queues=True)`` / ``reset()``  remove messages / back to the config file
+``begin_purge(path, sub_queues=True)``         a purge in slices (``purge.PurgeJob``)
 =============================================  =====================================================
 
 To send from outside AMQP (a console's "send message"), build the IncomingMessage from an encoded
@@ -48,6 +49,7 @@ from typing import Protocol
 from ..model import BrokerMessage, MessageState
 from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
+from .purge import MessageStore, PurgeJob
 from .topology import Topology
 from .views import EntityView, MessageCounts, Resubmission, SessionView
 from .wakeups import Wakeups
@@ -65,7 +67,10 @@ class Flow(Protocol):
 
     def deliver_to_subscription(self, sub: Entity, msg: BrokerMessage, now: int) -> None: ...
 
-    def remove_all(self, ent: Entity) -> int: ...
+    @property
+    def store(self) -> MessageStore:
+        """Where a purge's slices delete their messages' rows."""
+        ...
 
     def insert(self, ent: Entity, msg: BrokerMessage) -> None: ...
 
@@ -177,7 +182,15 @@ class Inspection:
         messages and every subscription's); a sub-queue path purges only that sub-queue, and
         ``sub_queues=False`` only the entity's own messages (active, deferred, scheduled: not its
         dead-letter queues, nor a topic's subscriptions). Locks held on them are lost. Returns how
-        many messages were removed."""
+        many messages were removed. All in one call: :meth:`begin_purge` is the same in slices."""
+        job = self.begin_purge(path, sub_queues=sub_queues)
+        with self._op:
+            return job.run()
+
+    def begin_purge(self, path: str, *, sub_queues: bool = True) -> PurgeJob:
+        """:meth:`purge` as a :class:`~.purge.PurgeJob`: the messages are out of the entity when this
+        returns (what was there now, not what is sent later), and dropped by the job's slices
+        (``step`` / ``run_async``), so a purge of 100,000 never holds the event loop for long."""
         with self._op:
             ent = self._entity(path)
             if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER) or not sub_queues:
@@ -186,10 +199,9 @@ class Inspection:
                 containers = [
                     c for e in (ent, *ent.subscriptions.values()) for c in (e, e.dlq, e.transfer_dlq) if c is not None
                 ]
-            removed = 0
-            for c in containers:
-                removed += self._flow.remove_all(c)
-            return removed
+            job = PurgeJob(self._flow.store, containers)
+            job.detach()
+            return job
 
     def reset(self) -> dict[str, int]:
         """Back to exactly the config file: runtime entities deleted, file entities recreated or

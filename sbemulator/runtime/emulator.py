@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -449,13 +450,16 @@ class Emulator:
     # --- end several namespaces
 
     def call(self, fn: Any, *args: Any, timeout: float = 10.0) -> Any:
-        """Run ``fn(*args)`` on the emulator's loop (the broker is not thread-safe) and return its result."""
+        """Run ``fn(*args)`` on the emulator's loop (the broker is not thread-safe) and return its result
+        (awaited there when it is awaitable: work done in slices, such as a purge, finishes first)."""
         assert self._loop is not None
         server = self.server
         assert server is not None, "the emulator is not running"
 
         async def run() -> Any:
             result = fn(*args)
+            if inspect.isawaitable(result):
+                result = await result
             server.commit()
             for runtime in list(self._namespaces.values()):  # fn may have changed any namespace
                 if runtime.server is not server:

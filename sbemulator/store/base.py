@@ -110,8 +110,8 @@ class Store(Protocol):
     def delete_message(self, entity: str, sequence_number: int) -> None: ...
 
     def delete_messages(self, entity: str, sequence_numbers: Iterable[int]) -> None:
-        """A purge: ``sequence_numbers`` are every message the container holds, so a store may delete
-        all of the container's stored messages at once (a message written to it later is kept)."""
+        """A slice of a purge (broker/purge.py): forget exactly these messages of the container (their
+        pending writes too); the container's other messages, older or newer, are kept."""
         ...
 
     def set_sequence(self, entity: str, last_sequence_number: int) -> None: ...
