@@ -30,6 +30,9 @@ _gc_spent = [0.0]  # CPU seconds of collections so far
 _collections: list[tuple[float, ...]] = []  # (end, CPU ms, generation, frozen, scanned)
 _count = [0]
 _gc_started = [0.0]
+_garbage = bool(os.environ.get("SBEMU_PROBE_GARBAGE"))  # keep what collections find, to say what it was
+_garbage_found: list = []  # (generation, objects, ms to free them, their kinds) of each collection
+_young_types: list = []  # diagnosis: the kinds of objects in young collections of over 20,000
 _gc_census = [0, 0]  # at a full collection's start: objects frozen, objects in the oldest generation
 
 
@@ -49,10 +52,27 @@ def _install() -> None:
 
     def _on_gc(phase: str, info: dict) -> None:
         if phase == "start":
-            if _census and info.get("generation") == 2:  # diagnosis only: the listing costs a callback's
-                _gc_census[:] = [gc.get_freeze_count(), len(gc.get_objects(generation=2))]  # CPU too
+            if _census:  # diagnosis only: the listing costs a callback's CPU too
+                generation = info.get("generation", 2)
+                if generation == 2:
+                    _gc_census[:] = [gc.get_freeze_count(), len(gc.get_objects(generation=2))]
+                else:  # a young collection: how many objects it is about to visit (and of what, if many)
+                    young = [o for g in range(generation + 1) for o in gc.get_objects(generation=g)]
+                    _gc_census[:] = [0, len(young)]
+                    if len(young) > 20_000:
+                        import collections
+                        _young_types.append((len(young), collections.Counter(
+                            type(o).__name__ for o in young).most_common(6)))
             _gc_started[0] = time.thread_time()
         else:
+            if _garbage and gc.garbage:  # diagnosis: what each collection found, and what freeing it costs
+                import collections
+                kinds = collections.Counter(type(o).__name__ for o in gc.garbage).most_common(5)
+                found = len(gc.garbage)
+                freeing = time.thread_time()
+                del gc.garbage[:]
+                _garbage_found.append((info.get("generation", 2), found, (time.thread_time() - freeing) * 1000,
+                                       kinds))
             spent = time.thread_time() - _gc_started[0]
             _gc_spent[0] += spent
             generation = info.get("generation", 2)
@@ -60,10 +80,13 @@ def _install() -> None:
                 _collections.append((time.monotonic(), spent * 1000, generation, *_gc_census))
 
     gc.callbacks.append(_on_gc)
+    if _garbage:
+        gc.set_debug(gc.DEBUG_SAVEALL)
 
     def _dump() -> None:
         with open(_path, "w") as handle:  # type: ignore[arg-type]
-            json.dump({"callbacks": _callbacks, "collections": _collections, "count": _count[0]}, handle)
+            json.dump({"callbacks": _callbacks, "collections": _collections, "count": _count[0],
+                       "young_types": _young_types, "garbage": _garbage_found}, handle)
 
     atexit.register(_dump)
 

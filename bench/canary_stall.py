@@ -430,7 +430,13 @@ def main(argv: list[str] | None = None) -> int:
         for t, cpu, generation, frozen, scanned in collections:
             where = next((name.strip() for name, start, end in phases if start <= t < end), "between phases")
             print(f"- collection of generation {generation} in {where}: {cpu:.1f} ms"
-                  + (f", {frozen:,} frozen, {scanned:,} in the oldest generation" if generation == 2 else ""))
+                  + (f", {frozen:,} frozen, {scanned:,} in the oldest generation" if generation == 2
+                     else f", {scanned:,} objects in the young generations"))
+        for generation, found, free_ms, kinds in measured.get("garbage", []):
+            if free_ms >= 2:
+                print(f"- generation {generation} found {found:,} objects, freed in {free_ms:.1f} ms: {kinds}")
+        for size, kinds in measured.get("young_types", []):
+            print(f"- a young collection over {size:,} objects: {kinds}")
     listed_ms = float(os.environ.get("SBEMU_PROBE_LIST_MS", "50"))  # diagnosis: list shorter ones too
     long_ones = [(t, cpu, collecting, what) for t, cpu, collecting, what in callbacks if cpu >= listed_ms]
     if long_ones:
