@@ -9,6 +9,7 @@ token would hide authentication bugs until production.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +17,37 @@ from ..amqp.message import ParsedMessage
 from ..auth import AuthError, Grant, SasValidator, normalize_path
 
 log = logging.getLogger("sbemulator")
+
+
+class RefusalLog:
+    """At most ``per_window`` refusal lines every ``window_s`` seconds, then one line saying how many
+    were left out. Why: a refused put-token logs a line at the default level (issue #19: the SDK does
+    not always show the reason), so a client retrying a bad token in a loop, or a hostile one, would
+    otherwise fill the log with one line per attempt. One per connection (the gateway's): the retry
+    loop is one connection, and connections per namespace are bounded."""
+
+    def __init__(self, per_window: int = 20, window_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_window = per_window
+        self.window_s = window_s
+        self.clock = clock
+        self._window_start = float("-inf")
+        self._logged = 0
+        self._left_out = 0
+
+    def warning(self, message: str, *args: object) -> None:
+        now = self.clock()
+        if now - self._window_start >= self.window_s:
+            if self._left_out:
+                log.warning("%d more put-token refusals in the last %g s were not logged", self._left_out,
+                            self.window_s)
+            self._window_start, self._logged, self._left_out = now, 0, 0
+        if self._logged < self.per_window:
+            self._logged += 1
+            log.warning(message, *args)
+        else:
+            self._left_out += 1
+
 
 
 @dataclass(slots=True)
@@ -45,7 +77,8 @@ def _display(audience: str) -> str:
 
 
 def handle_put_token(request: ParsedMessage, validator: SasValidator, now: float,
-                     entity_exists: Callable[[str], bool] | None = None) -> CbsOutcome:
+                     entity_exists: Callable[[str], bool] | None = None,
+                     refusals: RefusalLog | None = None) -> CbsOutcome:
     """Validate the token first (a bad token is a 401 whatever it names), then the entity the
     audience names: Service Bus answers a put-token for an entity that does not exist with 404."""
     props = request.application_properties or {}
@@ -62,7 +95,8 @@ def handle_put_token(request: ParsedMessage, validator: SasValidator, now: float
         grant = validator.validate(token, audience=audience, now=now)
     except AuthError as exc:
         # One line at the default level: the SDK's exception does not always show the reason.
-        log.warning("put-token refused for key name %r, entity %r: %s", _key_name(token), audience, exc)
+        (refusals.warning if refusals is not None else log.warning)(
+            "put-token refused for key name %r, entity %r: %s", _key_name(token), audience, exc)
         return CbsOutcome(401, str(exc), None)
     entity = audience_entity(audience)
     if entity and entity_exists is not None and not entity_exists(entity):

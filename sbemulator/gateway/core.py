@@ -37,7 +37,7 @@ from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
 from ..model import IncomingMessage, ReceiveMode
-from .cbs import audience_entity, handle_put_token
+from .cbs import RefusalLog, audience_entity, handle_put_token
 from .deliveries import encode_delivery, incoming_messages
 from .faults import CONNECT, DROP, LATENCY, MANAGEMENT, PUT_TOKEN, RECEIVE, SETTLE, Faults, Refusal
 from .faults import SEND as SEND_OPERATION
@@ -151,6 +151,7 @@ class Gateway:
         # The namespace already has limits.max_connections connections: this one is refused at its open.
         self.over_capacity = over_capacity
         self.validator = validator
+        self.refusals = RefusalLog()  # this connection's refused put-tokens, logged at a bounded rate
         self.request_flush = request_flush
         self.call_later = call_later
         self.wall_clock = wall_clock
@@ -800,7 +801,7 @@ class CbsRequestLink(_RequestLink):
                     self.answer_error(request, refusal.status_code, refusal.description, refusal.condition)
                 return
         outcome = handle_put_token(request, self.gateway.validator, self.gateway.wall_clock(),
-                                   self.gateway.entity_exists)
+                                   self.gateway.entity_exists, self.gateway.refusals)
         if outcome.grant is not None:
             self.gateway.add_grant(outcome.grant)
         payload = self.response(

@@ -143,3 +143,30 @@ def test_a_port_in_use_names_the_argument_that_moves_it_in_python_too(keyword: s
                 pass
     assert refused.value.errno == errno.EADDRINUSE
     assert f"cannot listen on 127.0.0.1:{port}" in str(refused.value) and hint in str(refused.value)
+
+
+def test_refused_put_tokens_in_a_loop_are_logged_at_a_bounded_rate_then_counted(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A client retrying a bad token (or a hostile one) must not fill the log with a line per attempt:
+    # per connection, RefusalLog.per_window lines a window, then one line with how many were left out.
+    from sbemulator.amqp.message import ParsedMessage
+    from sbemulator.amqp.performatives import Properties
+    from sbemulator.auth import SasValidator
+    from sbemulator.gateway.cbs import RefusalLog, handle_put_token
+
+    audience = "sb://h/orders"
+    token = sign(audience, DEFAULT_KEY_NAME, "not-the-key", int(time.time()) + 600)
+    request = ParsedMessage(properties=Properties(message_id="1"), body_sections=[(0x77, token)],
+                            application_properties={"operation": "put-token", "type": "jwt", "name": audience})
+    now = [100.0]
+    refusals = RefusalLog(per_window=5, window_s=60.0, clock=lambda: now[0])
+    validator = SasValidator({DEFAULT_KEY_NAME: DEFAULT_KEY})
+    caplog.set_level(logging.WARNING, logger="sbemulator")
+    for _ in range(50):
+        assert handle_put_token(request, validator, time.time(), None, refusals).status_code == 401
+    assert len(refused_records(caplog)) == 5
+    now[0] += 61  # the next window: the count of what was left out, then lines again
+    handle_put_token(request, validator, time.time(), None, refusals)
+    messages = [r.getMessage() for r in caplog.records if r.name == "sbemulator"]
+    assert "45 more put-token refusals in the last 60 s were not logged" in messages
+    assert len(refused_records(caplog)) == 6
