@@ -33,7 +33,20 @@ _gc_started = [0.0]
 _garbage = bool(os.environ.get("SBEMU_PROBE_GARBAGE"))  # keep what collections find, to say what it was
 _garbage_found: list = []  # (generation, objects, ms to free them, their kinds) of each collection
 _young_types: list = []  # diagnosis: the kinds of objects in young collections of over 20,000
+_biggest = [""]  # diagnosis: the largest container a young collection visits
 _gc_census = [0, 0]  # at a full collection's start: objects frozen, objects in the oldest generation
+
+
+def _sample(container: object) -> str:
+    """What a container holds, for the diagnosis: its first element's (or key's and value's) types."""
+    try:
+        if isinstance(container, dict):
+            key, value = next(iter(container.items()))
+            return f"{type(key).__name__} -> {type(value).__name__}"
+        first = next(iter(container))  # type: ignore[call-overload]
+        return type(first).__name__
+    except StopIteration:
+        return "empty"
 
 
 def _install() -> None:
@@ -59,6 +72,10 @@ def _install() -> None:
                 else:  # a young collection: how many objects it is about to visit (and of what, if many)
                     young = [o for g in range(generation + 1) for o in gc.get_objects(generation=g)]
                     _gc_census[:] = [0, len(young)]
+                    sized = [o for o in young if isinstance(o, (list, dict, set, tuple, bytearray))]
+                    biggest = max(sized, key=len, default=None)
+                    _biggest[0] = (f"{type(biggest).__name__} of {len(biggest):,}: {_sample(biggest)}"
+                                   if biggest is not None else "")
                     if len(young) > 20_000:
                         import collections
                         _young_types.append((len(young), collections.Counter(
@@ -76,8 +93,11 @@ def _install() -> None:
             spent = time.thread_time() - _gc_started[0]
             _gc_spent[0] += spent
             generation = info.get("generation", 2)
+            if _census and spent >= SLOW_YOUNG_S and generation < 2:
+                _young_types.append((_gc_census[1], _biggest[0]))
             if generation == 2 or spent >= SLOW_YOUNG_S:
-                _collections.append((time.monotonic(), spent * 1000, generation, *_gc_census))
+                _collections.append((time.monotonic(), spent * 1000, generation, *_gc_census,
+                                     info.get("collected", 0)))
 
     gc.callbacks.append(_on_gc)
     if _garbage:

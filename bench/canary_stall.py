@@ -427,9 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, count, median, p99, worst, cpu, gc_text in rows:
         print(f"| {name} | {count:,} | {median} ms | {p99} ms | {worst} ms | {cpu} ms | {gc_text} |")
     if os.environ.get("SBEMU_PROBE_COLLECTIONS"):  # every full collection: when, CPU, frozen, scanned
-        for t, cpu, generation, frozen, scanned in collections:
+        for t, cpu, generation, frozen, scanned, collected in collections:
             where = next((name.strip() for name, start, end in phases if start <= t < end), "between phases")
-            print(f"- collection of generation {generation} in {where}: {cpu:.1f} ms"
+            print(f"- collection of generation {generation} in {where}: {cpu:.1f} ms, {collected:,} found"
                   + (f", {frozen:,} frozen, {scanned:,} in the oldest generation" if generation == 2
                      else f", {scanned:,} objects in the young generations"))
         for generation, found, free_ms, kinds in measured.get("garbage", []):

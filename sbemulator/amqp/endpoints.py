@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tracked import TrackedDict
 from .performatives import RCV_FIRST, ROLE_RECEIVER, SND_MIXED, Attach, Begin, Transfer
 from .states import ACTIVE, CLOSED, NO_LINK, NO_SESSION, State
 
@@ -67,7 +68,7 @@ class Link:
         self.failure: tuple[str, str] | None = None  # a violation waiting for answer_violations()
         self.context: Any = None
         self.incoming: IncomingDelivery | None = None
-        self.unsettled: dict[int, Any] = {}
+        self.unsettled: dict[int, Any] = TrackedDict()  # tracked.py: never young again once frozen
         self.remote_attach = attach
 
     @property
@@ -127,7 +128,7 @@ class Session:
         self.handle_max: int = min(begin.handle_max if begin.handle_max is not None else UINT_MAX, 4095)
         self.links_by_remote: dict[int, Link] = {}
         self.links_by_handle: dict[int, Link] = {}
-        self.outgoing_unsettled: dict[int, Link] = {}
+        self.outgoing_unsettled: dict[int, Link] = TrackedDict()  # as Link.unsettled
         self.ended = False  # the application was told it ended (SessionEnded); nothing more is sent on it
         self.failure: tuple[str, str] | None = None  # a violation waiting for answer_violations()
         self.context: Any = None

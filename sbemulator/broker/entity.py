@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import BrokerMessage
+from ..tracked import TrackedDict
 from .paging import ColdIndex
 from .views import DEAD_LETTER_QUEUE, TRANSFER_DEAD_LETTER_QUEUE
 
@@ -81,13 +82,13 @@ class Entity:
     config: Any = None  # the QueueConfig / TopicConfig / SubscriptionConfig it was built from
     live: bool = True  # False once the topology has dropped it (its timers no longer matter)
     # message state
-    messages: dict[int, BrokerMessage] = field(default_factory=dict)
+    messages: dict[int, BrokerMessage] = field(default_factory=TrackedDict)
     available: list[int] = field(default_factory=list)
     # Available messages only the store holds (durable queues and subscriptions beyond the read-ahead
     # window, broker/paging.py); None while there are none.
     cold: ColdIndex | None = None
     sessions: dict[str, Session] = field(default_factory=dict)
-    locks: dict[bytes, BrokerMessage] = field(default_factory=dict)  # by lock key (model.LockKey)
+    locks: dict[bytes, BrokerMessage] = field(default_factory=TrackedDict)  # by lock key (model.LockKey)
     receivers: dict[int, Receiver] = field(default_factory=dict)
     # Who a new message wakes (by id, like ``receivers``; wakeups.py): the plain receivers that can take
     # one now (their link has credit), least recently served first, and the next-available session

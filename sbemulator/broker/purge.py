@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from ..model import BrokerMessage
+from ..tracked import TrackedDict
 from .entity import Entity
 
 # Messages dropped per slice: about 4 ms of CPU for 2,048 messages with 1,024 locked in memory, plus ~5 ms to delete
@@ -68,7 +69,7 @@ class PurgeJob:
         """Take every message out of the containers (see the module docstring); returns how many."""
         for ent in self._containers:
             messages, locked = ent.messages, ent.locks
-            ent.messages, ent.locks = {}, {}
+            ent.messages, ent.locks = TrackedDict(), TrackedDict()
             for r in ent.receivers.values():  # a receiver's locks are all of its one container
                 r.locks = set()
             ent.available.clear()
