@@ -74,6 +74,7 @@ from sbemulator.amqp.performatives import (
 )
 from sbemulator.amqp.types import Symbol, UByte, UInt
 from sbemulator.auth import sign
+from sbemulator.runtime.collector import IDLE_S
 from sbemulator.runtime.launcher import EmulatorProcess
 
 from ._util import (
@@ -499,7 +500,7 @@ def _rss_loop(proc: EmulatorProcess, rounds: int, idle_moments: bool = True) -> 
         client.close()
         if n % max(1, rounds // 10) == 0 or n == rounds - 1:
             if idle_moments:
-                time.sleep(1.5)  # an idle moment: the collector's full collection runs
+                time.sleep(IDLE_S + 0.5)  # an idle moment: the collector's full collection runs
             out.append(process_rss_mb(proc.pid))
     return out
 

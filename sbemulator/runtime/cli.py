@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     parser.add_argument("--gc", choices=("idle", "python"), default="idle",
                         help="idle (default): what start-up loaded is frozen and the cyclic collector's full "
-                             "collections run when no AMQP input came for a second, so they do not stall "
+                             "collections run when no AMQP input came for ten seconds, so they do not stall "
                              "clients (docs/emulator.md, \"Limits and faults\"); python: Python's own policy")
     parser.add_argument("--loop", choices=LOOPS, default="asyncio",
                         help="event loop: the standard asyncio one (default) or uvloop, when it is installed")
