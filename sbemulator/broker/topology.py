@@ -86,6 +86,12 @@ log = logging.getLogger(__name__)
 # time; a config file is not held to them.
 MAX_QUEUES_AND_TOPICS = 10_000
 MAX_SUBSCRIPTIONS_PER_TOPIC = 2_000
+# The same page: "Number of SQL filters per topic: 2,000" and "Number of correlation filters per topic:
+# 100,000", each "Subsequent requests for creation of additional filters on the topic are rejected".
+# Counted over the topic's subscriptions; a true or false filter is a SQL filter (TrueFilter is
+# SqlFilter "1=1"), so a subscription's $Default rule counts.
+MAX_SQL_FILTERS_PER_TOPIC = 2_000
+MAX_CORRELATION_FILTERS_PER_TOPIC = 100_000
 
 DEFAULT_RULE = "$Default"
 DELETED = "deleted"  # store kind of a config-file entity deleted at run time
@@ -276,6 +282,7 @@ class Topology:
                     f"a topic can have ({MAX_SUBSCRIPTIONS_PER_TOPIC}, Service Bus quotas: subscriptions per "
                     f"topic); '{s.name}' was not created."
                 )
+            _check_filter_quota(topic, _rules_of(s), f"'{s.name}' was not created")
             ent = self._add_subscription(topic, s)
             self.record(lambda: self._undo_create(ent))
             self._persist(ent)
@@ -541,6 +548,8 @@ class Topology:
             sub = self._subscription(path)
             if any(rc.name.lower() == rule.name.lower() for rc, _ in sub.rules):
                 raise EntityAlreadyExistsError(f"The rule '{rule.name}' already exists.")
+            if sub.parent is not None:
+                _check_filter_quota(sub.parent, (rule,), f"the rule '{rule.name}' was not added")
             compiled = self._compile(sub, rule)
             self._record_rules(sub)
             sub.rules.append((rule, compiled))
@@ -551,6 +560,9 @@ class Topology:
         RuleError when it does not compile (nothing changes then)."""
         with self._op:
             sub = self._subscription(path)
+            if sub.parent is not None:  # a replaced rule of the same kind frees its own place
+                replaced = [rc for rc, _ in sub.rules if rc.name.lower() == rule.name.lower()]
+                _check_filter_quota(sub.parent, (rule,), f"the rule '{rule.name}' was not added", replaced)
             compiled = self._compile(sub, rule)
             self._record_rules(sub)
             for i, (rc, _) in enumerate(sub.rules):
@@ -670,6 +682,31 @@ def _compiled(path: str, rc: RuleConfig) -> Any:
 
 def _other(target: str | None, own_path: str) -> str | None:
     return None if target is None or target.lower() == own_path.lower() else target
+
+
+def _is_correlation(rule: RuleConfig) -> bool:
+    return rule.filter_type.lower() == "correlation"
+
+
+def _check_filter_quota(topic: Entity, adding: tuple[RuleConfig, ...], what: str,
+                        replaced: list[RuleConfig] | None = None) -> None:
+    """QuotaExceeded when ``adding`` would take the topic past its SQL or correlation filters."""
+    rules = [rc for sub in topic.subscriptions.values() for rc, _ in sub.rules]
+    for rc in replaced or ():
+        rules.remove(rc)
+    correlation = sum(1 for rc in rules if _is_correlation(rc))
+    sql = len(rules) - correlation
+    new_correlation = sum(1 for rc in adding if _is_correlation(rc))
+    new_sql = len(adding) - new_correlation
+    if new_sql and sql + new_sql > MAX_SQL_FILTERS_PER_TOPIC:
+        raise QuotaExceededError(
+            f"The topic '{topic.path}' already has {sql} SQL filters, the most a topic can have "
+            f"({MAX_SQL_FILTERS_PER_TOPIC:,}, Service Bus quotas: SQL filters per topic); {what}.")
+    if new_correlation and correlation + new_correlation > MAX_CORRELATION_FILTERS_PER_TOPIC:
+        raise QuotaExceededError(
+            f"The topic '{topic.path}' already has {correlation} correlation filters, the most a topic can "
+            f"have ({MAX_CORRELATION_FILTERS_PER_TOPIC:,}, Service Bus quotas: correlation filters per topic); "
+            f"{what}.")
 
 
 def _rules_of(s: SubscriptionConfig) -> tuple[RuleConfig, ...]:

@@ -52,3 +52,41 @@ def test_a_subscription_over_its_topics_quota_is_refused_with_403(admin: Service
         admin.create_subscription("events", "fourth")
     assert refused.value.status_code == 403 and "subscriptions per topic" in str(refused.value)
     assert [s.name for s in admin.list_subscriptions("events")] == ["all", "high", "third"]
+
+
+def test_the_documented_filter_bounds() -> None:
+    # quotas page: "Number of SQL filters per topic: 2,000", "Number of correlation filters per topic: 100,000"
+    assert (topology.MAX_SQL_FILTERS_PER_TOPIC, topology.MAX_CORRELATION_FILTERS_PER_TOPIC) == (2_000, 100_000)
+
+
+def test_a_sql_filter_over_its_topics_quota_is_refused_with_403_and_counts_the_default_rules(
+        admin: ServiceBusAdministrationClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from azure.servicebus.management import CorrelationRuleFilter, SqlRuleFilter
+
+    # "events" holds two SQL filters: the $Default (true filter) of "all" and "high"'s rule
+    monkeypatch.setattr(topology, "MAX_SQL_FILTERS_PER_TOPIC", 3)
+    admin.create_rule("events", "all", "third", filter=SqlRuleFilter("Priority = 'Low'"))
+    with pytest.raises(HttpResponseError) as refused:
+        admin.create_rule("events", "high", "fourth", filter=SqlRuleFilter("Priority = 'Mid'"))
+    assert refused.value.status_code == 403 and "SQL filters per topic" in str(refused.value)
+    assert "fourth" not in {r.name for r in admin.list_rules("events", "high")}
+    with pytest.raises(HttpResponseError) as refused:  # a new subscription brings its $Default rule
+        admin.create_subscription("events", "third")
+    assert refused.value.status_code == 403 and "SQL filters per topic" in str(refused.value)
+    admin.create_rule("events", "high", "by-correlation", filter=CorrelationRuleFilter(correlation_id="c1"))
+    admin.delete_rule("events", "all", "third")  # deleting makes room again
+    admin.create_rule("events", "high", "fourth", filter=SqlRuleFilter("Priority = 'Mid'"))
+
+
+def test_a_correlation_filter_over_its_topics_quota_is_refused_with_403(
+        admin: ServiceBusAdministrationClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from azure.servicebus.management import CorrelationRuleFilter
+
+    monkeypatch.setattr(topology, "MAX_CORRELATION_FILTERS_PER_TOPIC", 1)
+    admin.create_rule("events", "all", "c1", filter=CorrelationRuleFilter(correlation_id="c1"))
+    with pytest.raises(HttpResponseError) as refused:
+        admin.create_rule("events", "high", "c2", filter=CorrelationRuleFilter(correlation_id="c2"))
+    assert refused.value.status_code == 403 and "correlation filters per topic" in str(refused.value)
+    rule = admin.get_rule("events", "all", "c1")  # replacing a rule in place frees its own place
+    rule.filter = CorrelationRuleFilter(correlation_id="c1-again")
+    admin.update_rule("events", "all", rule)
