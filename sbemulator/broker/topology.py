@@ -90,6 +90,9 @@ MAX_SUBSCRIPTIONS_PER_TOPIC = 2_000
 # 100,000", each "Subsequent requests for creation of additional filters on the topic are rejected".
 # Counted over the topic's subscriptions; a true or false filter is a SQL filter (TrueFilter is
 # SqlFilter "1=1"), so a subscription's $Default rule counts.
+# And "Number of shared access authorization rules per namespace, queue, or topic: 12 ... Subsequent
+# requests for creation of additional rules are rejected".
+MAX_AUTHORIZATION_RULES = 12
 MAX_SQL_FILTERS_PER_TOPIC = 2_000
 MAX_CORRELATION_FILTERS_PER_TOPIC = 100_000
 
@@ -248,6 +251,7 @@ class Topology:
         with self._op:
             self._check_new_name(q.name)
             _check_bounds(QUEUE, q)
+            _check_authorization_rules(q.name, q)
             ent = self._add_queue(q)
             self.record(lambda: self._undo_create(ent))
             self._persist(ent)
@@ -256,6 +260,7 @@ class Topology:
     def create_topic(self, t: TopicConfig) -> EntityRef:
         with self._op:
             self._check_new_name(t.name)
+            _check_authorization_rules(t.name, t)
             ent = self._add_topic(dataclasses.replace(t, subscriptions=()))
             self.record(lambda: self._undo_create(ent))
             self._persist(ent)
@@ -300,6 +305,7 @@ class Topology:
             if not isinstance(config, expected):
                 raise InvalidOperationError(f"'{ent.path}' is a {ent.kind}; expected a {expected.__name__}.")
             _check_bounds(ent.kind, config)
+            _check_authorization_rules(ent.path, config)
             for prop in for_kind(ent.kind):
                 # RequiresSession, RequiresDuplicateDetection ("Enable duplicate message detection": only
                 # when the queue or topic is created)
@@ -682,6 +688,15 @@ def _compiled(path: str, rc: RuleConfig) -> Any:
 
 def _other(target: str | None, own_path: str) -> str | None:
     return None if target is None or target.lower() == own_path.lower() else target
+
+
+def _check_authorization_rules(name: str, config: Any) -> None:
+    rules = getattr(config, "authorization_rules", ())
+    if len(rules) > MAX_AUTHORIZATION_RULES:
+        raise QuotaExceededError(
+            f"'{name}' would have {len(rules)} shared access authorization rules, more than an entity can have "
+            f"({MAX_AUTHORIZATION_RULES}, Service Bus quotas: shared access authorization rules per namespace, "
+            "queue, or topic); nothing was changed.")
 
 
 def _is_correlation(rule: RuleConfig) -> bool:

@@ -134,6 +134,26 @@ def test_authorization_rules_are_stored_replaced_and_returned(emulator: Emulator
     assert [r.key_name for r in _rules(admin.get_topic("guarded-topic"))] == ["t"]
 
 
+def test_more_than_twelve_authorization_rules_are_refused_with_403(admin: ServiceBusAdministrationClient) -> None:
+    # Service Bus quotas: "Number of shared access authorization rules per namespace, queue, or topic: 12
+    # ... Subsequent requests for creation of additional rules are rejected"
+    twelve = [_rule(f"r{n}", AccessRights.LISTEN) for n in range(12)]
+    admin.create_queue("twelve-rules", authorization_rules=twelve)
+    with pytest.raises(HttpResponseError) as refused:
+        admin.create_queue("thirteen-rules", authorization_rules=[*twelve, _rule("r12", AccessRights.SEND)])
+    assert refused.value.status_code == 403 and "shared access authorization rules" in str(refused.value)
+    assert "thirteen-rules" not in {q.name for q in admin.list_queues()}
+    q = admin.get_queue("twelve-rules")
+    q.authorization_rules = [*_rules(q), _rule("r12", AccessRights.SEND)]
+    with pytest.raises(HttpResponseError) as refused:
+        admin.update_queue(q)
+    assert refused.value.status_code == 403
+    assert len(_rules(admin.get_queue("twelve-rules"))) == 12  # nothing changed
+    with pytest.raises(HttpResponseError) as refused:
+        admin.create_topic("thirteen-topic", authorization_rules=[*twelve, _rule("r12", AccessRights.SEND)])
+    assert refused.value.status_code == 403
+
+
 def test_authorization_rules_survive_a_restart(tmp_path) -> None:
     with Emulator(in_memory=False, data_dir=tmp_path) as emu, _admin(emu) as admin:
         admin.create_queue("kept", authorization_rules=[_rule("k", AccessRights.LISTEN, key="c2VjcmV0")])
