@@ -68,6 +68,7 @@ from .framing import (
     pack_frame_header,
     patch_frame_header,
 )
+from .message import BATCH_MESSAGE_FORMAT
 from .performatives import (
     PERFORMATIVES,
     ROLE_RECEIVER,
@@ -150,6 +151,9 @@ class Connection:
     # which stay unsettled when not settled, each one an event per delivery) is closed with
     # amqp:resource-limit-exceeded instead of growing the emulator's memory without bound.
     DISPOSED_PER_READ = 250_000
+    # A batch transfer (message-format 0x80013700) larger than this is decoded in slices by the
+    # application: 256 KB of 100-byte messages is ~1,500 of them, 70-100 ms of decoding in one go.
+    BATCH_IN_SLICES = 32 * 1024
 
     def __init__(
         self,
@@ -184,9 +188,10 @@ class Connection:
         self._out = bytearray()
         self._events: list[Event] = []
         self._disposed = 0  # delivery ids the dispositions of the current read named (DISPOSED_PER_READ)
-        # Set when a DeliveryRangeStateChanged was emitted (the application clears it): the gateway
-        # then handles that input in slices.
-        self.ranges = False
+        # Set when the events of a read stand for much work (a DeliveryRangeStateChanged, or a batch
+        # transfer of more than BATCH_IN_SLICES bytes); the application clears it: the gateway then
+        # handles that input in slices.
+        self.in_slices = False
         self.defer_violations = False
         self._open_ranges: list[DeliveryRangeStateChanged] = []  # emitted, not yet expanded to the end
         # Frames that came after a range disposition not expanded yet, handled once it is (``held_input``;
@@ -1002,6 +1007,8 @@ class Connection:
             return
         link.incoming = None
         body = delivery.chunks[0] if len(delivery.chunks) == 1 else b"".join(delivery.chunks)
+        if delivery.message_format == BATCH_MESSAGE_FORMAT and len(body) > self.BATCH_IN_SLICES:
+            self.in_slices = True  # an SDK batch of many small messages: decoded in slices (the gateway)
         self._events.append(
             MessageReceived(
                 link, delivery.delivery_id, bytes(delivery.delivery_tag or b""), delivery.message_format,
@@ -1082,7 +1089,7 @@ class Connection:
         if self._open_ranges:
             self._resolve_ranges()  # an earlier range first: dispositions apply in the order they came
         if last - first >= self.RANGE_EVENTS:
-            self.ranges = True
+            self.in_slices = True
             event = DeliveryRangeStateChanged(session, first, last, settled, state)
             self._open_ranges.append(event)
             self._events.append(event)

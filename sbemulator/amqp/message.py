@@ -7,6 +7,7 @@ the properties section and of everything from the body on, and decodes only what
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,11 +141,34 @@ def parse_message(payload: bytes) -> ParsedMessage:
 
 def split_batch(payload: bytes) -> list[bytes]:
     """A batch transfer (format 0x80013700): each data section holds one encoded message."""
-    parsed = parse_message(payload)
-    parts = [value for code, value in parsed.body_sections if code == SECTION_DATA]
-    if not parts:
+    return list(batch_parts(payload))
+
+
+def batch_parts(payload: bytes) -> Iterator[bytes]:
+    """The messages of a batch transfer one at a time, so that a large batch can be split in slices
+    (``gateway.deliveries.BatchDecoder``): splitting 1,500 sections at once took ~10 ms. The batch's
+    own sections (its header, annotations, properties) are checked as ``parse_message`` checks any
+    section and otherwise skipped: only the data sections carry the messages. Raises
+    MessageDecodeError, at the section it cannot read or at the end when no data section came."""
+    off = 0
+    end = len(payload)
+    found = False
+    try:
+        while off < end:
+            value, off = codec.decode(payload, off)
+            if not isinstance(value, Described):
+                raise MessageDecodeError("message section is not a described type")
+            code = _section_code(value.descriptor)
+            if code is None or not SECTION_HEADER <= code <= SECTION_FOOTER:
+                raise MessageDecodeError(f"unknown message section {value.descriptor!r}")
+            _check_section_type(code, value.value)
+            if code == SECTION_DATA:
+                found = True
+                yield bytes(value.value)
+    except codec.DecodeError as exc:
+        raise MessageDecodeError(str(exc)) from None
+    if not found:
         raise MessageDecodeError("batch message without data sections")
-    return [bytes(p) for p in parts]
 
 
 def encode_message(

@@ -38,7 +38,7 @@ from ..broker.errors import BrokerError
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
 from ..model import IncomingMessage, ReceiveMode
 from .cbs import RefusalLog, audience_entity, handle_put_token
-from .deliveries import encode_delivery, incoming_messages
+from .deliveries import BATCH_MESSAGE_FORMAT, BatchDecoder, encode_delivery, incoming_messages
 from .faults import CONNECT, DROP, LATENCY, MANAGEMENT, PUT_TOKEN, RECEIVE, SETTLE, Faults, Refusal
 from .faults import SEND as SEND_OPERATION
 from .limits import (
@@ -74,7 +74,15 @@ PUMP_TAKE = 128  # messages taken from the broker at a time
 # slices of DISPATCH_SLICE_S real time, checked every DISPATCH_SLICE events (Gateway._dispatch_backlog).
 DISPATCH_SLICE = 256
 DISPATCH_SLICE_S = 0.01
+BATCH_DECODE_SLICE = 64  # a batch's messages decoded between two checks of the slice's time (~3 ms)
 DEFAULT_SESSION_WAIT_MS = 60_000
+
+
+def _decoded_in_slices(event: ev.MessageReceived) -> bool:
+    """Whether a transfer is a batch large enough to be decoded in slices (Connection.BATCH_IN_SLICES)
+    sent on an entity sender link (the only links that take batches)."""
+    return (event.message_format == BATCH_MESSAGE_FORMAT and len(event.payload) > Connection.BATCH_IN_SLICES
+            and type(event.link.context) is EntitySenderLink)
 
 
 def _nothing_to_commit() -> BrokerError | None:
@@ -141,6 +149,7 @@ class Gateway:
         # to be handled in slices (_dispatch_backlog).
         self.pause_input = pause_input
         self._backlog: deque[Any] = deque()
+        self._decoding: BatchDecoder | None = None  # the batch at the backlog's front, decoded in slices
         self._input_paused = False
         # Injected faults (faults.py): the emulator's rules; hold_output delays what this connection
         # writes (a latency fault), abort closes its socket without a close frame (a dropped connection).
@@ -222,7 +231,7 @@ class Gateway:
         connection = self.connection
         if self._backlog:  # input read while earlier events still wait their turn: after them, in order
             self._backlog.extend(connection.receive_data(data))
-            connection.ranges = False
+            connection.in_slices = False
             return
         self._dispatch(connection.receive_data(data))
         # Deliveries before a flow-control violation are answered first, then the link or session ends
@@ -306,8 +315,9 @@ class Gateway:
 
     def _dispatch(self, events: list) -> None:
         connection = self.connection
-        if connection.ranges or len(events) > DISPATCH_SLICE:  # a disposition over 100,000 deliveries
-            connection.ranges = False
+        # A disposition over 100,000 deliveries, or a batch of 1,500 messages to decode
+        if connection.in_slices or len(events) > DISPATCH_SLICE:
+            connection.in_slices = False
             self._backlog.extend(events)
             self._dispatch_backlog()
             return
@@ -332,15 +342,32 @@ class Gateway:
         while backlog or (connection.held_input and not self.closed):
             if not backlog:  # the frames that came after the range, now that it is expanded to its end
                 backlog.extend(connection.receive_data(b""))
-                connection.ranges = False
+                connection.in_slices = False
                 continue
             first = backlog[0]
-            if type(first) is ev.DeliveryRangeStateChanged:  # the next slice of the range, then the rest
+            kind = type(first)
+            if kind is ev.DeliveryRangeStateChanged:  # the next slice of the range, then the rest
                 chunk = self.connection.expand_range(first, DISPATCH_SLICE)
                 if first.done:
                     backlog.popleft()
+            elif kind is ev.MessageReceived and _decoded_in_slices(first):
+                # A batch's next slice of messages decoded; once all are, the batch goes to the broker in
+                # one call (a slice of its own when this one is used up: the loop checks the time).
+                chunk = []
+                try:
+                    self._decode_batch_slice(first)
+                except Exception:  # a bug of ours must not take the whole server down
+                    log.exception("error decoding a batch")
+                    self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
             else:
-                chunk = [backlog.popleft() for _ in range(min(DISPATCH_SLICE, len(backlog)))]
+                chunk = []
+                while backlog and len(chunk) < DISPATCH_SLICE:
+                    event = backlog[0]
+                    kind = type(event)
+                    if kind is ev.DeliveryRangeStateChanged or (kind is ev.MessageReceived
+                                                                 and _decoded_in_slices(event)):
+                        break  # next, in a slice of its own
+                    chunk.append(backlog.popleft())
             for event in chunk:
                 try:
                     self._handle(event)
@@ -366,6 +393,21 @@ class Gateway:
             if self.pause_input is not None:
                 self.pause_input(False)
         self._answer_violations()
+
+    def _decode_batch_slice(self, event: ev.MessageReceived) -> None:
+        """Decode the next slice of the batch at the backlog's front, or, when it is decoded, hand it to
+        its sender link whole (and take it off the backlog)."""
+        decoder = self._decoding
+        if decoder is None or decoder.payload is not event.payload:
+            decoder = self._decoding = BatchDecoder(event.payload)
+        if not decoder.done:
+            decoder.step(BATCH_DECODE_SLICE)
+            return  # the time is checked, then the next step (or, once done, the send) follows
+        self._backlog.popleft()
+        self._decoding = None
+        handler = event.link.context
+        if type(handler) is EntitySenderLink:  # still attached: the detach would come after it
+            handler.on_message(event, None if decoder.failed else decoder.messages)
 
     def _continue_backlog(self) -> None:
         if self._backlog and not self.closed:
@@ -444,6 +486,7 @@ class Gateway:
 
     def _close_all(self) -> None:
         self._backlog.clear()
+        self._decoding = None
         if self.closed:
             return
         self.closed = True
@@ -890,14 +933,16 @@ class EntitySenderLink(LinkHandler):
         self.ref = ref
         self.via = via  # the transfer entity of a send-via link
 
-    def on_message(self, event: Any) -> None:
+    def on_message(self, event: Any, messages: list[IncomingMessage] | None = None) -> None:
+        """``messages``: the batch's, when the gateway decoded them in slices (else decoded here)."""
         conn = self.gateway.connection
         state: Any
         if self.gateway.faults.active and self._faulted(event):
             return
         txn = event.state if type(event.state) is TransactionalState else None
         try:
-            messages = incoming_messages(event.payload, event.message_format)
+            if messages is None:
+                messages = incoming_messages(event.payload, event.message_format)
             if txn is None:
                 self.gateway.broker.send(self.path, messages)
                 # Settled once the store has written it (Gateway.settle_sends): accepted, or refused and

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import struct
 import uuid
+from itertools import islice
 from typing import Any
 
 from ..amqp import codec, hotframes
@@ -19,6 +20,7 @@ from ..amqp.message import (
     SECTION_APPLICATION_PROPERTIES,
     MessageDecodeError,
     ParsedMessage,
+    batch_parts,
     parse_message,
     split_batch,
 )
@@ -45,6 +47,7 @@ BROKER_ANNOTATIONS = frozenset({
 __all__ = [
     "BATCH_MESSAGE_FORMAT",
     "EMPTY_DELIVERY_ANNOTATIONS",
+    "BatchDecoder",
     "MessageDecodeError",
     "encode_delivery",
     "incoming_messages",
@@ -163,6 +166,37 @@ def incoming_messages(payload: bytes, message_format: int) -> list[IncomingMessa
         parts = split_batch(payload)
         return [to_incoming(parse_message(part), len(part)) for part in parts]
     return [to_incoming(parse_message(payload), len(payload))]
+
+
+class BatchDecoder:
+    """An SDK batch's messages decoded a slice at a time (the gateway's ``_dispatch_backlog``).
+
+    Why: decoding one 256 KB batch of 100-byte messages (~1,500) took 70-100 ms in one event-loop
+    callback, during which no other connection was served. The batch stays atomic: nothing is sent to
+    the broker until every message is decoded, and then all of them go in one call. A decode error in
+    any slice leaves ``failed`` set; the link handler then decodes the batch whole and refuses it with
+    that error, as it refuses a batch decoded in one go."""
+
+    __slots__ = ("_parts", "done", "failed", "messages", "payload")
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+        self._parts = batch_parts(payload)
+        self.messages: list[IncomingMessage] = []
+        self.done = False
+        self.failed = False
+
+    def step(self, count: int) -> bool:
+        """Split off and decode up to ``count`` more messages; True once all are (or one failed)."""
+        messages = self.messages
+        before = len(messages)
+        try:
+            messages.extend(to_incoming(parse_message(part), len(part)) for part in islice(self._parts, count))
+        except MessageDecodeError:
+            self.failed = True
+        if self.failed or len(messages) - before < count:  # the parts ran out: every message is decoded
+            self.done = True
+        return self.done
 
 
 def _properties_section(message: BrokerMessage) -> bytes:
