@@ -147,7 +147,7 @@ class BrokerMessage:
     header_fields: HeaderFields | None = None
     # --- broker bookkeeping, not part of the message -----------------------------------------
     queued: bool = False  # present in an available-heap
-    lock_owner: Any = None  # the Receiver holding the lock (None: locked via $management)
+    lock_owner: Any = None  # the Receiver holding the lock (None: via $management; or a closed one's)
 
     @classmethod
     def from_incoming(cls, msg: IncomingMessage) -> BrokerMessage:

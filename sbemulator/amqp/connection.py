@@ -799,8 +799,14 @@ class Connection:
         session.links_by_handle.pop(link.handle, None)
         if link.state.remote is CLOSED:
             session.links_by_remote.pop(link.remote_handle, None)
-        for delivery_id in list(link.unsettled):
-            session.outgoing_unsettled.pop(delivery_id, None)
+        unsettled, outgoing = link.unsettled, session.outgoing_unsettled
+        if len(unsettled) == len(outgoing):
+            # Every delivery unsettled on the session is this link's (the SDKs open a session per link):
+            # one clear instead of a pop each (50,000 prefetched took ~10 ms).
+            outgoing.clear()
+        else:
+            for delivery_id in unsettled:
+                outgoing.pop(delivery_id, None)
 
     # ------------------------------------------------------------------ flow control
     def _on_flow(self, channel: int, flow: Flow) -> None:

@@ -18,12 +18,19 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+from azure.servicebus import (
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusMessageBatch,
+    ServiceBusReceiveMode,
+    ServiceBusSender,
+)
 
 from sbemulator import Emulator
+from sbemulator.amqp.message import ParsedMessage
 from sbemulator.gateway import core as gateway_core
 from sbemulator.gateway import deliveries
-from tests.fixtures.emulator import STANDARD_TOPOLOGY
+from tests.fixtures.emulator import STANDARD_TOPOLOGY, queue, topology
 
 QUEUE = "orders"
 PER_BATCH = 1200  # ~170 KB of SDK messages: well over BATCH_IN_SLICES
@@ -38,7 +45,7 @@ def sliced(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
         yield emu
 
 
-def _batch(sender, start: int, count: int):  # type: ignore[no-untyped-def]
+def _batch(sender: ServiceBusSender, start: int, count: int) -> ServiceBusMessageBatch:
     batch = sender.create_message_batch()
     for n in range(start, start + count):
         batch.add_message(ServiceBusMessage(b"x" * 100, message_id=str(n), application_properties={"n": n}))
@@ -125,7 +132,7 @@ def test_a_batch_with_an_undecodable_message_is_refused_whole(sliced: Emulator, 
     # whole batch is refused, as when it was decoded in one go, and none of its messages is stored.
     parse = deliveries.parse_message
 
-    def failing_parse(part: bytes):  # type: ignore[no-untyped-def]
+    def failing_parse(part: bytes) -> ParsedMessage:
         if b"\xa1\x03600" in part:  # its message-id, a str8 of 3 bytes
             raise deliveries.MessageDecodeError("test: a message that cannot be decoded")
         return parse(part)
@@ -139,3 +146,39 @@ def test_a_batch_with_an_undecodable_message_is_refused_whole(sliced: Emulator, 
         sender.send_messages(ServiceBusMessage(b"after", message_id="after"))
     got = _receive_all(sliced, 1)
     assert [m.message_id for m in got] == ["after"]
+
+
+@pytest.mark.slow
+def test_a_big_prefetch_is_delivered_in_order_and_its_locks_outlive_the_closed_receiver(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A receiver prefetching thousands is served a slice per take (PUMP_SLICE_S shrunk to nothing), in
+    # sequence order, each message delivered once (delivery count 0). Closing it leaves its locks in
+    # place ("Message transfers, locks, and settlement": a lock lasts its lock duration; the receiver's
+    # close does not give it back), so the messages come back once the locks lapse, counted once
+    # (delivery count 1). The close no longer visits every lock; this is what it must keep.
+    monkeypatch.setattr(gateway_core, "PUMP_SLICE_S", 0.0)
+    monkeypatch.setattr(gateway_core, "DISPATCH_SLICE_S", 0.0)
+    count, name = 3000, "prefetched"
+    # A lock long enough that the first receive ends before any lapses on a loaded machine.
+    config = topology(queues=[queue(name, LockDuration="PT8S", MaxDeliveryCount=5)])
+    with Emulator(config=config, in_memory=True, admin_port=None) as emu, \
+            ServiceBusClient.from_connection_string(emu.connection_string) as client:
+        with client.get_queue_sender(name) as sender:
+            for start in range(0, count, PER_BATCH):
+                sender.send_messages(_batch(sender, start, min(PER_BATCH, count - start)))
+        with client.get_queue_receiver(name, prefetch_count=count) as receiver:
+            first: list = []
+            deadline = time.monotonic() + 60
+            while len(first) < count and time.monotonic() < deadline:
+                first += receiver.receive_messages(max_message_count=count - len(first), max_wait_time=2)
+        assert [int(str(m.message_id)) for m in first] == list(range(count))
+        assert {m.delivery_count for m in first} == {0}
+        with client.get_queue_receiver(name, prefetch_count=count) as receiver:
+            again: list = []
+            deadline = time.monotonic() + 60
+            while len(again) < count and time.monotonic() < deadline:
+                again += receiver.receive_messages(max_message_count=count - len(again), max_wait_time=2)
+            for message in again[:10]:
+                receiver.complete_message(message)
+    assert sorted(int(str(m.message_id)) for m in again) == list(range(count))
+    assert {m.delivery_count for m in again} == {1}
