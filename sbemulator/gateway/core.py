@@ -355,7 +355,8 @@ class Gateway:
                 # one call (a slice of its own when this one is used up: the loop checks the time).
                 chunk = []
                 try:
-                    self._decode_batch_slice(first)
+                    if self._decode_batch_slice(first):
+                        stop = 0.0  # decoded: its send (~15 ms for 1,500 messages) starts a slice of its own
                 except Exception:  # a bug of ours must not take the whole server down
                     log.exception("error decoding a batch")
                     self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
@@ -394,20 +395,20 @@ class Gateway:
                 self.pause_input(False)
         self._answer_violations()
 
-    def _decode_batch_slice(self, event: ev.MessageReceived) -> None:
+    def _decode_batch_slice(self, event: ev.MessageReceived) -> bool:
         """Decode the next slice of the batch at the backlog's front, or, when it is decoded, hand it to
-        its sender link whole (and take it off the backlog)."""
+        its sender link whole (and take it off the backlog). True when this step finished the decoding."""
         decoder = self._decoding
         if decoder is None or decoder.payload is not event.payload:
             decoder = self._decoding = BatchDecoder(event.payload)
         if not decoder.done:
-            decoder.step(BATCH_DECODE_SLICE)
-            return  # the time is checked, then the next step (or, once done, the send) follows
+            return decoder.step(BATCH_DECODE_SLICE)  # the time is checked, then the next step or the send
         self._backlog.popleft()
         self._decoding = None
         handler = event.link.context
         if type(handler) is EntitySenderLink:  # still attached: the detach would come after it
             handler.on_message(event, None if decoder.failed else decoder.messages)
+        return False
 
     def _continue_backlog(self) -> None:
         if self._backlog and not self.closed:
