@@ -146,7 +146,7 @@ class ServiceBusNamespace:
 
     def reset(self) -> None:
         """Back to the configured topology: entities created at run time are deleted, every message goes."""
-        self.emulator.call(self.runtime.admin.namespace.reset)
+        self.emulator.call(self.runtime.admin.namespace.reset_async)
 
 
 class ServiceBusEmulator(ServiceBusNamespace):

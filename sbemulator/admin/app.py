@@ -53,7 +53,10 @@ class AdminApp:
     async def __call__(self, request: Request) -> Response:
         response = self.handle(request)
         if isinstance(response, Pending):
-            return await response.finish()
+            try:
+                return await response.finish()
+            except AdminError as exc:
+                return self._error(exc, request.path.lower().startswith("/subscriptions/"))
         return response
 
     def admit(self, request: Request) -> Response | int:
@@ -291,8 +294,11 @@ class AdminApp:
 
             return Pending(purged)
         if rest == ["reset"] or [r.lower() for r in rest] == ["reset"]:
-            result = self.ns.reset()
-            return Response(200, json.dumps(result).encode(), "application/json")
+            async def reset() -> Response:  # the purges in slices, as above
+                result = await self.ns.reset_async()
+                return Response(200, json.dumps(result).encode(), "application/json")
+
+            return Pending(reset)
         raise NotFound("Test-support operations: POST /$admin/purge/{entity path}, POST /$admin/reset.")
 
     # ------------------------------------------------------------------ ARM

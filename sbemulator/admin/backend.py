@@ -446,6 +446,20 @@ class Namespace:
         self._rule_times.clear()
         return result
 
+    async def reset_async(self) -> dict[str, int]:
+        """:meth:`reset` with the event loop served between its purges' slices; answered once the last
+        slice is committed."""
+        try:
+            deleted, jobs = self.broker.begin_reset()
+        finally:
+            self.commit()
+        self._meta.clear()
+        self._rule_times.clear()
+        purged = 0
+        for job in jobs:
+            purged += await job.run_async(self.commit)
+        return {"deleted": deleted, "purged": purged}
+
 
 def _same_config(old: Any, new: Any) -> bool:
     """Equal apart from what an update does not carry (a topic's subscriptions, a subscription's rules)."""

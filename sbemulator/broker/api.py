@@ -186,6 +186,10 @@ class BrokerAPI(Protocol):
 
     def reset(self) -> dict[str, int]: ...
 
+    def begin_reset(self) -> tuple[int, list[PurgeJob]]:
+        """``reset`` with its purges as jobs in slices: (entities deleted, the purges to run)."""
+        ...
+
     def resubmit_dead_lettered(self, path: str, sequence_numbers: Iterable[int] | None = None) -> Resubmission: ...
 
     # --- durability and time (the server) ---

@@ -350,6 +350,12 @@ class Broker:
         self._idle.arm_all()
         return result
 
+    def begin_reset(self) -> tuple[int, list[PurgeJob]]:
+        """See :meth:`Inspection.begin_reset`."""
+        result = self._inspection.begin_reset()
+        self._idle.arm_all()
+        return result
+
     def resubmit_dead_lettered(self, path: str, sequence_numbers: Iterable[int] | None = None) -> Resubmission:
         """See :meth:`Inspection.resubmit_dead_lettered`."""
         return self._inspection.resubmit_dead_lettered(path, sequence_numbers)

@@ -206,10 +206,18 @@ class Inspection:
     def reset(self) -> dict[str, int]:
         """Back to exactly the config file: runtime entities deleted, file entities recreated or
         reconfigured as declared, every message gone. Returns ``{"deleted": n, "purged": m}``."""
+        deleted, jobs = self.begin_reset()
+        with self._op:
+            return {"deleted": deleted, "purged": sum(job.run() for job in jobs)}
+
+    def begin_reset(self) -> tuple[int, list[PurgeJob]]:
+        """:meth:`reset` with its purges in slices: the topology is the config file's and every entity
+        empty when this returns; the jobs drop the messages (``run_async``). Returns how many entities were
+        deleted, and the jobs."""
         with self._op:
             deleted = self._topology.restore_file_topology()
-            purged = sum(self.purge(e.path) for e in list(self._entities.values()) if e.kind in (QUEUE, TOPIC))
-            return {"deleted": deleted, "purged": purged}
+            jobs = [self.begin_purge(e.path) for e in list(self._entities.values()) if e.kind in (QUEUE, TOPIC)]
+            return deleted, jobs
 
     # --- dead letters ------------------------------------------------------------------------------
     def resubmit_dead_lettered(self, path: str, sequence_numbers: Iterable[int] | None = None) -> Resubmission:

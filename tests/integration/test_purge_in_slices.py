@@ -207,7 +207,7 @@ def test_a_purge_lets_the_event_loop_run_between_its_slices(emulator: Emulator) 
     assert turns >= 700 // SLICE - 1  # a turn at least between every two of its 100 slices
 
 
-def test_the_pytest_plugins_purge_returns_a_finished_purge(emulator: Emulator) -> None:
+def test_the_pytest_plugins_purge_and_reset_return_when_they_are_finished(emulator: Emulator) -> None:
     namespace = ServiceBusEmulator(emulator)
     with ServiceBusClient.from_connection_string(emulator.connection_string) as sb:
         _fill(sb, "orders", 300, "m")
@@ -216,3 +216,17 @@ def test_the_pytest_plugins_purge_returns_a_finished_purge(emulator: Emulator) -
         with sb.get_queue_receiver("orders") as receiver:
             assert receiver.peek_messages(max_message_count=10) == []
         assert namespace.purge() == 0
+        _fill(sb, "orders", 100, "m")
+        namespace.reset()
+        with sb.get_queue_receiver("orders") as receiver:
+            assert receiver.peek_messages(max_message_count=10) == []
+        _fill(sb, "orders", 50, "m")
+        _fill(sb, "retry3", 20, "r")
+        status, _, body = call(emulator, "POST", "/$admin/reset")  # the purges of a reset are sliced too
+        assert status == 200 and json.loads(body) == {"deleted": 0, "purged": 70}
+        assert emulator.admin_connection_string is not None
+        with ServiceBusAdministrationClient.from_connection_string(
+            emulator.admin_connection_string, connection_verify=emulator.ca_path
+        ) as admin:
+            assert admin.get_queue_runtime_properties("orders").total_message_count == 0
+            assert admin.get_queue_runtime_properties("retry3").total_message_count == 0
