@@ -13,7 +13,8 @@ a TTL), half of them taken peek-locked by a receiver that then closes (the locks
 prefetch). Then the purge: ``--mode one-call`` is ``broker.purge`` and one commit (what a purge was before
 the slices; runs on older checkouts too), ``--mode sliced`` is ``begin_purge`` then ``step()`` + commit per
 slice. Each piece is timed with the collector off, then the broker's budgeted ticks (``tick(0.01)``, the
-timer task) until they have dropped the purge's stale expiry entries.
+timer task) until they have dropped the purge's stale expiry entries, and again once the takes' lock timers
+are due (the broker's clock moved 5 minutes on): a take's timer holds the messages it locked.
 
 ``python -m bench.purge_hold [--durable] [--mode one-call|sliced] [--messages N]``
 """
@@ -63,7 +64,12 @@ def _ms(start: float) -> float:
 def measure(durable: bool, mode: str, n: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sbbench-purge-") as tmp:
         store = SqliteStore(Path(tmp) / "sbemulator.db") if durable else MemoryStore()
-        broker = Broker(_config(), store, clock=time.time)  # type: ignore[arg-type]
+        offset = [0.0]  # the broker's clock, moved past the locks' end after the purge
+
+        def clock() -> float:
+            return time.time() + offset[0]
+
+        broker = Broker(_config(), store, clock=clock)  # type: ignore[arg-type]
         for first in range(0, n, BATCH):
             broker.send("q", [_message(i) for i in range(first, first + BATCH)])
             broker.commit()
@@ -96,11 +102,13 @@ def measure(durable: bool, mode: str, n: int) -> dict[str, Any]:
                 pieces.append(_ms(start))
             removed = job.removed
         ticks: list[float] = []
-        more = True
-        while more and len(ticks) < 10_000:
-            start = time.thread_time()
-            more = broker.tick(0.01)
-            ticks.append(_ms(start))
+        for moved in (0.0, 301.0):  # the stale expiry entries; then the takes' lock timers (5 min) are due
+            offset[0] = moved
+            more = True
+            while more and len(ticks) < 10_000:
+                start = time.thread_time()
+                more = broker.tick(0.01)
+                ticks.append(_ms(start))
         gc.enable()
         left = broker.counts("q")
         broker.close()

@@ -106,6 +106,14 @@ class PurgeJob:
             for _ in range(n):  # their locks end with them (a gateway may still hold the message object)
                 _, msg = locked.popitem()
                 msg.lock_key = msg.lock_owner = msg.locked_until_ms = None
+                # The take's lock timer holds the message until the lock would have ended, and frees every
+                # message of its take at once (50,000 in one tick: 51 ms of CPU): what the message carries
+                # goes here, a slice at a time, so the timer frees bare objects. Nothing reads it again: its
+                # delivery was encoded when it was taken, and it is in no entity and under no lock.
+                msg.body_raw = msg.properties_raw = b""
+                msg.application_properties = {}
+                msg.annotations = {}
+                msg.header_fields = None
             messages = part.messages
             n = min(budget, len(messages))
             seqs: list[int] = []
