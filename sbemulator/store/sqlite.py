@@ -158,6 +158,11 @@ class SqliteStore:
         self._sessions: dict[tuple[str, str], tuple[bytes | None, int]] = {}  # -> (state, updated ms)
         self._duplicates: list[tuple[str, str, int]] = []
         self._entity_ops: list[tuple[str, tuple]] = []
+        # A purge's slices (delete_messages): key ranges of purged rows, deleted with the next commit. Unlike
+        # the entity operations they need no fold of the delivery journal first: its replay cannot bring back
+        # a deleted row (an update of a missing row changes nothing), and a purged message is never written
+        # again. A fold per slice cost a purge of 100,000 up to 40 ms per commit while other clients settled.
+        self._range_deletes: list[tuple[int, int]] = []
         self._closed = False
         self._journal: DeliveryJournal | None = None
         if self.path is not None:
@@ -346,9 +351,7 @@ class SqliteStore:
         if eid is None:
             return  # none of its rows was ever written
         base = eid << SEQ_BITS
-        runs = _runs(seqs)
-        for sql in _SQL_DEL_RANGE:
-            self._entity_ops.extend((sql, (base | first, base | last)) for first, last in runs)
+        self._range_deletes.extend((base | first, base | last) for first, last in _runs(seqs))
 
     def set_sequence(self, entity: str, last_sequence_number: int) -> None:
         self._sequences[entity] = last_sequence_number
@@ -397,13 +400,14 @@ class SqliteStore:
     # --- a change taken back -------------------------------------------------------------------
     def savepoint(self) -> object:
         return (dict(self._messages), dict(self._sequences), dict(self._sessions), list(self._duplicates),
-                list(self._entity_ops))
+                list(self._entity_ops), list(self._range_deletes))
 
     def rollback_to(self, savepoint: object) -> None:
         assert isinstance(savepoint, tuple)
-        messages, sequences, sessions, duplicates, entity_ops = savepoint
+        messages, sequences, sessions, duplicates, entity_ops, range_deletes = savepoint
         self._messages, self._sequences, self._sessions = dict(messages), dict(sequences), dict(sessions)
         self._duplicates, self._entity_ops = list(duplicates), list(entity_ops)
+        self._range_deletes = list(range_deletes)
 
     def discard_entity(self, key: str) -> None:
         prefix = key + "/"
@@ -416,6 +420,7 @@ class SqliteStore:
     def dirty(self) -> bool:
         return bool(
             self._messages or self._sequences or self._sessions or self._duplicates or self._entity_ops
+            or self._range_deletes
         )
 
     def commit(self) -> None:
@@ -488,6 +493,9 @@ class SqliteStore:
                 self._write_ids()
                 for sql, args in self._entity_ops:
                     db.execute(sql, args)
+                if self._range_deletes:
+                    for sql in _SQL_DEL_RANGE:
+                        db.executemany(sql, self._range_deletes)
                 if dels:
                     for sql in _SQL_DEL:
                         db.executemany(sql, dels)
@@ -531,12 +539,13 @@ class SqliteStore:
             self._sessions.clear()
             self._duplicates.clear()
             self._entity_ops.clear()
+            self._range_deletes.clear()
         except (sqlite3.Error, OSError) as exc:
             raise store_error(exc) from exc
 
     def _only_messages(self) -> bool:
         """Whether the pending work touches messages only (no sequences, sessions, duplicates, entities)."""
-        return not (self._sequences or self._sessions or self._duplicates or self._entity_ops)
+        return not (self._sequences or self._sessions or self._duplicates or self._entity_ops or self._range_deletes)
 
     def _only_deliveries(self) -> bool:
         """Whether the pending work is only deletions and delivery-state updates (the journal's)."""
@@ -606,7 +615,7 @@ class SqliteStore:
 
     def _pending_count(self) -> int:
         return (len(self._messages) + len(self._sequences) + len(self._sessions) + len(self._duplicates)
-                + len(self._entity_ops))
+                + len(self._entity_ops) + len(self._range_deletes))
 
 
 def _roll_back(db: sqlite3.Connection) -> None:
