@@ -68,7 +68,12 @@ def _install() -> None:
             if _census:  # diagnosis only: the listing costs a callback's CPU too
                 generation = info.get("generation", 2)
                 if generation == 2:
-                    _gc_census[:] = [gc.get_freeze_count(), len(gc.get_objects(generation=2))]
+                    oldest = gc.get_objects(generation=2)
+                    _gc_census[:] = [gc.get_freeze_count(), len(oldest)]
+                    sized = [o for o in oldest if isinstance(o, (list, dict, set, tuple, bytearray))]
+                    biggest = max(sized, key=len, default=None)
+                    _biggest[0] = (f"{type(biggest).__name__} of {len(biggest):,}: {_sample(biggest)}"
+                                   if biggest is not None else "")
                 else:  # a young collection: how many objects it is about to visit (and of what, if many)
                     young = [o for g in range(generation + 1) for o in gc.get_objects(generation=g)]
                     _gc_census[:] = [0, len(young)]
@@ -93,7 +98,7 @@ def _install() -> None:
             spent = time.thread_time() - _gc_started[0]
             _gc_spent[0] += spent
             generation = info.get("generation", 2)
-            if _census and spent >= SLOW_YOUNG_S and generation < 2:
+            if _census and spent >= SLOW_YOUNG_S:
                 _young_types.append((_gc_census[1], _biggest[0]))
             if generation == 2 or spent >= SLOW_YOUNG_S:
                 _collections.append((time.monotonic(), spent * 1000, generation, *_gc_census,

@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             if free_ms >= 2:
                 print(f"- generation {generation} found {found:,} objects, freed in {free_ms:.1f} ms: {kinds}")
         for size, kinds in measured.get("young_types", []):
-            print(f"- a young collection over {size:,} objects: {kinds}")
+            print(f"- a collection over {size:,} objects, the largest container: {kinds}")
     listed_ms = float(os.environ.get("SBEMU_PROBE_LIST_MS", "50"))  # diagnosis: list shorter ones too
     long_ones = [(t, cpu, collecting, what) for t, cpu, collecting, what in callbacks if cpu >= listed_ms]
     if long_ones:
