@@ -28,6 +28,11 @@ BROKER_TICK_MAX_S = 0.25
 # A tick that fires many timers (100,000 locks lapsing at once) stops after this much real time and
 # yields to the event loop before the next slice, so no connection waits for the whole batch.
 BROKER_TICK_SLICE_S = 0.01
+# A durable store's commit of what one slice changed can take several times the slice (each returned or
+# lapsed lock is a row to write): the slice's budget shrinks while slice and commit together take longer
+# than this, down to BROKER_TICK_SLICE_MIN_S, and grows back to BROKER_TICK_SLICE_S when they are quick.
+BROKER_TICK_STEP_S = 0.015
+BROKER_TICK_SLICE_MIN_S = 0.001
 READ_BUFFER_SIZE = 256 * 1024  # what asyncio reads at most per call with a plain Protocol
 
 
@@ -327,6 +332,7 @@ class AmqpServer:
         # advance (which wakes the ticker), not for its distance in real seconds.
         manual = isinstance(clock, ManualClock)
         reads_seen, last_input = -1, time.monotonic()
+        budget = BROKER_TICK_SLICE_S
         while True:
             collector = self.collector
             if collector is not None:
@@ -348,12 +354,26 @@ class AmqpServer:
                     continue  # an earlier timer appeared: recompute the delay
                 except TimeoutError:
                     pass
+            started = time.perf_counter()
             try:
                 # receivers with new work are told through on_available -> request_flush
-                self.broker.tick(BROKER_TICK_SLICE_S)
+                self.broker.tick(budget)
+            except Exception:
+                log.exception("broker timer failed")
+            ticked = time.perf_counter()
+            # The commit is a step of its own (what the slice did is buffered meanwhile; a connection's
+            # flush commits before it writes), and its cost sets the next slice's budget.
+            await asyncio.sleep(0)
+            committed = time.perf_counter()
+            try:
                 self.commit()
             except Exception:
                 log.exception("broker timer failed")
+            spent = (ticked - started) + (time.perf_counter() - committed)
+            if spent > BROKER_TICK_STEP_S:
+                budget = max(BROKER_TICK_SLICE_MIN_S, budget / 2)
+            elif spent < BROKER_TICK_STEP_S / 2:
+                budget = min(BROKER_TICK_SLICE_S, budget * 1.5)
             # Yield even when the next timer is already due (a slice left some, or a timer came due
             # meanwhile): connections are read and written between slices, not after the whole batch.
             await asyncio.sleep(0)
