@@ -66,7 +66,7 @@ class TransactionCrashTest {
         Path control = Path.of(Emulator.required("SB_CRASH_CONTROL_DIR"));
         ServiceBusClientBuilder shared = new ServiceBusClientBuilder()
             .connectionString(Emulator.required("SB_CRASH_CONNECTION_STRING"))
-            .retryOptions(new AmqpRetryOptions().setMaxRetries(0).setTryTimeout(Duration.ofSeconds(10)));
+            .retryOptions(new AmqpRetryOptions().setMaxRetries(0).setTryTimeout(Duration.ofSeconds(30)));
         ServiceBusSenderClient sender = shared.sender().queueName("java-crash").buildClient();
         ServiceBusReceiverClient receiver = shared.receiver().queueName("java-crash").buildClient();
         try {
@@ -92,7 +92,7 @@ class TransactionCrashTest {
 
         try (ServiceBusReceiverClient after = new ServiceBusClientBuilder().connectionString(restarted)
                 .receiver().queueName("java-crash").buildClient()) {
-            List<ServiceBusReceivedMessage> left = Emulator.receive(after, 3, Duration.ofSeconds(5));
+            List<ServiceBusReceivedMessage> left = Emulator.receive(after, 2, Duration.ofSeconds(30));
             Set<String> ids = new TreeSet<>(Emulator.ids(left));
             // committed: c-1 completed, a-out sent; not committed: c-2 still there, b-out never sent.
             assertEquals(Set.of("a-out", "c-2"), ids);
