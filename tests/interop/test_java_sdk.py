@@ -33,7 +33,7 @@ JAVA_TOPOLOGY = topology(
         queue("java-session-proc", RequiresSession=True),
         # 5 s: the processor renews about half the remaining lock before it ends; with 2 s that left a
         # JVM on a loaded machine about one second to get the renewal in
-        queue("java-processor", LockDuration="PT5S"),
+        queue("java-processor", LockDuration="PT10S"),
         queue("java-tx"),
         queue("java-tx-rollback", LockDuration="PT2S"),
         queue("java-tx-settle"),

@@ -27,7 +27,9 @@ class ProcessorAndAuthTest {
 
     /**
      * The processor renews the lock itself (maxAutoLockRenewDuration) while a handler runs longer than
-     * the queue's 5-second LockDuration: the message is completed once and never redelivered.
+     * the queue's 10-second LockDuration: the message is completed once and never redelivered. Ten, not
+     * five: the SDK renews with about half the lock left, and a JVM on a loaded machine once took longer
+     * than the 2.5 s that left with a 5-second lock.
      */
     @Test
     void processorRenewsLocksWhileHandlerRuns() throws InterruptedException {
@@ -42,7 +44,7 @@ class ProcessorAndAuthTest {
             .processMessage(context -> {
                 deliveries.incrementAndGet();
                 try {
-                    Thread.sleep(11_000); // more than two lock durations
+                    Thread.sleep(21_000); // more than two lock durations
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
@@ -52,7 +54,7 @@ class ProcessorAndAuthTest {
             .buildProcessorClient();
         processor.start();
         try {
-            assertTrue(handled.await(30, TimeUnit.SECONDS));
+            assertTrue(handled.await(60, TimeUnit.SECONDS));
             // Give a lost lock the chance to show up as a second delivery before looking.
             Thread.sleep(3_000);
         } finally {
