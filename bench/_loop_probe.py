@@ -25,7 +25,9 @@ SLOW_YOUNG_S = 0.005  # young collections at least this long are recorded too (a
 
 _path = os.environ.get("SBEMU_LOOP_PROBE")
 _census = bool(os.environ.get("SBEMU_PROBE_COLLECTIONS"))  # also count the objects at each full collection
-_callbacks: list[tuple[float, float, float, str]] = []  # (monotonic end, CPU ms, of it collecting, what ran)
+# (monotonic end, CPU ms, of it collecting, what ran, wall ms): the wall time also holds what the callback
+# waited for without using CPU (a SQLite checkpoint's fsync), which a client waits for as well
+_callbacks: list[tuple[float, float, float, str, float]] = []
 _gc_spent = [0.0]  # CPU seconds of collections so far
 _collections: list[tuple[float, ...]] = []  # (end, CPU ms, generation, frozen, scanned)
 _count = [0]
@@ -49,17 +51,31 @@ def _sample(container: object) -> str:
         return "empty"
 
 
+def _what(handle: asyncio.events.Handle) -> str:
+    """What a long callback ran: the handle, and for a task's step the coroutine and where it paused."""
+    text = repr(handle)[:160]
+    task = getattr(getattr(handle, "_callback", None), "__self__", None)
+    if isinstance(task, asyncio.Task):
+        coro = task.get_coro()
+        frame = getattr(coro, "cr_frame", None)
+        where = f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno}" if frame is not None else "done"
+        text += f" task {getattr(coro, '__qualname__', coro)} paused at {where}"
+    return text
+
+
 def _install() -> None:
     original = asyncio.events.Handle._run
 
     def _run(self: asyncio.events.Handle) -> None:
-        start, collecting = time.thread_time(), _gc_spent[0]
+        start, collecting, began = time.thread_time(), _gc_spent[0], time.monotonic()
         original(self)
         spent = time.thread_time() - start
+        ended = time.monotonic()
         _count[0] += 1
-        if spent >= THRESHOLD_S:
-            _callbacks.append((time.monotonic(), spent * 1000, (_gc_spent[0] - collecting) * 1000,
-                               repr(self)[:160] if spent >= NAMED_S else ""))
+        if spent >= THRESHOLD_S or ended - began >= THRESHOLD_S:
+            _callbacks.append((ended, spent * 1000, (_gc_spent[0] - collecting) * 1000,
+                               _what(self) if max(spent, ended - began) >= NAMED_S else "",
+                               (ended - began) * 1000))
 
     asyncio.events.Handle._run = _run  # type: ignore[method-assign]
 

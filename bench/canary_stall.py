@@ -407,26 +407,27 @@ def main(argv: list[str] | None = None) -> int:
         proc.terminate()
         measured = json.loads((probe / "probe.json").read_text())
     callbacks, collections = measured["callbacks"], measured["collections"]
-    rows: list[tuple[str, int, str, str, str, str, str]] = []
+    rows: list[tuple[str, int, str, str, str, str, str, str]] = []
     for name, start, end in phases:
         rtts = [rtt for t, rtt in samples if start <= t < end]
         worst_cpu = max((cpu for t, cpu, *_ in callbacks if start <= t < end), default=0.0)
+        worst_wall = max((wall for t, _, _, _, wall in callbacks if start <= t < end), default=0.0)
         fulls = [cpu for t, cpu, generation, *_ in collections if start <= t < end and generation == 2]
         gc_cell = f"{len(fulls)}" + (f", longest {max(fulls):.0f} ms" if fulls else "")
         if not rtts:
-            rows.append((name.strip(), 0, "-", "-", "-", f"{worst_cpu:.1f}", gc_cell))
+            rows.append((name.strip(), 0, "-", "-", "-", f"{worst_cpu:.1f}", f"{worst_wall:.1f}", gc_cell))
             continue
         rows.append((name.strip(), len(rtts), f"{statistics.median(rtts):.1f}", f"{_percentile(rtts, 0.99):.1f}",
-                     f"{max(rtts):.1f}", f"{worst_cpu:.1f}", gc_cell))
+                     f"{max(rtts):.1f}", f"{worst_cpu:.1f}", f"{worst_wall:.1f}", gc_cell))
     store_name = "durable" if args.durable else "in memory"
     print(f"\nCommand: `{command_line()}`  ")
     print(f"Machine: {machine()}; load average {load_average()}; {today()}; {store_name}  ")
     print(f"{args.messages:,} messages of 100 B, lock {args.lock_seconds} s, canary every {args.pace_ms:g} ms\n")
     print("| phase | canary round trips | median | p99 | worst | emulator's longest callback, CPU | "
-          "full collections |")
-    print("|---|---|---|---|---|---|---|")
-    for name, count, median, p99, worst, cpu, gc_text in rows:
-        print(f"| {name} | {count:,} | {median} ms | {p99} ms | {worst} ms | {cpu} ms | {gc_text} |")
+          "longest callback, wall | full collections |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, count, median, p99, worst, cpu, wall, gc_text in rows:
+        print(f"| {name} | {count:,} | {median} ms | {p99} ms | {worst} ms | {cpu} ms | {wall} ms | {gc_text} |")
     if os.environ.get("SBEMU_PROBE_COLLECTIONS"):  # every full collection: when, CPU, frozen, scanned
         for t, cpu, generation, frozen, scanned, collected in collections:
             where = next((name.strip() for name, start, end in phases if start <= t < end), "between phases")
@@ -439,12 +440,12 @@ def main(argv: list[str] | None = None) -> int:
         for size, kinds in measured.get("young_types", []):
             print(f"- a collection over {size:,} objects, the largest container: {kinds}")
     listed_ms = float(os.environ.get("SBEMU_PROBE_LIST_MS", "50"))  # diagnosis: list shorter ones too
-    long_ones = [(t, cpu, collecting, what) for t, cpu, collecting, what in callbacks if cpu >= listed_ms]
+    long_ones = [entry for entry in callbacks if max(entry[1], entry[4]) >= listed_ms]
     if long_ones:
-        print(f"\nCallbacks over {listed_ms:g} ms of CPU (phase, CPU, of it collecting, what ran):")
-        for t, cpu, collecting, what in long_ones:
+        print(f"\nCallbacks over {listed_ms:g} ms of CPU or wall time (phase, CPU, of it collecting, wall, what ran):")
+        for t, cpu, collecting, what, wall in long_ones:
             where = next((name.strip() for name, start, end in phases if start <= t < end), "between phases")
-            print(f"- {where}: {cpu:.1f} ms, {collecting:.1f} ms collecting, `{what}`")
+            print(f"- {where}: {cpu:.1f} ms, {collecting:.1f} ms collecting, {wall:.1f} ms wall, `{what}`")
     if rss:
         when = "the canary running throughout" if args.never_idle else "each reading after an idle moment"
         print(f"\nRSS over {args.rss_loop} rounds (connect, send {RSS_ROUND} and receive them, disconnect; {when}): "

@@ -197,6 +197,11 @@ class BrokerAPI(Protocol):
         """Make every change so far durable (one transaction)."""
         ...
 
+    def commit_wanted(self) -> bool:
+        """Whether work done in slices should stop and let a commit run first: a durable commit's time
+        grows with what it writes (store.base.Store.commit_wanted)."""
+        ...
+
     def close(self) -> None: ...
 
     @property

@@ -381,6 +381,11 @@ class Broker:
         """Make every change so far durable (one transaction)."""
         self.store.commit()
 
+    def commit_wanted(self) -> bool:
+        """Whether work done in slices should stop here so that what is buffered is committed first
+        (:meth:`~sbemulator.store.base.Store.commit_wanted`)."""
+        return self.store.commit_wanted()
+
     def close(self) -> None:
         self.store.close()
 
@@ -404,7 +409,7 @@ class Broker:
         With ``budget_s``, stop once that much real time has gone and return True if due timers remain
         (the runtime yields to the event loop, then ticks again); without it, run all of them."""
         with self._op:
-            return self._timers.run_due(self._now(), budget_s)
+            return self._timers.run_due(self._now(), budget_s, commit_wanted=self.store.commit_wanted)
 
 
 if TYPE_CHECKING:

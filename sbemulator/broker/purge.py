@@ -71,7 +71,7 @@ class PurgeJob:
             messages, locked = ent.messages, ent.locks
             ent.messages, ent.locks = TrackedDict(), TrackedDict()
             for r in ent.receivers.values():  # a receiver's locks are all of its one container
-                r.locks = set()
+                r.locks = {}
             ent.available.clear()
             cold = ent.cold
             seqs: array | None = None

@@ -71,7 +71,12 @@ class Receiver:
         # raises it, so the server detaches the link with that error.
         self.ended_by: BrokerError | None = None
         self.closed = False
-        self.locks: set[bytes] = set()  # lock keys (model.LockKey)
+        # Lock keys (model.LockKey) in the order they were taken, a dict used as an ordered set: a session
+        # receiver's close returns them in slices of that order, which is about sequence order, so each
+        # slice's rows are neighbours in a durable store (a set's order scattered every slice of 512 over
+        # the whole queue: a write of ~500 pages per slice). Never tracked by the cyclic collector either
+        # (a dict of bytes and None is not; a set is).
+        self.locks: dict[bytes, None] = {}
         self.waiting = True
         self._requested_session = session_id
 

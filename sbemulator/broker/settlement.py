@@ -238,7 +238,7 @@ class Settlement:
         held.restore(msg)
         ent.locks[held.lock_key] = msg
         if held.lock_owner is not None:
-            held.lock_owner.locks.add(held.lock_key)
+            held.lock_owner.locks[held.lock_key] = None
 
     def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]:
         with self._op:

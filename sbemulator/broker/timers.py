@@ -362,15 +362,17 @@ class Timers:
         return messages[0][0] if messages else None
 
     def run_due(self, now: int, budget_s: float | None = None,
-                elapsed: Callable[[], float] = time.perf_counter) -> bool:
+                elapsed: Callable[[], float] = time.perf_counter,
+                commit_wanted: Callable[[], bool] | None = None) -> bool:
         """Fire the valid timers due at ``now``, earliest first (timers they add are run too if due).
 
         With ``budget_s``, stop after the timer (or the compaction slice) during which that many seconds
-        (of ``elapsed``, real time whatever the broker's clock) have passed, and return True if due
-        work remains: the caller yields to the event loop and calls again, so 100,000 locks lapsing at
-        once are returned in slices instead of one stall. Without a budget, everything due runs and
-        False is returned."""
+        (of ``elapsed``, real time whatever the broker's clock) have passed, or once ``commit_wanted``
+        says the store holds enough to commit, and return True if due work remains: the caller yields
+        to the event loop, commits, and calls again, so 100,000 locks lapsing at once are returned in
+        slices instead of one stall. Without a budget, everything due runs and False is returned."""
         stop = None if budget_s is None else elapsed() + budget_s
+        wanted = commit_wanted or _never
         if self._compact_wanted or self._set_aside is not None:
             while not self._compact_messages_step():
                 if stop is not None and elapsed() >= stop:
@@ -388,6 +390,10 @@ class Timers:
                     timer.fire(now)
             else:
                 return False
-            if fired and stop is not None and elapsed() >= stop:
+            if fired and stop is not None and (elapsed() >= stop or wanted()):
                 return bool((heap and heap[0][0] <= now) or (messages and messages[0][0] <= now)
                             or self._compact_wanted)
+
+
+def _never() -> bool:
+    return False

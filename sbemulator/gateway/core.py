@@ -377,7 +377,7 @@ class Gateway:
                     self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
             if self.closed:
                 backlog.clear()
-            elif backlog and time.perf_counter() >= stop:
+            elif backlog and (time.perf_counter() >= stop or self.broker.commit_wanted()):
                 self._after_events()
                 if not self._input_paused:
                     self._input_paused = True
@@ -1129,7 +1129,9 @@ class EntityReceiverLink(LinkHandler):
                 now = time.perf_counter()
                 if not stop:
                     stop = now + PUMP_SLICE_S
-                elif now >= stop and conn.can_send(link):
+                # the slice also ends once the store wants a commit of the locks taken so far (the flush
+                # after this pump commits them; a durable commit's time grows with what it writes)
+                if (now >= stop or gateway.broker.commit_wanted()) and conn.can_send(link):
                     self.continued = True  # a drain completes once the pump has used the credit it can
                     gateway.pump_later(self)
                     return

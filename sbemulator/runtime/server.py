@@ -127,6 +127,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             failure = None
             if server.store_failing is not None:
                 server.store_recovered()
+            server.fold_later()
         except StoreError as exc:
             failure = server.store_failed(exc)
         if gateway.sends:
@@ -266,6 +267,7 @@ class AmqpServer:
         # it), which the timer task tells how long ago AMQP input arrived: ``reads`` counts reads.
         self.collector: Collector | None = None
         self.reads = 0
+        self._fold_scheduled = False
 
     def protocol(self) -> asyncio.BufferedProtocol:
         """A new connection's protocol: for TCP here, and for other transports that carry AMQP
@@ -295,7 +297,23 @@ class AmqpServer:
             return self.store_failed(exc)
         if self.store_failing is not None:
             self.store_recovered()
+        self.fold_later()
         return None
+
+    def fold_later(self) -> None:
+        """After a commit: the store's deferred work (a durable store's delivery journal, folded into
+        SQLite) as a callback of its own, before a commit finds the journal full and folds it on its way,
+        in the same callback as the work it commits."""
+        if not self._fold_scheduled and self.loop is not None and self.store.fold_due():
+            self._fold_scheduled = True
+            self.loop.call_soon(self._fold)
+
+    def _fold(self) -> None:
+        self._fold_scheduled = False
+        try:
+            self.store.fold()
+        except StoreError:
+            pass  # the journal keeps its records: the next commit folds it, or is refused and says why
 
     def store_failed(self, exc: StoreError) -> BrokerError:
         """A commit failed. A full disk stays full until space is freed: its sends are refused with

@@ -174,4 +174,21 @@ class Store(Protocol):
         they are all still buffered)."""
         ...
 
+    def commit_wanted(self) -> bool:
+        """Whether so much is buffered that work done in slices (a receiver's pump, lapsing or returned
+        locks, a range settlement) should stop and let a commit run first. A durable commit's time grows
+        with what it writes: 100,000 locks taken in slices of 10 ms but committed a slice at a time made
+        single event-loop callbacks of 40-55 ms. Always False for a store whose commit costs nothing."""
+        ...
+
+    def fold_due(self) -> bool:
+        """Whether the store has deferred work (a durable store's delivery journal filling up) that
+        :meth:`fold` should do in a callback of its own, before a commit has to do it on its way."""
+        ...
+
+    def fold(self) -> None:
+        """Do the deferred work :meth:`fold_due` announced; :class:`StoreError` if it could not be
+        written (then it stays, and a later commit or fold tries again)."""
+        ...
+
     def close(self) -> None: ...

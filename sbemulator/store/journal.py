@@ -117,6 +117,11 @@ class DeliveryJournal:
     def __bool__(self) -> bool:
         return bool(self.deletes or self.updates)
 
+    @property
+    def filled(self) -> float:
+        """How much of the journal's room for records is used, 0 to 1."""
+        return (self._offset - _HEADER.size) / (self._size - _HEADER.size)
+
     def append_delete(self, key: Key) -> bool:
         """:meth:`append` of one deletion, the record of every completion, without the general loop."""
         entity, seq = key

@@ -150,3 +150,56 @@ def test_thousands_of_unsettled_range_dispositions_in_one_read_close_the_connect
     with ServiceBusClient.from_connection_string(sliced.connection_string) as client, \
             client.get_queue_receiver(QUEUE) as receiver:
         assert len(receiver.peek_messages(max_message_count=COUNT)) == COUNT  # nothing lost, the emulator serves on
+
+
+def test_a_durable_store_commits_what_a_receiver_takes_in_batches_and_folds_between_them(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A durable commit's time grows with what it writes: 100,000 locks taken in slices of 10 ms made
+    # commits of 2,000-5,000 lock updates each, over the delivery journal's room, written to SQLite row by
+    # row after a fold of the whole journal (callbacks of 40-55 ms; bench.canary_stall --durable). The pump
+    # and a range settlement stop once COMMIT_BATCH writes are buffered, and the journal is folded in a
+    # callback of its own before a commit finds it full. Nothing changes for the client.
+    from sbemulator.store import sqlite
+
+    commits: list[int] = []
+    folds: list[int] = []
+    commit, fold = sqlite.SqliteStore.commit, sqlite.SqliteStore.fold
+
+    def counted_commit(self: sqlite.SqliteStore) -> None:
+        commits.append(len(self._messages))
+        commit(self)
+
+    def counted_fold(self: sqlite.SqliteStore) -> None:
+        folds.append(len(self._journal.updates) if self._journal is not None else 0)
+        fold(self)
+
+    monkeypatch.setattr(sqlite.SqliteStore, "commit", counted_commit)
+    monkeypatch.setattr(sqlite.SqliteStore, "fold", counted_fold)
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=False, data_dir=tmp_path,
+                  admin_port=None) as emu:
+        _fill(emu, COUNT)
+        commits.clear()
+        with _peek_lock_receiver(emu) as raw:
+            raw.frame(Flow(UInt(0), UInt(UINT_MAX), UInt(0), UInt(UINT_MAX), UInt(0), UInt(0), UInt(COUNT)))
+            transfers = _transfers(raw, COUNT)
+            ids = [int(t.delivery_id or 0) for t in transfers]
+            assert ids == list(range(ids[0], ids[0] + COUNT))
+            raw.frame(Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[-1]), True, Modified(True, False)))
+            raw.frame(Detach(UInt(0), True))
+            deadline = time.monotonic() + 30
+            while not isinstance(raw.read_frame().body, Detach):
+                assert time.monotonic() < deadline
+        with ServiceBusClient.from_connection_string(emu.connection_string) as client, \
+                client.get_queue_receiver(QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                                          prefetch_count=COUNT) as receiver:
+            got: list = []
+            deadline = time.monotonic() + 60
+            while len(got) < COUNT and time.monotonic() < deadline:
+                got += receiver.receive_messages(max_message_count=COUNT - len(got), max_wait_time=2)
+    assert sorted(int(str(m.message_id)) for m in got) == list(range(COUNT))
+    assert {m.delivery_count for m in got} == {1}  # the abandon counted the first delivery
+    # 1,500 locks and 1,500 abandons, committed a batch at a time: a pump stops after the full take
+    # (PUMP_TAKE) that reached the batch, a range settlement after the slice of DISPATCH_SLICE events
+    largest = max(gateway_core.PUMP_TAKE, gateway_core.DISPATCH_SLICE) + sqlite.COMMIT_BATCH
+    assert max(commits) <= largest, commits
+    assert folds, "the journal was never folded in a step of its own"

@@ -247,3 +247,40 @@ def test_a_session_closing_in_slices_whose_lock_lapses_meanwhile_is_free_once():
     b.tick()
     again = receiver(b, "sq", session_id="g")
     assert len(again.take(n)) == n
+
+
+def test_a_session_closing_in_slices_returns_each_slice_as_a_run_of_sequence_numbers():
+    # issue #19: the slices of a closing session receiver's locks were cut from a set, so every slice of
+    # 512 was scattered over the whole queue; a durable store then rewrote ~500 pages per slice (a fold
+    # of 22 ms CPU and 54 ms wall each, against 7 ms for neighbouring rows). In the order they were taken,
+    # each slice is a run of consecutive sequence numbers.
+    from sbemulator.broker.flow import RETURN_SLICE
+    from sbemulator.store.sqlite import SqliteStore
+
+    class RecordingStore(SqliteStore):
+        def __init__(self) -> None:
+            super().__init__(None)
+            self.updated: list[int] = []
+
+        def update_message(self, entity, msg) -> None:
+            self.updated.append(msg.sequence_number)
+            super().update_message(entity, msg)
+
+    store = RecordingStore()
+    b, _ = make_broker([SQ], store=store)
+    n = 4 * RETURN_SLICE
+    b.send("sq", [msg(b"m", session_id="g") for _ in range(n)])
+    first = receiver(b, "sq", session_id="g")
+    taken = [d.message.sequence_number for d in first.take(n)]
+    first.close()
+    runs = []
+    while True:
+        store.updated.clear()
+        more = b.tick(budget_s=0.0)  # one slice per tick
+        runs.append(list(store.updated))
+        if not more:
+            break
+    assert [len(run) for run in runs] == [RETURN_SLICE] * 4
+    for run in runs:
+        assert run == list(range(run[0], run[0] + len(run)))
+    assert sorted(seq for run in runs for seq in run) == sorted(taken)
