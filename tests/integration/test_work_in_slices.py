@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbemulator import Emulator
 from sbemulator.amqp.performatives import (
@@ -37,6 +37,7 @@ from sbemulator.amqp.types import UByte, UInt
 from sbemulator.gateway import core as gateway_core
 from tests.fixtures.emulator import STANDARD_TOPOLOGY
 
+from .test_batch_in_slices import _receive_all
 from .test_malformed_input import RawClient
 
 QUEUE = "orders"
@@ -101,20 +102,23 @@ def test_one_disposition_over_a_range_abandons_every_delivery_before_what_follow
         # One write: the abandon of the whole range, then the detach. The detach must be handled after
         # every abandon of the range: a plain receiver's detach leaves its locks in place, so a message
         # the range had not reached yet would stay locked.
-        raw.send(b"".join([
-            _frame(Disposition(ROLE_RECEIVER, UInt(first), UInt(last), True, Modified(True, False))),
-            _frame(Detach(UInt(0), True)),
-        ]))
-        deadline = time.monotonic() + 30
-        while not isinstance(raw.read_frame().body, Detach):
-            assert time.monotonic() < deadline
-    with ServiceBusClient.from_connection_string(sliced.connection_string) as client, \
-            client.get_queue_receiver(QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
-                                      prefetch_count=COUNT) as receiver:
-        got: list = []
-        deadline = time.monotonic() + 60
-        while len(got) < COUNT and time.monotonic() < deadline:
-            got += receiver.receive_messages(max_message_count=COUNT - len(got), max_wait_time=2)
+        _abandon_range_and_detach(raw, first, last)
+    _assert_each_back_once_counted_once(_receive_all(sliced, COUNT))
+
+
+def _abandon_range_and_detach(raw: RawClient, first: int, last: int) -> None:
+    """One write: the abandon of deliveries ``first``..``last``, then the detach; returns once the detach
+    is answered."""
+    raw.send(b"".join([
+        _frame(Disposition(ROLE_RECEIVER, UInt(first), UInt(last), True, Modified(True, False))),
+        _frame(Detach(UInt(0), True)),
+    ]))
+    deadline = time.monotonic() + 30
+    while not isinstance(raw.read_frame().body, Detach):
+        assert time.monotonic() < deadline
+
+
+def _assert_each_back_once_counted_once(got: list) -> None:
     assert sorted(int(str(m.message_id)) for m in got) == list(range(COUNT))
     assert {m.delivery_count for m in got} == {1}  # the abandon counted the first delivery
 
@@ -184,20 +188,8 @@ def test_a_durable_store_commits_what_a_receiver_takes_in_batches_and_folds_betw
             transfers = _transfers(raw, COUNT)
             ids = [int(t.delivery_id or 0) for t in transfers]
             assert ids == list(range(ids[0], ids[0] + COUNT))
-            raw.frame(Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[-1]), True, Modified(True, False)))
-            raw.frame(Detach(UInt(0), True))
-            deadline = time.monotonic() + 30
-            while not isinstance(raw.read_frame().body, Detach):
-                assert time.monotonic() < deadline
-        with ServiceBusClient.from_connection_string(emu.connection_string) as client, \
-                client.get_queue_receiver(QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
-                                          prefetch_count=COUNT) as receiver:
-            got: list = []
-            deadline = time.monotonic() + 60
-            while len(got) < COUNT and time.monotonic() < deadline:
-                got += receiver.receive_messages(max_message_count=COUNT - len(got), max_wait_time=2)
-    assert sorted(int(str(m.message_id)) for m in got) == list(range(COUNT))
-    assert {m.delivery_count for m in got} == {1}  # the abandon counted the first delivery
+            _abandon_range_and_detach(raw, ids[0], ids[-1])
+        _assert_each_back_once_counted_once(_receive_all(emu, COUNT))
     # 1,500 locks and 1,500 abandons, committed a batch at a time: a pump stops after the full take
     # (PUMP_TAKE) that reached the batch, a range settlement after the slice of DISPATCH_SLICE events
     largest = max(gateway_core.PUMP_TAKE, gateway_core.DISPATCH_SLICE) + sqlite.COMMIT_BATCH
