@@ -282,6 +282,7 @@ class AmqpServer:
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self._ticker = self.loop.create_task(self._tick_forever())
+        self.fold_later()  # what the last process left to clean up (a deleted entity's rows)
 
     def commit(self) -> BrokerError | None:
         """Commit what the broker buffered; a store that cannot write is logged (the work stays buffered
@@ -313,7 +314,8 @@ class AmqpServer:
         try:
             self.store.fold()
         except StoreError:
-            pass  # the journal keeps its records: the next commit folds it, or is refused and says why
+            return  # the journal keeps its records: the next commit folds it, or is refused and says why
+        self.fold_later()  # work in slices (a deleted entity's rows) goes on in a callback of its own
 
     def store_failed(self, exc: StoreError) -> BrokerError:
         """A commit failed. A full disk stays full until space is freed: its sends are refused with
