@@ -55,7 +55,19 @@ class BrokerAPI(Protocol):
 
     def update_entity(self, path: str, config: QueueConfig | TopicConfig | SubscriptionConfig) -> EntityRef: ...
 
-    def delete_entity(self, path: str) -> None: ...
+    def delete_entity(self, path: str) -> None:
+        """The entity is gone at once; its messages are freed later by :meth:`drop_step`."""
+        ...
+
+    @property
+    def drops_pending(self) -> bool:
+        """Whether deleted entities' messages are still to be freed (:meth:`drop_step`)."""
+        ...
+
+    def drop_step(self, slice_size: int = 0) -> None:
+        """Free one slice (PURGE_SLICE messages when 0) of deleted entities' messages: work the server
+        runs in callbacks of its own after a commit, as it folds the store's journal."""
+        ...
 
     def is_runtime_entity(self, path: str) -> bool:
         """True for an entity the config file does not declare (created at run time)."""

@@ -169,6 +169,13 @@ class Broker:
     def delete_entity(self, path: str) -> None:
         self._topology.delete_entity(path)
 
+    @property
+    def drops_pending(self) -> bool:
+        return self._topology.drops_pending
+
+    def drop_step(self, slice_size: int = 0) -> None:
+        self._topology.drop_step(slice_size)
+
     def is_runtime_entity(self, path: str) -> bool:
         """True for an entity the config file does not declare (created at run time)."""
         return self._topology.is_runtime_entity(path)

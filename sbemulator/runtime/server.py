@@ -305,17 +305,23 @@ class AmqpServer:
         """After a commit: the store's deferred work (a durable store's delivery journal, folded into
         SQLite) as a callback of its own, before a commit finds the journal full and folds it on its way,
         in the same callback as the work it commits."""
-        if not self._fold_scheduled and self.loop is not None and self.store.fold_due():
+        if (not self._fold_scheduled and self.loop is not None
+                and (self.broker.drops_pending or self.store.fold_due())):
             self._fold_scheduled = True
             self.loop.call_soon(self._fold)
 
     def _fold(self) -> None:
+        """One slice of each kind of deferred work; the rest in later callbacks (a deleted entity's
+        messages freed, its rows deleted: each a few milliseconds a slice)."""
         self._fold_scheduled = False
-        try:
-            self.store.fold()
-        except StoreError:
-            return  # the journal keeps its records: the next commit folds it, or is refused and says why
-        self.fold_later()  # work in slices (a deleted entity's rows) goes on in a callback of its own
+        if self.broker.drops_pending:
+            self.broker.drop_step()  # writes nothing: a deleted container's rows are the store's own work
+        if self.store.fold_due():
+            try:
+                self.store.fold()
+            except StoreError:
+                return  # the journal keeps its records: the next commit folds it, or is refused and says why
+        self.fold_later()
 
     def store_failed(self, exc: StoreError) -> BrokerError:
         """A commit failed. A full disk stays full until space is freed: its sends are refused with

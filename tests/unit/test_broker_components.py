@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from types import SimpleNamespace
 
 from sbemulator.broker.entity import QUEUE, Entity, Session
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError
@@ -277,7 +278,7 @@ def test_the_topology_owns_the_entities_and_ends_the_receivers_of_one_it_deletes
     assert set(topology.entities) == {"q", "q/$deadletterqueue", "q/$transfer/$deadletterqueue"}
     topology.create_queue(QueueConfig(name="runtime"))
     assert topology.is_runtime_entity("runtime") and not topology.is_runtime_entity("q")
-    q.receivers[1] = object()
+    q.receivers[1] = SimpleNamespace(locks={})  # a receiver as the purge of its messages sees it
     topology.delete_entity("q")
     assert not q.live and q.dlq is not None and not q.dlq.live
     assert [(path, type(e)) for path, e in ended] == [("q", EntityNotFoundError)]
