@@ -150,11 +150,13 @@ class Topology:
             return
         with self._op:
             if keep:
+                # The deleted containers' messages out first: their receivers' locks then end with them, not
+                # one by one back into a queue that is gone (50,000 locks: 470 ms in the delete's callback).
+                self._free_later(change.dropped)
                 for ent, error in change.endings:
                     self._ending(ent, error)
                 for key in change.deleted:
                     self.store.discard_entity(key)
-                self._free_later(change.dropped)
                 return
             self._change = change  # undoing holds the endings of its own steps too (dropped below)
             try:
@@ -345,12 +347,12 @@ class Topology:
             ent = self._entity_of_kind(path, (QUEUE, TOPIC, SUBSCRIPTION))
             containers = [c for e in (ent, *ent.subscriptions.values()) for c in (e, e.dlq, e.transfer_dlq)
                           if c is not None]
+            if self._change is None:
+                self._free_later(containers)  # before its receivers end (see end_change)
             self.record(self._drop(ent, free_later=True))
             if self._change is not None:
                 self._change.deleted.append(ent.key)
                 self._change.dropped.extend(containers)  # freed once the delete is kept (end_change)
-            else:
-                self._free_later(containers)
             self.store.delete_entity(ent.key)
             # A deleted file entity (and a deleted file topic's file subscriptions) is remembered as deleted,
             # so that a topic re-created through the API does not get the file's subscriptions back.

@@ -91,8 +91,10 @@ _SQL_DEL = ("DELETE FROM message_index WHERE k = ?", "DELETE FROM message_data W
 _SQL_DEL_RANGE = ("DELETE FROM message_index WHERE k BETWEEN ? AND ?",
                   "DELETE FROM message_data WHERE k BETWEEN ? AND ?")
 # Rows of a deleted entity's containers (dropped_ids) deleted per transaction of the cleanup that follows
-# the delete (drop_slice): 100,000 rows in the delete's own commit held the event loop for ~167 ms.
-DROP_SLICE = 4096
+# the delete (drop_slice): 100,000 rows in the delete's own commit held the event loop for ~167 ms. 1,024
+# rows: ~4 ms of CPU, up to ~20 ms of wall time when the slice's commit checkpoints the WAL (deleting rows
+# rewrites the pages that held them); 2,048 rows: ~8 ms of CPU, up to ~30 ms of wall (bench.delete_hold).
+DROP_SLICE = 1024
 
 
 def _entry(seq: int, count: int, enqueued_ms: int, expires_ms: int | None, size: int) -> bytes:
