@@ -69,9 +69,9 @@ def measure(durable: bool, n: int) -> dict[str, Any]:
         _piece(pieces, start)
         deferred: list[tuple[float, float]] = []
         store_turn = False
-        while getattr(broker, "drops_pending", False) or store.fold_due():
+        while getattr(broker, "drops", None) or store.fold_due():
             start = (time.thread_time(), time.perf_counter())
-            store_turn = (store_turn and store.fold_due()) or not getattr(broker, "drops_pending", False)
+            store_turn = (store_turn and store.fold_due()) or not getattr(broker, "drops", None)
             if store_turn:
                 if store.fold_due():
                     store.fold()

@@ -11,7 +11,7 @@ Imports only leaf modules of the broker (``entity``, ``model``, ``receiver``, ``
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from sbemulator.config import (
@@ -60,8 +60,9 @@ class BrokerAPI(Protocol):
         ...
 
     @property
-    def drops_pending(self) -> bool:
-        """Whether deleted entities' messages are still to be freed (:meth:`drop_step`)."""
+    def drops(self) -> Sequence[object]:
+        """Deleted entities' messages still to be freed by :meth:`drop_step` (non-empty while any remain):
+        an attribute, read after every commit (runtime/server.py ``fold_later``) without a call."""
         ...
 
     def drop_step(self, slice_size: int = 0) -> None:

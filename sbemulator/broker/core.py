@@ -101,6 +101,7 @@ class Broker:
         # The topology ends the receivers of an entity it deletes or suspends: the flow's job, and the
         # flow reads the topology's entities, so the topology is told through a late-bound call.
         self._topology = topology = Topology(config, store, wakeups, lambda ent, error: flow.end_receivers(ent, error))
+        self.drops = topology.drops  # the same list, kept by the topology (BrokerAPI.drops)
         self._flow = flow = MessageFlow(store, clock, topology.entities, topology.entity, timers, wakeups)
         flow.namespace = config.name
         self._sessions = sessions = flow.sessions
@@ -168,10 +169,6 @@ class Broker:
 
     def delete_entity(self, path: str) -> None:
         self._topology.delete_entity(path)
-
-    @property
-    def drops_pending(self) -> bool:
-        return self._topology.drops_pending
 
     def drop_step(self, slice_size: int = 0) -> None:
         self._topology.drop_step(slice_size)

@@ -117,7 +117,8 @@ class Topology:
         self._op = wakeups.operation
         self._ending = end_receivers
         self._change: _Change | None = None  # a management change in progress (begin_change)
-        self.drops: list[PurgeJob] = []  # deleted containers' messages still to be freed (drop_step)
+        # Deleted containers' messages still to be freed (drop_step); never reassigned: Broker.drops is this list.
+        self.drops: list[PurgeJob] = []
         self.entities: dict[str, Entity] = {}  # every addressable container, by lower-case path
         self.file_entities: dict[str, Any] = {}
         for q in self.config.queues:
@@ -372,10 +373,6 @@ class Topology:
             job = PurgeJob(self.store, containers)
             if job.detach():
                 self.drops.append(job)
-
-    @property
-    def drops_pending(self) -> bool:
-        return bool(self.drops)
 
     def drop_step(self, slice_size: int = 0) -> None:
         """Free one slice of deleted containers' messages (:meth:`_free_later`)."""

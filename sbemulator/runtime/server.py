@@ -307,7 +307,7 @@ class AmqpServer:
         SQLite) as a callback of its own, before a commit finds the journal full and folds it on its way,
         in the same callback as the work it commits."""
         if (not self._fold_scheduled and self.loop is not None
-                and (self.broker.drops_pending or self.store.fold_due())):
+                and (self.broker.drops or self.store.fold_due())):
             self._fold_scheduled = True
             self.loop.call_soon(self._fold)
 
@@ -316,7 +316,7 @@ class AmqpServer:
         (a deleted entity's messages freed, its rows deleted: up to ~8 ms of CPU a slice each, and a slice
         of rows up to ~20 ms of wall time when its commit checkpoints the WAL)."""
         self._fold_scheduled = False
-        store_turn = (self._store_turn and self.store.fold_due()) or not self.broker.drops_pending
+        store_turn = (self._store_turn and self.store.fold_due()) or not self.broker.drops
         self._store_turn = not store_turn
         if not store_turn:
             self.broker.drop_step()  # writes nothing: a deleted container's rows are the store's own work

@@ -19,7 +19,7 @@ TOPICS = [{"Name": "t", "Subscriptions": [{"Name": "a"}, {"Name": "b"}]}]
 
 def _steps(b) -> int:
     steps = 0
-    while b.drops_pending:
+    while b.drops:
         b.drop_step()
         steps += 1
         assert steps < 10_000
@@ -38,7 +38,7 @@ def test_a_deleted_subscriptions_messages_are_freed_in_slices_and_its_topic_quot
     sub = b._topology.entity("t/Subscriptions/a")
     b.delete_entity("t/Subscriptions/a")
     assert not sub.messages and not sub.locks  # out of the entity at once
-    assert b.drops_pending
+    assert b.drops
     assert _steps(b) >= 1000 // 50
     assert topic.quota.held_bytes == 1000 * 100  # what b holds
     assert len(b.peek("t/Subscriptions/b", 0, 2000)) == 1000
@@ -51,7 +51,7 @@ def test_a_delete_taken_back_keeps_every_message_and_frees_nothing():
     b.begin_change()
     b.delete_entity("q")
     b.end_change(False)
-    assert not b.drops_pending
+    assert not b.drops
     assert len(b.peek("q", 0, 100)) == 30
 
 
@@ -61,10 +61,10 @@ def test_a_kept_delete_frees_its_messages_once_it_is_written():
     b.commit()
     b.begin_change()
     b.delete_entity("q")
-    assert not b.drops_pending  # nothing taken out before the change is kept: it could still be taken back
+    assert not b.drops  # nothing taken out before the change is kept: it could still be taken back
     b.commit()
     b.end_change(True)
-    assert b.drops_pending
+    assert b.drops
     _steps(b)
     with pytest.raises(EntityNotFoundError):
         b.peek("q", 0, 10)
