@@ -139,3 +139,29 @@ def test_a_data_directory_without_the_dropped_ids_table_opens_and_gains_it(tmp_p
     _clean_up(store)
     assert dropped_rows(store._db) == 0
     b.close()
+
+
+def test_a_deleted_topic_takes_its_subscriptions_rows_and_a_new_one_of_the_name_starts_empty(tmp_path):
+    from sbemulator.config import SubscriptionConfig, TopicConfig
+
+    clock = FakeClock()
+    store = SqliteStore(tmp_path / "sb.db")
+    b = make_broker([], [{"Name": "t", "Subscriptions": [{"Name": "a"}, {"Name": "b"}]}], clock=clock,
+                    store=store)[0]
+    b.send("t", [msg(f"m{i}".encode()) for i in range(50)])
+    b.commit()
+    r = receiver(b, "t/Subscriptions/a")
+    r.dead_letter(r.take(1)[0].lock_token)  # a row in a sub-queue too
+    b.commit()
+    b.delete_entity("t")
+    b.commit()
+    assert stored_rows(store._db) == []
+    assert dropped_rows(store._db) == 2 * 100
+    while b.drops:  # what the server's deferred-work callbacks do
+        b.drop_step()
+    _clean_up(store)
+    assert dropped_rows(store._db) == 0
+    b.create_topic(TopicConfig(name="t", subscriptions=(SubscriptionConfig(name="a"),)))
+    assert b.peek("t/Subscriptions/a", 0, 10) == []
+    assert b.peek("t/Subscriptions/a/$DeadLetterQueue", 0, 10) == []
+    b.close()
