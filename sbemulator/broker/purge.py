@@ -152,6 +152,7 @@ class PurgeJob:
         """Every remaining slice, committing after each and letting the event loop run between them; returns
         the count once the last slice is committed."""
         while not self.step(slice_size):
+            await asyncio.sleep(0)  # the slice's commit is a callback of its own, as the timer task's is
             commit()
             await asyncio.sleep(0)
         commit()
