@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sbemulator.broker import Broker, ReceiveMode
+from sbemulator.broker import Broker
 from sbemulator.store import MemoryStore, SqliteStore
 
 from ._util import load_average, machine, today
-from .purge_hold import BATCH, _config, _message, _Quiet
+from .purge_hold import _config, fill_and_lock_half
 
 
 def _piece(pieces: list[tuple[float, float]], start: tuple[float, float]) -> None:
@@ -44,18 +44,7 @@ def measure(durable: bool, n: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sbbench-delete-") as tmp:
         store = SqliteStore(Path(tmp) / "sbemulator.db") if durable else MemoryStore()
         broker = Broker(_config(), store)  # type: ignore[arg-type]
-        for first in range(0, n, BATCH):
-            broker.send("q", [_message(i) for i in range(first, first + BATCH)])
-            broker.commit()
-        receiver: Any = broker.open_receiver("q", ReceiveMode.PEEK_LOCK, _Quiet())
-        taken = 0
-        while taken < n // 2:
-            got = receiver.take(min(BATCH, n // 2 - taken))
-            if not got:
-                raise RuntimeError(f"took {taken} of {n // 2}")
-            taken += len(got)
-            del got
-        broker.commit()
+        receiver: Any = fill_and_lock_half(broker, n)
         gc.collect()
         gc.disable()
         pieces: list[tuple[float, float]] = []
@@ -65,7 +54,7 @@ def measure(durable: bool, n: int) -> dict[str, Any]:
         broker.commit()
         broker.end_change(True)
         broker.commit()
-        receiver = None  # what the bench held of the queue goes with the delete's callback
+        del receiver  # what the bench held of the queue goes with the delete's callback
         _piece(pieces, start)
         deferred: list[tuple[float, float]] = []
         store_turn = False

@@ -57,6 +57,23 @@ def _message(n: int) -> IncomingMessage:
                            annotations={"x-opt-bench": n})
 
 
+def fill_and_lock_half(broker: Broker, n: int) -> Any:
+    """``n`` messages sent to ``q`` in batches, then half of them taken peek-locked by one receiver, which
+    is returned (its deliveries are not kept: only the broker holds the messages)."""
+    for first in range(0, n, BATCH):
+        broker.send("q", [_message(i) for i in range(first, first + BATCH)])
+        broker.commit()
+    receiver = broker.open_receiver("q", ReceiveMode.PEEK_LOCK, _Quiet())
+    taken = 0
+    while taken < n // 2:
+        got = receiver.take(min(BATCH, n // 2 - taken))
+        if not got:
+            raise RuntimeError(f"took {taken} of {n // 2}")
+        taken += len(got)
+    broker.commit()
+    return receiver
+
+
 def _ms(start: float) -> float:
     return (time.thread_time() - start) * 1000
 
@@ -70,17 +87,7 @@ def measure(durable: bool, mode: str, n: int) -> dict[str, Any]:
             return time.time() + offset[0]
 
         broker = Broker(_config(), store, clock=clock)  # type: ignore[arg-type]
-        for first in range(0, n, BATCH):
-            broker.send("q", [_message(i) for i in range(first, first + BATCH)])
-            broker.commit()
-        receiver = broker.open_receiver("q", ReceiveMode.PEEK_LOCK, _Quiet())
-        taken = 0
-        while taken < n // 2:
-            got = receiver.take(min(BATCH, n // 2 - taken))
-            if not got:
-                raise RuntimeError(f"took {taken} of {n // 2}")
-            taken += len(got)
-        broker.commit()
+        receiver = fill_and_lock_half(broker, n)
         receiver.close()
         gc.collect()
         gc.disable()
