@@ -12,7 +12,6 @@ slices, and another client is served while a batch is still being decoded, befor
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from sbemulator import Emulator
 from sbemulator.amqp.message import ParsedMessage
 from sbemulator.gateway import core as gateway_core
 from sbemulator.gateway import deliveries
-from tests.fixtures.emulator import STANDARD_TOPOLOGY, queue, topology
+from tests.fixtures.emulator import queue, sliced_emulator, topology
 
 QUEUE = "orders"
 PER_BATCH = 1200  # ~170 KB of SDK messages: well over BATCH_IN_SLICES
@@ -39,10 +38,7 @@ PER_BATCH = 1200  # ~170 KB of SDK messages: well over BATCH_IN_SLICES
 @pytest.fixture
 def sliced(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
     """An emulator whose slices end after every 16 messages of a batch."""
-    monkeypatch.setattr(gateway_core, "DISPATCH_SLICE_S", 0.0)
-    monkeypatch.setattr(gateway_core, "BATCH_DECODE_SLICE", 16)
-    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None) as emu:
-        yield emu
+    yield from sliced_emulator(monkeypatch, DISPATCH_SLICE_S=0.0, BATCH_DECODE_SLICE=16)
 
 
 def _batch(sender: ServiceBusSender, start: int, count: int) -> ServiceBusMessageBatch:

@@ -35,7 +35,7 @@ from sbemulator.amqp.performatives import (
 )
 from sbemulator.amqp.types import UByte, UInt
 from sbemulator.gateway import core as gateway_core
-from tests.fixtures.emulator import STANDARD_TOPOLOGY
+from tests.fixtures.emulator import STANDARD_TOPOLOGY, sliced_emulator
 
 from .test_batch_in_slices import _receive_all
 from .test_malformed_input import RawClient
@@ -48,10 +48,7 @@ UINT_MAX = 0xFFFFFFFF
 @pytest.fixture
 def sliced(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
     """An emulator whose slices end after every full take and every 256 events."""
-    monkeypatch.setattr(gateway_core, "PUMP_SLICE_S", 0.0)
-    monkeypatch.setattr(gateway_core, "DISPATCH_SLICE_S", 0.0)
-    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, admin_port=None) as emu:
-        yield emu
+    yield from sliced_emulator(monkeypatch, PUMP_SLICE_S=0.0, DISPATCH_SLICE_S=0.0)
 
 
 def _fill(emu: Emulator, count: int) -> None:
