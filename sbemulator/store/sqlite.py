@@ -77,8 +77,8 @@ _SQL_PUT_DATA = "INSERT OR REPLACE INTO message_data(k, data) VALUES (?, ?)"
 DEFAULT_PAGE_WINDOW = 10_000
 # Buffered message writes at which work done in slices stops to let them be committed (commit_wanted): 512
 # delivery-state updates are one journal record of ~26 KB, written in under a millisecond, where the
-# 2,000-5,000 of a pump's 10 ms slice overflowed the journal and went to SQLite row by row with a fold
-# first (40-55 ms in one callback).
+# 900-1,536 of a pump's 10 ms slice filled or overflowed the journal and went to SQLite row by row with a
+# fold first (up to 52 ms of CPU in one callback).
 COMMIT_BATCH = 512
 # The journal is folded in a callback of its own (fold_due) once it is this full, so that a commit seldom
 # finds it full and folds on its way (a fold of a whole journal, ~1,300 updates, is about 8 ms).
@@ -150,9 +150,10 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         # A checkpoint (WAL pages copied into the database, two fsyncs) runs inside the commit that fills
-        # the WAL to this many pages, so it holds the event loop for as long: SQLite's default of 1,000
-        # pages took 20-45 ms of wall time a checkpoint on this project's machines, a quarter of it 5-11 ms,
-        # for about the same I/O in all (a purge of 60,000 rows: 299 ms at 1,000 pages, 257 ms at 250).
+        # the WAL to this many pages, so it holds the event loop for as long. One-off script, purge slices
+        # of 2,048 rows on a store of 200,000: at SQLite's default of 1,000 pages the slices with a
+        # checkpoint took up to 45 ms of wall time (CPU 14 ms), at 250 pages up to 15.6 ms, for about the
+        # same time in all (30 slices: 299 ms at 1,000 pages, 257 ms at 250).
         self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
         if self.path is not None:
             # One process owns its data directory: holding the lock for good spares the file locking

@@ -155,9 +155,10 @@ def test_thousands_of_unsettled_range_dispositions_in_one_read_close_the_connect
 
 def test_a_durable_store_commits_what_a_receiver_takes_in_batches_and_folds_between_them(
         tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A durable commit's time grows with what it writes: 100,000 locks taken in slices of 10 ms made
-    # commits of 2,000-5,000 lock updates each, over the delivery journal's room, written to SQLite row by
-    # row after a fold of the whole journal (callbacks of 40-55 ms; bench.canary_stall --durable). The pump
+    # A durable commit's time grows with what it writes: locks taken in slices of 10 ms made commits of
+    # 900-1,536 lock updates each (a flow of 20,000 credits, the emulator in the test's process), up to and
+    # over the delivery journal's room, then written to SQLite row by row after a fold of the whole journal
+    # (callbacks of up to 52 ms of CPU; bench.canary_stall --durable). The pump
     # and a range settlement stop once COMMIT_BATCH writes are buffered, and the journal is folded in a
     # callback of its own before a commit finds it full. Nothing changes for the client.
     from sbemulator.store import sqlite

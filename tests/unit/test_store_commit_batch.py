@@ -1,8 +1,9 @@
 """A durable store asks for commits in batches and folds its journal in a step of its own (issue #19).
 
 Why: a durable commit's time grows with the rows it writes. A receiver granted 100,000 credits was
-served in slices of 10 ms, but each slice's 2,000-5,000 lock updates overflowed the delivery journal
-and went to SQLite row by row after a fold of the whole journal: callbacks of 40-55 ms, which every
+served in slices of 10 ms, but each slice's commit held 900-1,536 lock updates (measured in-process),
+up to and over the delivery journal's room (~1,300), and then went to SQLite row by row after a fold of
+the whole journal: callbacks of up to 52 ms of CPU, which every
 other client waited for (``python -m bench.canary_stall --durable``). The store now says when work in
 slices should stop for a commit (``commit_wanted``), and when its journal should be folded before a
 commit finds it full (``fold_due`` / ``fold``); the server runs that fold as a callback of its own.
