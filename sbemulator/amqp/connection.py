@@ -1,10 +1,10 @@
 """Sans-I/O AMQP 1.0 connection: feed it bytes, get events; call methods, take bytes to send.
 
 Covers the server side of the transport (spec part 2) and SASL (part 5): protocol header exchange,
-SASL ANONYMOUS/PLAIN, open/begin/attach/flow/transfer/disposition/detach/end/close, session
-windows, link credit and drain, multi-frame transfers both ways, max-frame-size negotiation and
-idle timeouts. Like h11 for HTTP it never touches a socket, so every state transition is testable
-with plain bytes.
+SASL (MSSBCBS, ANONYMOUS and EXTERNAL authorized by CBS tokens later; PLAIN with the key),
+open/begin/attach/flow/transfer/disposition/detach/end/close, session windows, link credit and
+drain, multi-frame transfers both ways, max-frame-size negotiation and idle timeouts. Like h11 for
+HTTP it never touches a socket, so every state transition is testable with plain bytes.
 
 How it is put together: ``framing.FrameReader`` cuts the input into frames; every frame then passes
 one funnel, the transition tables of ``states`` (the connection's, then the session's of its channel,
@@ -139,6 +139,16 @@ _INPUTS: dict[type, Input] = {
 }
 
 
+# What Service Bus offers in sasl-server-mechanisms, in its order (seen in client traces against the
+# service: [MSSBCBS, PLAIN, ANONYMOUS, EXTERNAL]). The .NET SDK (Azure.Messaging.ServiceBus,
+# AmqpConnectionScope.CbsSaslHandlerName) registers exactly one handler, an anonymous one named MSSBCBS,
+# and Microsoft.Azure.Amqp gives up when the server does not offer it (Sasl/SaslNegotiator.cs).
+SERVICE_BUS_SASL_MECHANISMS = ("MSSBCBS", "PLAIN", "ANONYMOUS", "EXTERNAL")
+# Mechanisms that authenticate nobody at the SASL layer: the client puts CBS tokens on $cbs afterwards.
+# EXTERNAL would name the TLS client certificate; the emulator asks for none, so it is anonymous too.
+TOKEN_MECHANISMS = frozenset({"MSSBCBS", "ANONYMOUS", "EXTERNAL"})
+
+
 class Connection:
     """Server side of one AMQP connection."""
 
@@ -162,7 +172,7 @@ class Connection:
         max_frame_size: int = 1024 * 1024,
         channel_max: int = 4095,
         idle_timeout_ms: int | None = 240_000,
-        sasl_mechanisms: tuple[str, ...] = ("ANONYMOUS", "PLAIN"),
+        sasl_mechanisms: tuple[str, ...] = SERVICE_BUS_SASL_MECHANISMS,
         authenticate_plain: Callable[[str, str], bool] | None = None,
         require_sasl: bool = True,
         max_message_size: int = 64 * 1024 * 1024,
@@ -544,8 +554,8 @@ class Connection:
         ok = False
         if mechanism not in self.sasl_mechanisms:
             ok = False
-        elif mechanism == "ANONYMOUS":
-            ok = True
+        elif mechanism in TOKEN_MECHANISMS:
+            ok = True  # nobody is named here: the connection is authorized by CBS tokens afterwards
         elif mechanism == "PLAIN":
             response = bytes(init.initial_response or b"")
             parts = response.split(b"\x00")
