@@ -838,6 +838,11 @@ class Connection:
             return
         if target.is_sender:
             windows.sender_credit(target, flow)
+            if target.drain and target.link_credit == 0:
+                # A drain with no credit left (spec 2.6.7): there is nothing to use up, so it is complete
+                # now, and the sender says so. Microsoft.Azure.Amqp's drain ends only on a flow from the
+                # sender that leaves its credit at 0 (ReceivingAmqpLink.OnReceiveFlow).
+                self.drain_complete(target)
             self._events.append(LinkCreditChanged(target, target.drain))
         if flow.echo:
             self._send_link_flow(target)
@@ -942,6 +947,8 @@ class Connection:
                 link_unsettled[delivery_id] = context
         windows.frames_sent(session, next_id - first_id)
         windows.deliveries_sent(link, len(deliveries))
+        if link.drain and link.link_credit == 0:
+            self.drain_complete(link)  # the deliveries used up a draining link's credit: tell the peer
 
     def _write_split_delivery(self, link: Link, delivery_id: int, tag: bytes, payload: bytes, settled: bool,
                               message_format: int) -> int:

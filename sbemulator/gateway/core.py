@@ -781,7 +781,7 @@ class ReplyLink(LinkHandler):
 
     def on_credit(self, event: Any) -> None:
         self._drain()
-        if event.drain and not self.queue:
+        if self.link.drain and not self.queue:  # (a drain its replies used up is answered already)
             self.gateway.connection.drain_complete(self.link)
 
     def on_disposition(self, event: Any) -> None:
