@@ -52,12 +52,20 @@ def test_every_peek_locked_delivery_carries_its_lock_token_as_a_delivery_annotat
 
 
 def test_a_receive_and_delete_delivery_carries_no_lock_token(emulator: Emulator) -> None:
+    """Nor a delivery tag: azure-servicebus's tests/test_message.py
+    test_message_backcompat_receive_and_delete_databody asserts ``incoming_message.message.delivery_tag is
+    None`` (the SDK's compatibility view turns an empty tag into None) and an empty delivery-annotations
+    map; the message's lock_token is None."""
     with ServiceBusClient.from_connection_string(emulator.connection_string) as client:
         with client.get_queue_sender("orders") as sender:
             sender.send_messages(ServiceBusMessage("gone on delivery"))
         with client.get_queue_receiver("orders", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
             [message] = receive(receiver, 1)
             assert LOCK_TOKEN not in (message.raw_amqp_message.delivery_annotations or {})
+            legacy = _legacy(message)
+            assert legacy.delivery_tag is None
+            assert legacy.delivery_annotations == {}
+            assert message.lock_token is None
 
 
 def test_async_peek_lock_delivery_annotations(emulator: Emulator) -> None:
