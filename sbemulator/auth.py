@@ -2,8 +2,14 @@
 
 A token is ``SharedAccessSignature sr=<url-encoded resource>&sig=<base64 HMAC-SHA256>&se=<expiry>
 &skn=<key name>``; the signature covers ``<url-encoded resource> + "\\n" + <expiry>``. The resource
-scopes the token: it authorizes that entity path and everything below it. Hosts are not compared,
-because an emulator is reached under several names (127.0.0.1, localhost, a container name).
+scopes the token: it authorizes that entity path and everything below it. Service Bus compares the
+whole resource URI, so a token signed for another namespace's host is refused here too: the resource's
+scheme must be one the SDKs sign with (``sb``, ``amqp``, ``amqps``, ``http``, ``https``, ``ws``,
+``wss``) and its host one of the emulator's own names (``own_hosts``: the loopback names, the address
+it listens on, ``--hostname``). Ports are not compared: one emulator answers on several ports, and the
+SDKs sign with whichever their endpoint names. A resource without a scheme is a host and a path
+(``ns.servicebus.windows.net``, what the Go SDK's ``CreateConnectionStringWithSASUsingExpiry`` signs,
+is the whole namespace).
 
 "Service Bus authentication and authorization with Shared Access Signatures": a rule (a key name, its
 keys and its rights) lives on the namespace or on one queue or topic. Its rights are Listen, Send and
@@ -16,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import socket
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -86,6 +93,52 @@ def claims_required(right: str, resource: str) -> str:
             f"Resource: '{resource}'.")
 
 
+# The schemes the SDKs sign resources with: sb:// (every SDK's CBS audience), amqp:// and amqps://
+# (.NET), https:// (the Atom and ARM clients), http://, ws:// and wss:// (WebSocket endpoints).
+SCHEMES = frozenset({"sb", "amqp", "amqps", "http", "https", "ws", "wss"})
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+_WILDCARDS = frozenset({"", "0.0.0.0", "::"})
+
+
+def own_hosts(listen_host: str, names: Iterable[str] = ()) -> frozenset[str]:
+    """The host names a token's resource may carry: loopback, the address the emulator listens on and
+    the extra ``names``; listening on every address (0.0.0.0, ::) adds the machine's own names."""
+    hosts = set(LOOPBACK_HOSTS) | {name.strip().lower().strip("[]") for name in names if name.strip()}
+    if listen_host in _WILDCARDS:
+        hosts |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    else:
+        hosts.add(listen_host.lower().strip("[]"))
+    return frozenset(hosts)
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A token's resource or a put-token audience, taken apart: lower-case scheme (None: none given),
+    host without port (None: none given) and entity path."""
+
+    scheme: str | None
+    host: str | None
+    path: str
+
+
+def parse_resource(resource: str) -> Resource:
+    """'sb://Host:5672/Queue/' -> ('sb', 'host', 'queue'); 'ns.servicebus.windows.net' -> (None,
+    'ns.servicebus.windows.net', ''); 'https://[::1]:5300/t/Subscriptions/s' -> ('https', '::1',
+    't/subscriptions/s')."""
+    text = urllib.parse.unquote(resource.strip())
+    scheme: str | None = None
+    if "://" in text:
+        scheme, text = text.split("://", 1)
+        scheme = scheme.lower()
+    authority, _, path = text.partition("/")
+    authority = authority.rpartition("@")[2].lower()
+    if authority.startswith("["):
+        host = authority[1:].partition("]")[0]
+    else:
+        host = authority.partition(":")[0] if authority.count(":") == 1 else authority
+    return Resource(scheme, host or None, path.split("?", 1)[0].strip("/").lower())
+
+
 def normalize_path(resource: str) -> str:
     """'sb://host:5672/Queue/' -> 'queue'; 'amqps://host/t/Subscriptions/s' -> 't/subscriptions/s'."""
     text = urllib.parse.unquote(resource.strip())
@@ -131,10 +184,13 @@ class SasValidator:
     ``entity_rules`` finds an entity's own rules; a token whose key name is not a namespace rule's is
     checked against the rules of the entity its resource names (and of each entity above it)."""
 
-    def __init__(self, keys: Mapping[str, str] | Iterable[SasRule], entity_rules: EntityRules | None = None) -> None:
+    def __init__(self, keys: Mapping[str, str] | Iterable[SasRule], entity_rules: EntityRules | None = None,
+                 hosts: Iterable[str] | None = None) -> None:
         rules = [SasRule(name, key) for name, key in keys.items()] if isinstance(keys, Mapping) else list(keys)
         self.rules: dict[str, SasRule] = {rule.key_name: rule for rule in rules}
         self.entity_rules = entity_rules
+        # The host names a token's resource may name (own_hosts); None compares no host.
+        self.hosts: frozenset[str] | None = None if hosts is None else frozenset(h.lower() for h in hosts)
 
     @property
     def keys(self) -> dict[str, str]:
@@ -149,7 +205,7 @@ class SasValidator:
         rule for its subscription): the longest path that is an entity with such a rule wins."""
         if self.entity_rules is None:
             return None
-        parts = normalize_path(resource).split("/")
+        parts = parse_resource(resource).path.split("/")
         for end in range(len(parts), 0, -1):
             path = "/".join(parts[:end])
             if not path or path.startswith("$"):
@@ -191,14 +247,28 @@ class SasValidator:
         rule = next((candidate for candidate in candidates for key in candidate.signing_keys()
                      if hmac.compare_digest(hmac.new(key.encode(), signed, hashlib.sha256).digest(), given)),
                     None)
+        if expiry <= now:
+            # Service Bus's text (its SAS validation checks the expiry before the signature)
+            raise AuthError("ExpiredToken: The token is expired. Expiration time: "
+                            f"'{time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(expiry))}'.")
         if rule is None:
             raise AuthError("InvalidSignature: the token has an invalid signature")
-        if expiry <= now:
-            raise AuthError("ExpiredToken: the token has expired")
-        scope = normalize_path(fields["sr"])
-        if audience is not None and not path_covers(scope, normalize_path(audience)):
+        resource = parse_resource(fields["sr"])
+        self._check_host(resource, urllib.parse.unquote(fields["sr"]))
+        scope = resource.path
+        if audience is not None and not path_covers(scope, parse_resource(audience).path):
             raise AuthError(
                 f"InvalidAudience: the token's resource '{urllib.parse.unquote(fields['sr'])}' does not "
                 f"cover '{audience}'"
             )
         return Grant(scope, float(expiry), key_name, rule.rights)
+
+    def _check_host(self, resource: Resource, text: str) -> None:
+        """Service Bus compares the whole resource URI: a scheme no SDK signs with, or a host that is not
+        one of the emulator's own names, means the token was made for another service."""
+        if resource.scheme is not None and resource.scheme not in SCHEMES:
+            raise AuthError(f"InvalidAudience: the token's resource '{text}' has the scheme '{resource.scheme}' "
+                            f"(expected one of {', '.join(sorted(SCHEMES))})")
+        if self.hosts is not None and resource.host not in self.hosts:
+            raise AuthError(f"InvalidAudience: the token's resource '{text}' is for the host "
+                            f"'{resource.host or ''}', not this namespace ({', '.join(sorted(self.hosts))})")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..amqp.message import ParsedMessage
-from ..auth import AuthError, Grant, SasValidator, normalize_path
+from ..auth import AuthError, Grant, SasValidator, parse_resource
 
 log = logging.getLogger("sbemulator")
 
@@ -64,7 +64,7 @@ _NOT_ENTITIES = ("$management",)
 
 def audience_entity(audience: str) -> str:
     """The entity path a put-token's audience names ('' for the namespace itself)."""
-    path = normalize_path(audience)
+    path = parse_resource(audience).path
     parts = path.split("/")
     while parts and parts[-1] in _NOT_ENTITIES:
         parts.pop()

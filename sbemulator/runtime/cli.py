@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sbemulator", description="A pure-Python Azure Service Bus emulator.")
     parser.add_argument("--config", required=True, help="topology file (official emulator Config.json schema)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--hostname", action="append", default=[], metavar="NAME",
+                        help="a host name clients reach the emulator by (repeatable): SAS tokens signed for it "
+                             "are accepted, as for loopback and --host")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help="AMQP port (default 5672; 0 picks a free port)")
     store = parser.add_mutually_exclusive_group()
@@ -175,7 +178,7 @@ async def serve(args: argparse.Namespace) -> int:
     server, broker = build(
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
         host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot, limits=limits_from(args),
-        page_window=args.page_window,
+        page_window=args.page_window, hostnames=args.hostname,
     )
     admin = None
     websocket = None
@@ -210,7 +213,7 @@ async def serve(args: argparse.Namespace) -> int:
         server.clock_group = group
         for extra in configs[1:]:
             options = dict(in_memory=args.in_memory, clock=server.clock, limits=limits_from(args),
-                           page_window=args.page_window,
+                           page_window=args.page_window, hostnames=args.hostname,
                            data_dir=None if args.in_memory else namespace_data_dir(args.data_dir or DEFAULT_DATA_DIR,
                                                                                    extra.name))
             runtime = await start_namespace(extra, key=sas_keys(extra, args.sas_key)[DEFAULT_KEY_NAME],

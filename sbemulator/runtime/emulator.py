@@ -11,12 +11,12 @@ import datetime as dt
 import inspect
 import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasRule, SasValidator, parse_rights
+from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasRule, SasValidator, own_hosts, parse_rights
 from ..broker.clock import Clock, ManualClock, clock_mode, make_clock, to_datetime
 from ..broker.core import Broker
 from ..config import NamespaceConfig, load_namespaces, parse_namespaces
@@ -84,7 +84,7 @@ def sas_rules(config: NamespaceConfig, sas_key: str | None) -> list[SasRule]:
 def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | None,
           sas_key: str | None, host: str, port: int, clock: str | Clock | None = None,
           snapshot: str | Path | bytes | dict | None = None, page_window: int | None = None,
-          **server_options: Any) -> tuple[AmqpServer, Any]:
+          hostnames: Iterable[str] = (), **server_options: Any) -> tuple[AmqpServer, Any]:
     """Wire store, broker and server together (shared by the CLI and ``Emulator``). ``clock``:
     ``"real"`` (default), ``"manual"`` or a clock callable (broker/clock.py). ``snapshot``: a snapshot
     (a file, its bytes or the parsed object, sbemulator/runtime/snapshot.py) the broker starts from. ``page_window``:
@@ -103,7 +103,10 @@ def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | No
         check_loads(config, SeededStore(parsed), broker_clock)  # refused whole, before the store has any of it
         store = seed_store(store, parsed, durable=not in_memory)
     broker = Broker(config, store, clock=broker_clock)
-    validator = SasValidator(sas_rules(config, sas_key), entity_rules=broker.authorization_rules)
+    # A token's resource must name one of the emulator's own hosts (auth.py; ``hostnames``: the names
+    # clients reach it by besides loopback and ``host``, the CLI's --hostname).
+    validator = SasValidator(sas_rules(config, sas_key), entity_rules=broker.authorization_rules,
+                             hosts=own_hosts(host, hostnames))
     server = AmqpServer(broker, store, validator, host=host, port=port, clock=broker_clock, **server_options)
     return server, broker
 

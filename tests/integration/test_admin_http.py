@@ -205,3 +205,26 @@ def test_reset_restores_the_configured_namespace(emulator: Emulator) -> None:
         assert admin.get_queue_runtime_properties("orders").total_message_count == 0
         assert [s.name for s in admin.list_subscriptions("events")] == ["all", "high"]
         assert [r.name for r in admin.list_rules("events", "high")] == ["high"]
+
+
+def test_atom_and_arm_tokens_are_checked_against_the_whole_resource_uri(emulator: Emulator) -> None:
+    """Service Bus compares a token's whole resource URI, scheme and host included: a token signed for
+    another namespace's host is refused on Atom and ARM, one for any of the emulator's own names (its
+    loopback addresses, localhost) or for the bare host (the Go SDK's CreateConnectionStringWithSASUsingExpiry
+    signs ``host:port``, meaning the whole namespace) is accepted."""
+    expiry = int(time.time()) + 300
+    port = emulator.admin_port
+    for resource in (f"https://localhost:{port}/", f"https://[::1]:{port}/", f"sb://127.0.0.1:{port}",
+                     f"127.0.0.1:{port}", "localhost"):
+        assert call(emulator, "GET", "/orders", auth=sign(resource, emulator.key_name, emulator.key, expiry))[0] == 200
+    for resource in ("https://other.servicebus.windows.net/", "https://other.servicebus.windows.net/orders",
+                     "other.servicebus.windows.net", f"ftp://127.0.0.1:{port}/"):
+        assert_error(call(emulator, "GET", "/orders", auth=sign(resource, emulator.key_name, emulator.key, expiry)),
+                     401, "InvalidAudience")
+    base = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.ServiceBus/namespaces/ns"
+    own = "Bearer " + bearer_token(f"https://localhost:{port}/", emulator.key_name, emulator.key, expiry)
+    assert call(emulator, "GET", f"{base}/queues/orders?api-version=2024-01-01", auth=own)[0] == 200
+    other = "Bearer " + bearer_token("https://other.servicebus.windows.net/", emulator.key_name, emulator.key, expiry)
+    status, _, body = call(emulator, "GET", f"{base}/queues/orders?api-version=2024-01-01", auth=other)
+    assert status == 401 and json.loads(body)["error"]["code"] == "InvalidAuthenticationToken"
+    assert "other.servicebus.windows.net" in json.loads(body)["error"]["message"]

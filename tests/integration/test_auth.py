@@ -78,3 +78,17 @@ def test_custom_sas_key_replaces_the_default():
         with ServiceBusClient.from_connection_string(default_conn, retry_total=0) as client:
             with pytest.raises(ServiceBusAuthenticationError):
                 _send_one(client)
+
+
+def test_token_for_another_namespace_host_is_refused(emulator):
+    """Service Bus compares the token's whole resource URI on $cbs: a token signed for another host is
+    refused even with the right key; the emulator's own names (localhost, the bare host:port the Go SDK
+    signs for its SharedAccessSignature connection strings) open the namespace."""
+    expiry = int(time.time()) + 3600
+    token = sign("sb://other.servicebus.windows.net/orders", DEFAULT_KEY_NAME, DEFAULT_KEY, expiry)
+    with _sas_client(emulator, token) as client:
+        with pytest.raises(ServiceBusAuthenticationError):
+            _send_one(client, "orders")
+    for resource in (f"sb://localhost:{emulator.port}/orders", f"127.0.0.1:{emulator.port}"):
+        with _sas_client(emulator, sign(resource, DEFAULT_KEY_NAME, DEFAULT_KEY, expiry)) as client:
+            _send_one(client, "orders")

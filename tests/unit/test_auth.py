@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import socket
+import urllib.parse
+
 import pytest
 
-from sbemulator.auth import AuthError, SasValidator, normalize_path, sign
+from sbemulator.auth import AuthError, Resource, SasValidator, normalize_path, own_hosts, parse_resource, sign
 
 KEYS = {"RootManageSharedAccessKey": "SAS_KEY_VALUE", "SendOnly": "other"}
 NOW = 1_800_000_000
@@ -63,3 +69,50 @@ def test_paths_are_normalized_without_host_and_case():
     assert normalize_path("sb://host:5672/Queue/") == "queue"
     assert normalize_path("amqps://h/t/Subscriptions/S") == "t/subscriptions/s"
     assert normalize_path("sb%3A%2F%2Fh%2Fq") == "q"
+
+
+def test_resources_are_taken_apart_into_scheme_host_and_path():
+    assert parse_resource("sb://Host:5672/Queue/") == Resource("sb", "host", "queue")
+    assert parse_resource("ns.servicebus.windows.net") == Resource(None, "ns.servicebus.windows.net", "")
+    assert parse_resource("127.0.0.1%3a5672") == Resource(None, "127.0.0.1", "")
+    assert parse_resource("https://[::1]:5300/t/Subscriptions/s?api-version=1") == Resource("https", "::1",
+                                                                                           "t/subscriptions/s")
+    assert parse_resource("amqps://h/") == Resource("amqps", "h", "")
+
+
+def test_a_bare_namespace_host_is_the_whole_namespace():
+    # The Go SDK's sas.CreateConnectionStringWithSASUsingExpiry signs the namespace's host[:port], lower-case
+    # and query-escaped, without a scheme (client_test.go TestNewClientUsingSharedAccessSignature).
+    sr, se = "127.0.0.1%3a5672", str(NOW + 60)
+    sig = base64.b64encode(hmac.new(b"SAS_KEY_VALUE", f"{sr}\n{se}".encode(), hashlib.sha256).digest()).decode()
+    go_token = f"SharedAccessSignature sr={sr}&sig={urllib.parse.quote_plus(sig)}&se={se}&skn=RootManageSharedAccessKey"
+    validator = SasValidator(KEYS, hosts=own_hosts("127.0.0.1"))
+    grant = validator.validate(go_token, audience="sb://127.0.0.1:5672/orders", now=NOW)
+    assert grant.scope == ""
+    assert grant.covers("orders/$DeadLetterQueue", now=NOW)
+
+
+def test_only_the_emulators_own_hosts_and_the_sdks_schemes_are_accepted():
+    validator = SasValidator(KEYS, hosts=own_hosts("10.1.2.3", ["sbemulator"]))
+    for resource in ("sb://127.0.0.1/orders", "amqps://localhost/orders", "https://[::1]:443/orders",
+                     "wss://10.1.2.3/$servicebus/websocket", "amqp://SBEMULATOR/orders", "http://localhost:8080/"):
+        validator.validate(token(resource), now=NOW)
+    for resource, reason in (("sb://other.servicebus.windows.net/orders", "is for the host"),
+                             ("https://10.1.2.4/orders", "is for the host"), ("ftp://127.0.0.1/orders", "scheme"),
+                             ("sb:///orders", "is for the host")):
+        with pytest.raises(AuthError, match="InvalidAudience") as info:
+            validator.validate(token(resource), now=NOW)
+        assert reason in str(info.value)
+
+
+def test_listening_on_every_address_accepts_the_machines_names():
+    hosts = own_hosts("0.0.0.0")
+    assert {"127.0.0.1", "localhost", "::1", socket.gethostname().lower()} <= hosts
+    assert "0.0.0.0" not in hosts
+
+
+def test_an_expired_token_says_so_as_service_bus_does():
+    # The text the Go SDK's tests expect (client_test.go TestClientUnauthorizedCreds, "Expired SAS").
+    with pytest.raises(AuthError) as info:
+        SasValidator(KEYS).validate(token(expiry=NOW - 600), now=NOW)
+    assert str(info.value) == "ExpiredToken: The token is expired. Expiration time: '2027-01-15 07:50:00Z'."
