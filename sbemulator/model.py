@@ -99,6 +99,9 @@ class IncomingMessage:
     largest_property: tuple[str, int] | None = None
     # durable, priority, first-acquirer as sent (None: the sender set none of them)
     header_fields: HeaderFields | None = None
+    # The sender's delivery annotations, passed on to the receiver as Service Bus does (the Go SDK's
+    # TestSender_SendAMQPMessageWithMultipleByteSlicesInData reads them back beside x-opt-lock-token).
+    delivery_annotations: dict[Any, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -145,6 +148,8 @@ class BrokerMessage:
     annotations: dict[Any, Any] = field(default_factory=dict)
     # durable, priority, first-acquirer as the sender set them (None: none of them)
     header_fields: HeaderFields | None = None
+    # The sender's delivery annotations, delivered with every delivery of the message.
+    delivery_annotations: dict[Any, Any] = field(default_factory=dict)
     # --- broker bookkeeping, not part of the message -----------------------------------------
     queued: bool = False  # present in an available-heap
     lock_owner: Any = None  # the Receiver holding the lock (None: via $management; or a closed one's)
@@ -169,6 +174,7 @@ class BrokerMessage:
             size=msg.size,
             annotations=dict(msg.annotations),
             header_fields=msg.header_fields,
+            delivery_annotations=dict(msg.delivery_annotations),
         )
 
     def copy(self) -> BrokerMessage:
@@ -202,6 +208,7 @@ class BrokerMessage:
             properties_changed=self.properties_changed,
             annotations=dict(self.annotations),
             header_fields=self.header_fields,
+            delivery_annotations=dict(self.delivery_annotations),
         )
 
     @property

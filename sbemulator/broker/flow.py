@@ -17,7 +17,12 @@ expiry (a closed plain receiver's locks included) or session-lock loss while
 ``delivery_count >= MaxDeliveryCount`` moves to the dead-letter queue with reason
 ``MaxDeliveryCountExceeded``: with MaxDeliveryCount=3 a message can be received three times.
 ``release`` (the client's ``released`` outcome) and closing a session receiver ("Message sessions",
-impact of delivery count) un-count the delivery.
+impact of delivery count) un-count the delivery. A dead-letter queue counts nothing: a message there
+carries the count Service Bus shows for it (its failed deliveries: the abandons and lock expiries, so a
+receiver's explicit dead-letter does not count its own delivery, and MaxDeliveryCountExceeded comes with
+MaxDeliveryCount), in the header as it is, however often it is received, abandoned or peeked there
+(the Go SDK's TestMessageSettlementUsingReceiver: 2 after receive, abandon, receive, dead-letter;
+still 2 after an abandon and a receive in the dead-letter queue).
 
 Sequence numbers are per queue and per subscription (each subscription numbers the copies it
 receives from 1, as Service Bus documents); a topic numbers only the scheduled messages it holds
@@ -708,6 +713,8 @@ class MessageFlow:
             self.store.put_message(ent.key, msg)
             self.queue(ent, msg)
             return
+        if msg.locked:  # its receiver dead-letters it: this delivery did not fail (header_count)
+            msg.delivery_count = max(0, msg.delivery_count - 1)
         self.remove(ent, msg)
         msg.state = MessageState.ACTIVE
         self._mark_dead_lettered(msg, reason, description)
@@ -749,7 +756,8 @@ class MessageFlow:
         """A lock ended without settlement (abandon, expiry, close, session loss, release)."""
         self.unlock(ent, msg)
         if not counted:
-            msg.delivery_count = max(0, msg.delivery_count - 1)
+            if ent.kind not in _SUB_QUEUES:  # a sub-queue's receive did not count (count_delivery)
+                msg.delivery_count = max(0, msg.delivery_count - 1)
         elif msg.delivery_count >= ent.max_delivery_count:
             self.dead_letter(
                 ent,
@@ -856,12 +864,12 @@ class MessageFlow:
                 if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
                     self.expire(ent, msg, now)
                     continue
-                msg.delivery_count += 1
+                count_delivery(ent, msg)
                 if peek_lock:
                     out.append(self.lock_message(ent, msg, r, now, locks))
                 else:
                     self.remove(ent, msg)
-                    out.append(Delivery(msg, None, None, msg.delivery_count - 1))
+                    out.append(Delivery(msg, None, None, header_count(ent, msg)))
             if locks:
                 self._timers.add(TakeExpiry(now + ent.lock_duration_ms, ent, self, locks))
             if out:
@@ -893,7 +901,7 @@ class MessageFlow:
             else:
                 locks.append(msg)
         self.store.update_message(ent.key, msg)
-        return Delivery(msg, key, msg.locked_until_ms, msg.delivery_count - 1, token)
+        return Delivery(msg, key, msg.locked_until_ms, header_count(ent, msg), token)
 
     def receive_deferred(
         self, path: str, sequence_numbers: Iterable[int], mode: ReceiveMode, session_id: str | None = None
@@ -929,12 +937,12 @@ class MessageFlow:
                 )
             out = []
             for msg in found:
-                msg.delivery_count += 1
+                count_delivery(ent, msg)
                 if mode == ReceiveMode.PEEK_LOCK:
                     out.append(self.lock_message(ent, msg, None, now))
                 else:
                     self.remove(ent, msg)
-                    out.append(Delivery(msg, None, None, msg.delivery_count - 1))
+                    out.append(Delivery(msg, None, None, header_count(ent, msg)))
             return out
 
     def peek(
@@ -1087,6 +1095,22 @@ def _check_receivers(ent: Entity, most: int) -> None:
             f"The number of concurrent receive requests on '{scope.path}' has reached its limit of {most:,}: "
             "close a receiver first (Service Bus quotas: concurrent receive requests per entity)."
         )
+
+
+_SUB_QUEUES = frozenset({DEAD_LETTER, TRANSFER_DEAD_LETTER})
+
+
+def count_delivery(ent: Entity, msg: BrokerMessage) -> None:
+    """A receiver takes ``msg``: one more delivery, except in a dead-letter queue, where the count
+    stays what it was when the message was dead-lettered."""
+    if ent.kind not in _SUB_QUEUES:
+        msg.delivery_count += 1
+
+
+def header_count(ent: Entity, msg: BrokerMessage) -> int:
+    """The header delivery-count of a delivery of ``msg`` from ``ent``: the deliveries before this one,
+    or in a dead-letter queue the count it was dead-lettered with."""
+    return msg.delivery_count if ent.kind in _SUB_QUEUES else msg.delivery_count - 1
 
 
 _PAGED_KINDS = frozenset({QUEUE, SUBSCRIPTION, DEAD_LETTER, TRANSFER_DEAD_LETTER})

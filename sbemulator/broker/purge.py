@@ -114,7 +114,7 @@ class PurgeJob:
                 # delivery was encoded when it was taken, and it is in no entity and under no lock.
                 msg.body_raw = msg.properties_raw = b""
                 msg.application_properties = {}
-                msg.annotations = {}
+                msg.annotations = msg.delivery_annotations = {}
                 msg.header_fields = None
             messages = part.messages
             n = min(budget, len(messages))

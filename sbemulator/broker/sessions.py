@@ -150,7 +150,9 @@ class Sessions:
                     f"The session state ({len(state)} bytes) exceeds the limit ({ent.max_message_size} bytes) "
                     f"of one message on '{ent.path}'."
                 )
-            s.state = bytes(state) if state is not None else None
+            # An empty state is no state: Service Bus reads it back as null (the Go SDK's
+            # TestSessionReceiver_acceptSession sets nil, which goes as an empty binary, and expects nil).
+            s.state = bytes(state) if state else None
             s.state_updated_ms = self._now()
             self.store.set_session_state(ent.key, session_id, s.state, s.state_updated_ms)
 

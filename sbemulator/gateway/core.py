@@ -29,6 +29,7 @@ from ..amqp.performatives import (
     error,
     from_described,
 )
+from ..amqp.states import EndpointState
 from ..amqp.transactions import LOCAL_TRANSACTIONS, Coordinator, Declare, Declared, Discharge, TransactionalState
 from ..amqp.types import Array, Described, Int, Long, Symbol
 from ..auth import LISTEN, SEND, Grant, SasValidator, claims_required
@@ -179,6 +180,7 @@ class Gateway:
         self.plain_rights: frozenset[str] = frozenset()
         self.hostname = ""  # the host the client's open frame named
         self.cbs_reply_links: list[Link] = []
+        self._cbs_request_link: Link | None = None  # the client's $cbs sender
         self.mgmt_reply_links: dict[str, Link] = {}
         self.receivers: set[EntityReceiverLink] = set()
         self.closed = False
@@ -611,6 +613,13 @@ class Gateway:
         return True
 
     # ------------------------------------------------------------------ attach
+    def _cbs_link_open(self, link: Link) -> bool:
+        """Whether a $cbs link of ``link``'s role is attached on this connection already (a detached
+        link's context is None)."""
+        if link.is_sender:
+            return any(_attached(other) for other in self.cbs_reply_links)
+        return self._cbs_request_link is not None and _attached(self._cbs_request_link)
+
     def _on_attach(self, link: Link) -> None:
         if self.connection.link_count > self.limits.max_links_per_connection:
             self.connection.reject_attach(
@@ -623,14 +632,25 @@ class Gateway:
         path = entity_path(address)
         lowered = path.lower()
         if lowered == "$cbs":
+            if self._cbs_link_open(link):
+                # Service Bus takes one $cbs sender and one receiver per connection and refuses another
+                # with amqp:not-allowed; the Go SDK resets its connection on that (its
+                # internal/TestAMQPLinksCBSLinkStillOpen: a claim negotiation left a $cbs link open).
+                self.connection.reject_attach(
+                    link, "amqp:not-allowed",
+                    f"A $cbs {'receiver' if link.is_sender else 'sender'} link is already open on this "
+                    "connection; only one $cbs link pair is allowed per connection.")
+                return
             if link.is_sender:
                 link.context = ReplyLink(self, link)
-                self.cbs_reply_links.append(link)
+                self.cbs_reply_links = [*(other for other in self.cbs_reply_links if other.context is not None),
+                                        link]
                 self.connection.accept_attach(link)
             else:
                 # Before authentication this is the only link a client may send on: its messages are
                 # bounded by the size of a put-token request.
                 link.context = CbsRequestLink(self, link)
+                self._cbs_request_link = link
                 self.connection.accept_attach(link, max_message_size=self.limits.max_cbs_message_bytes)
             if not link.is_sender:
                 self.connection.grant_credit(link, SENDER_CREDIT)
@@ -1346,6 +1366,12 @@ class CoordinatorLink:
         # AMQP 1.0 4.4.1: closing the coordinator link rolls back the transactions it declared.
         if self.gateway._transactions is not None:
             self.gateway._transactions.rollback_all()
+
+
+def _attached(link: Link) -> bool:
+    """Neither end has detached the link nor ended its session."""
+    return (link.context is not None and not link.session.ended
+            and link.state.local is not EndpointState.CLOSED and link.state.remote is not EndpointState.CLOSED)
 
 
 # The delivery tag of a receive-and-delete delivery: empty (AMQP 1.0 2.7.5 allows a zero-length tag).

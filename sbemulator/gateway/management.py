@@ -237,10 +237,11 @@ class ManagementHandler:
         session_id = _text(_field(body, "session-id", required=False))
         results = self.broker.receive_deferred(path, numbers, mode, session_id=session_id)
         entries = []
-        for message, token in results:
+        for delivery in results:
+            message, token = delivery.message, delivery.lock_token
             payload = encode_delivery(
                 message,
-                header_delivery_count=max(0, message.delivery_count - 1),
+                header_delivery_count=max(0, delivery.header_delivery_count),
                 locked_until_ms=message.locked_until_ms if token is not None else None,
                 lock_token=token.bytes if token is not None else None,
                 delivered=True,

@@ -169,6 +169,7 @@ def _message_to_json(msg: BrokerMessage, entity: str, sub_queue: str) -> dict[st
         "properties": _b64(msg.properties_raw),
         "applicationProperties": _amqp(msg.application_properties),
         "annotations": _amqp(msg.annotations),
+        "deliveryAnnotations": _amqp(msg.delivery_annotations),
         "body": _b64(msg.body_raw),
     }
 
@@ -365,6 +366,7 @@ def _message_from_json(item: Any, where: str) -> BrokerMessage:
         hops=_optional(item, "hops", int, where) or 0,
         properties_changed=bool(item.get("propertiesChanged", False)),
         annotations=_amqp_values(item.get("annotations"), where),
+        delivery_annotations=_amqp_values(item.get("deliveryAnnotations"), where),
         header_fields=(header[0], header[1], header[2]) if header is not None else None,
     )
 

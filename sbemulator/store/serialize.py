@@ -49,30 +49,30 @@ def decode_properties(data: bytes) -> dict[str, Any]:
 
 def encode_message(msg: BrokerMessage) -> bytes:
     """Everything except the mutable columns (state, delivery count, times, sequence number)."""
-    head = pickle.dumps(
-        [
-            msg.message_id,
-            msg.correlation_id,
-            msg.session_id,
-            msg.subject,
-            msg.to,
-            msg.reply_to,
-            msg.reply_to_session_id,
-            msg.content_type,
-            msg.partition_key,
-            msg.time_to_live_ms,
-            msg.scheduled_enqueue_time_ms,
-            msg.size,
-            msg.enqueue_sequence_number,
-            msg.dead_letter_source,
-            msg.dead_letter_reason,
-            msg.dead_letter_description,
-            msg.hops,
-            msg.properties_changed,
-            msg.header_fields,
-        ],
-        protocol=_HEAD_PROTOCOL,
-    )
+    fields: list[Any] = [
+        msg.message_id,
+        msg.correlation_id,
+        msg.session_id,
+        msg.subject,
+        msg.to,
+        msg.reply_to,
+        msg.reply_to_session_id,
+        msg.content_type,
+        msg.partition_key,
+        msg.time_to_live_ms,
+        msg.scheduled_enqueue_time_ms,
+        msg.size,
+        msg.enqueue_sequence_number,
+        msg.dead_letter_source,
+        msg.dead_letter_reason,
+        msg.dead_letter_description,
+        msg.hops,
+        msg.properties_changed,
+        msg.header_fields,
+    ]
+    if msg.delivery_annotations:  # rare: the head has a 20th field only then
+        fields.append(encode_properties(msg.delivery_annotations))
+    head = pickle.dumps(fields, protocol=_HEAD_PROTOCOL)
     props = encode_properties(msg.application_properties)
     annotations = encode_properties(msg.annotations)
     return b"".join(
@@ -122,6 +122,8 @@ def decode_message(data: bytes) -> BrokerMessage:
     ) = head[:18]
     # durable, priority, first-acquirer as sent; messages stored before they were kept have none
     header_fields = tuple(head[18]) if len(head) > 18 and head[18] is not None else None
+    # the sender's delivery annotations; messages stored before they were kept have none
+    delivery_annotations = decode_properties(head[19]) if len(head) > 19 else {}
     return BrokerMessage(
         properties_raw=properties_raw,
         application_properties=app,
@@ -146,4 +148,5 @@ def decode_message(data: bytes) -> BrokerMessage:
         annotations=annotations,
         properties_changed=changed,
         header_fields=header_fields,
+        delivery_annotations=delivery_annotations,
     )

@@ -86,6 +86,19 @@ def test_a_message_stored_with_a_json_head_still_loads():
             "id", "s", 1000, "r", 2, (True, 4, None), b"body", b"\x00\x53\x73p", {"u": UInt(7)})
 
 
+def test_the_senders_delivery_annotations_survive_the_store():
+    # Service Bus passes a sender's delivery annotations on (the Go SDK's
+    # TestSender_SendAMQPMessageWithMultipleByteSlicesInData): a durable store keeps them, with their AMQP types.
+    m = BrokerMessage.from_incoming(msg(b"body", message_id="id"))
+    m.delivery_annotations = {Symbol("x-opt-delivery-annotation-test"): "test-value", Symbol("n"): UInt(3)}
+    back = decode_message(encode_message(m))
+    assert back.delivery_annotations == m.delivery_annotations
+    assert type(back.delivery_annotations[Symbol("n")]) is UInt
+    plain = BrokerMessage.from_incoming(msg(b"body", message_id="id"))
+    assert len(pickle.loads(encode_message(plain)[16:16 + struct.unpack_from(">I", encode_message(plain))[0]])) == 19
+    assert decode_message(encode_message(plain)).delivery_annotations == {}
+
+
 def test_restart_keeps_everything_but_locks(tmp_path):
     db = tmp_path / "data" / "sb.db"
     clock = FakeClock()

@@ -65,6 +65,13 @@ func newClient(t *testing.T) *azservicebus.Client {
 // policy.Transporter). No InsecureSkipVerify: the certificate is checked against 127.0.0.1.
 func newAdminClient(t *testing.T) *admin.Client {
 	t.Helper()
+	return newAdminClientFrom(t, adminConnectionString(t))
+}
+
+// newAdminClientFrom is newAdminClient with a connection string of the caller's (its Endpoint the
+// management endpoint's host and port).
+func newAdminClientFrom(t *testing.T, connectionString string) *admin.Client {
+	t.Helper()
 	pem, err := os.ReadFile(env(t, "SB_CA_PATH"))
 	must(t, err)
 	roots := x509.NewCertPool()
@@ -75,7 +82,7 @@ func newAdminClient(t *testing.T) *admin.Client {
 		Timeout:   opTimeout,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}},
 	}
-	client, err := admin.NewClientFromConnectionString(adminConnectionString(t),
+	client, err := admin.NewClientFromConnectionString(connectionString,
 		&admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: transport}})
 	must(t, err)
 	return client
