@@ -57,6 +57,7 @@ _SESSION_OPERATIONS = frozenset({"com.microsoft:renew-session-lock", "com.micros
                                  "com.microsoft:set-session-state"})
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
+ARGUMENT_ERROR = "com.microsoft:argument-error"
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
 TIMEOUT_PROPERTY = Symbol("com.microsoft:timeout")
 MAX_BATCH_SIZE = Symbol("com.microsoft:max-message-batch-size")
@@ -1034,6 +1035,16 @@ class EntityReceiverLink(LinkHandler):
             session_id = session_id.value
         if isinstance(session_id, bytes):
             session_id = session_id.decode("utf-8", "replace")
+        if session_id is not None and not isinstance(session_id, str):
+            # A session id is a string: Service Bus refuses a receiver whose session filter holds anything
+            # else (azure-servicebus's live test_session_by_session_client_conn_str_receive_handler_peeklock
+            # expects ServiceBusError for session_id=1, which the SDK sends as an AMQP int).
+            link.context = None
+            gateway.connection.reject_attach(
+                link, ARGUMENT_ERROR,
+                f"The session filter must be a string (the session id), not {type(session_id).__name__} "
+                f"{session_id!r}.")
+            return
         try:
             handler.receiver = gateway.broker.open_receiver(
                 path,

@@ -8,6 +8,10 @@ changed, and the empty string as a session id.
   tests/test_list_sessions.py).
 - An empty SessionId is a session id ("Message sessions": any string up to 128 characters): the SDK
   sends it as the group-id and a receiver of session "" gets those messages.
+- A session id that is not a string is refused: azure-servicebus's live
+  test_session_by_session_client_conn_str_receive_handler_peeklock (and its async twin) opens
+  ``get_queue_receiver(queue, session_id=1)`` and expects ServiceBusError; the SDK puts the int into the
+  session filter as it is.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import datetime as dt
 import time
 from pathlib import Path
 
+import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.exceptions import ServiceBusError
 
 from sbemulator import Emulator
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, receive
@@ -93,3 +99,24 @@ def test_the_empty_session_id_with_the_async_client_and_next_available(emulator:
                 await receiver.complete_message(message)
 
     asyncio.run(scenario())
+
+
+def test_a_session_id_that_is_not_a_string_is_refused(emulator: Emulator) -> None:
+    async def open_async() -> None:
+        async with AsyncServiceBusClient.from_connection_string(emulator.connection_string) as client:
+            receiver = client.get_queue_receiver("sessions", session_id=1)
+            with pytest.raises(ServiceBusError):
+                async with receiver:
+                    pass
+
+    with ServiceBusClient.from_connection_string(emulator.connection_string) as client:
+        receiver = client.get_queue_receiver("sessions", session_id=1)
+        with pytest.raises(ServiceBusError) as info:
+            with receiver:
+                pass
+        assert "session filter must be a string" in str(info.value)
+        with client.get_queue_sender("sessions") as sender:  # the queue and its sessions work as before
+            sender.send_messages(ServiceBusMessage("one", session_id="1"))
+        with client.get_queue_receiver("sessions", session_id="1") as receiver:
+            assert [str(m) for m in receive(receiver, 1)] == ["one"]
+    asyncio.run(open_async())
