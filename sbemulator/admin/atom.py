@@ -48,7 +48,7 @@ from sbemulator.descriptions import (  # MAX_TIMESPAN and format_duration are al
     supported_at,
 )
 
-from .backend import EntityInfo, RuleInfo
+from .backend import GIVEN_SUFFIX, EntityInfo, RuleInfo, entity_name_from_forward
 from .errors import BadRequest
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
@@ -305,8 +305,14 @@ def _counts(info: EntityInfo) -> str:
     )
 
 
-def _forward(host: str, target: str | None) -> str | None:
-    return None if not target else f"sb://{host}/{target}"
+def _forward(host: str, target: str | None, given: str | None = None) -> str | None:
+    """A forwarding target as Service Bus writes it: the URL the client gave while it still names the
+    target (backend.GIVEN_SUFFIX), else sb://<host>/<target>."""
+    if not target:
+        return None
+    if given is not None and (entity_name_from_forward(given) or "").lower() == target.lower():
+        return given
+    return f"sb://{host}/{target}"
 
 
 def _authorization_rules(rules: tuple[AuthorizationRuleConfig, ...]) -> str:
@@ -362,7 +368,7 @@ def render_description(info: EntityInfo, host: str, api_version: str | None = No
         if prop.codec is Codec.DURATION:
             value = format_duration(value)
         elif prop.codec is Codec.ENTITY:
-            value = _forward(host, value)
+            value = _forward(host, value, x.get(prop.atom + GIVEN_SUFFIX))
         parts.append(_el(prop.atom, value))
     tag = _DESCRIPTIONS[info.kind]
     return f'<{tag} xmlns="{SB_NS}" xmlns:i="{XSI_NS}">{"".join(parts)}</{tag}>'

@@ -123,6 +123,15 @@ def validate_rule_name(name: str) -> str:
     return validate_name(name, child=True, what="rule")
 
 
+# The key under which an entity's echoed extras keep a forwarding target as the client wrote it (a URL):
+# Service Bus answers ForwardTo and ForwardDeadLetteredMessagesTo in the form they were given
+# (azservicebus admin_client_test.go TestAdminClient_Queue_Forwarding sets https://<host>/<queue> and
+# reads back the same; TestAdminClient_Forwarding does so with sb://). Kept with the other echoed
+# extras, so in memory: after a restart the target reads back as sb://<host>/<name>.
+GIVEN_SUFFIX = "@given"
+FORWARD_PROPERTIES = ("ForwardTo", "ForwardDeadLetteredMessagesTo")
+
+
 def entity_name_from_forward(value: str | None) -> str | None:
     """ForwardTo as the SDKs send it ('sb://host:port/q' or 'q') -> 'q'; '' -> None."""
     if value is None:
@@ -167,6 +176,10 @@ class Namespace:
         meta = self._meta_for(view)
         extras = {k: meta.extras.get(k, EXTRA_DEFAULTS[k]) for k in _EXTRAS_BY_KIND[view.kind]}
         extras["Status"] = view.config.status  # enforced by the broker, so kept in its config
+        for atom_name in FORWARD_PROPERTIES:
+            given = meta.extras.get(atom_name + GIVEN_SUFFIX)
+            if given is not None:
+                extras[atom_name + GIVEN_SUFFIX] = given
         if view.kind == TOPIC:
             # SqlFilterCount (SQL, true and false filters, $Default included) and CorrelationFilterCount,
             # summed over the topic's subscriptions (api-version 2024-05)
@@ -315,6 +328,8 @@ class Namespace:
                 if raw is not None and not isinstance(raw, str):
                     raise BadRequest(f"The value supplied for {prop.atom} is invalid: expected a string.")
                 values[prop.field] = self._forward_target(raw, name if kind == QUEUE else None)
+                if raw is not None and "://" in raw and values[prop.field] is not None:
+                    extras[prop.atom + GIVEN_SUFFIX] = raw.strip()
             elif prop.field is not None:
                 if raw is not None and existing is not None and raw == getattr(existing.config, prop.field):
                     values[prop.field] = raw  # unchanged: a config file's value outside the API's choices stays

@@ -30,7 +30,7 @@ from sbemulator.descriptions import MAX_TIMESPAN_SECONDS, STATUSES, Codec, by_at
 from sbemulator.gateway.deliveries import SCHEDULED_ENQUEUE_TIME, incoming_messages
 from sbemulator.model import BrokerMessage, Delivery, MessageState, Outcome, ReceiveMode
 
-from .backend import Namespace, admin_error_from, store_refusal
+from .backend import GIVEN_SUFFIX, Namespace, admin_error_from, store_refusal
 from .errors import AdminError, BadRequest, NotFound
 
 ACTIVE = "active"  # the console's name for the entity itself, beside the SDKs' sub-queue names
@@ -577,6 +577,8 @@ def _properties(kind: str, config: Any, extras: dict[str, Any]) -> dict[str, Any
         value = getattr(config, f.name)
         out[prop.atom] = _duration(value) if prop.codec is Codec.DURATION and value is not None else value
     for key, value in extras.items():
+        if key.endswith(GIVEN_SUFFIX):  # a forwarding target as a client wrote it (the Atom echo's)
+            continue
         prop = by_atom(kind).get(key)
         duration = prop is not None and prop.codec is Codec.DURATION
         out[key] = _duration(value) if duration and value is not None else value

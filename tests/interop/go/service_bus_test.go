@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/Azure/go-amqp"
 )
 
@@ -276,4 +277,54 @@ func TestSecondCbsLinkIsNotAllowed(t *testing.T) {
 	again, err := session.NewSender(ctx, "$cbs", nil)
 	must(t, err)
 	must(t, again.Close(ctx))
+}
+
+// ForwardTo and ForwardDeadLetteredMessagesTo come back in the form they were given, a full https:// or
+// sb:// URL included, and the queue forwards: admin_client_test.go TestAdminClient_Queue_Forwarding
+// (https://<endpoint>/<queue>, create and get equal, a sent message arrives in the target) and
+// admin/admin_client_test.go TestAdminClient_Forwarding (sb://<endpoint>/<queue> on a subscription).
+func TestForwardToComesBackAsGiven(t *testing.T) {
+	adm := newAdminClient(t)
+	ctx := ctxT(t)
+	suffix := fmt.Sprintf("%X", time.Now().UnixNano())
+	target, source := "go-fwd-to-"+suffix, "go-fwd-from-"+suffix
+	_, err := adm.CreateQueue(ctx, target, nil)
+	must(t, err)
+	t.Cleanup(func() { _, _ = adm.DeleteQueue(context.Background(), target, nil) })
+
+	host := connField(t, endpointRe, adminConnectionString(t))
+	formatted := fmt.Sprintf("https://%s/%s", host, target)
+	created, err := adm.CreateQueue(ctx, source, &admin.CreateQueueOptions{Properties: &admin.QueueProperties{
+		ForwardTo: &formatted, ForwardDeadLetteredMessagesTo: &formatted,
+	}})
+	must(t, err)
+	t.Cleanup(func() { _, _ = adm.DeleteQueue(context.Background(), source, nil) })
+	if *created.ForwardTo != formatted || *created.ForwardDeadLetteredMessagesTo != formatted {
+		t.Fatalf("created with ForwardTo %q, ForwardDeadLetteredMessagesTo %q; want %q", *created.ForwardTo,
+			*created.ForwardDeadLetteredMessagesTo, formatted)
+	}
+	got, err := adm.GetQueue(ctx, source, nil)
+	must(t, err)
+	if *got.ForwardTo != formatted || *got.ForwardDeadLetteredMessagesTo != formatted {
+		t.Fatalf("GetQueue: ForwardTo %q, ForwardDeadLetteredMessagesTo %q", *got.ForwardTo, *got.ForwardDeadLetteredMessagesTo)
+	}
+
+	sbForm := fmt.Sprintf("sb://%s/%s", host, target)
+	_, err = adm.CreateSubscription(ctx, "go-events", "fwd-"+suffix, &admin.CreateSubscriptionOptions{
+		Properties: &admin.SubscriptionProperties{ForwardTo: &sbForm, ForwardDeadLetteredMessagesTo: &sbForm},
+	})
+	must(t, err)
+	t.Cleanup(func() { _, _ = adm.DeleteSubscription(context.Background(), "go-events", "fwd-"+suffix, nil) })
+	sub, err := adm.GetSubscription(ctx, "go-events", "fwd-"+suffix, nil)
+	must(t, err)
+	if *sub.ForwardTo != sbForm || *sub.ForwardDeadLetteredMessagesTo != sbForm {
+		t.Fatalf("GetSubscription: ForwardTo %q, ForwardDeadLetteredMessagesTo %q", *sub.ForwardTo, *sub.ForwardDeadLetteredMessagesTo)
+	}
+
+	client := newClient(t)
+	must(t, newSender(t, client, source).SendMessage(ctx, textMessage("fwd-1", "this message will be auto-forwarded"), nil))
+	forwarded := receiveN(t, newReceiver(t, client, target, nil), 1, 20*time.Second)
+	if len(forwarded) != 1 || string(forwarded[0].Body) != "this message will be auto-forwarded" {
+		t.Fatalf("forwarded %v", ids(forwarded))
+	}
 }
