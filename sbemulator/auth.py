@@ -5,9 +5,10 @@ A token is ``SharedAccessSignature sr=<url-encoded resource>&sig=<base64 HMAC-SH
 scopes the token: it authorizes that entity path and everything below it. Service Bus compares the
 whole resource URI, so a token signed for another namespace's host is refused here too: the resource's
 scheme must be one the SDKs sign with (``sb``, ``amqp``, ``amqps``, ``http``, ``https``, ``ws``,
-``wss``) and its host one of the emulator's own names (``own_hosts``: the loopback names, the address
-it listens on, ``--hostname``). Ports are not compared: one emulator answers on several ports, and the
-SDKs sign with whichever their endpoint names. A resource without a scheme is a host and a path
+``wss``) and its host one of the emulator's own names (``own_hosts``: localhost, the address it
+listens on, ``--hostname``; any loopback address, 127.0.0.0/8 and ::1, is the machine's own). Ports
+are not compared: one emulator answers on several ports, and the SDKs sign with whichever their
+endpoint names. A resource without a scheme is a host and a path
 (``ns.servicebus.windows.net``, what the Go SDK's ``CreateConnectionStringWithSASUsingExpiry`` signs,
 is the whole namespace).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import socket
 import time
 import urllib.parse
@@ -109,6 +111,14 @@ def own_hosts(listen_host: str, names: Iterable[str] = ()) -> frozenset[str]:
     else:
         hosts.add(listen_host.lower().strip("[]"))
     return frozenset(hosts)
+
+
+def _loopback(host: str | None) -> bool:
+    """A loopback address (127.0.0.0/8, ::1) is this machine, whichever of them a client dials."""
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +279,6 @@ class SasValidator:
         if resource.scheme is not None and resource.scheme not in SCHEMES:
             raise AuthError(f"InvalidAudience: the token's resource '{text}' has the scheme '{resource.scheme}' "
                             f"(expected one of {', '.join(sorted(SCHEMES))})")
-        if self.hosts is not None and resource.host not in self.hosts:
+        if self.hosts is not None and resource.host not in self.hosts and not _loopback(resource.host):
             raise AuthError(f"InvalidAudience: the token's resource '{text}' is for the host "
                             f"'{resource.host or ''}', not this namespace ({', '.join(sorted(self.hosts))})")

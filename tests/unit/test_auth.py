@@ -95,6 +95,7 @@ def test_a_bare_namespace_host_is_the_whole_namespace():
 def test_only_the_emulators_own_hosts_and_the_sdks_schemes_are_accepted():
     validator = SasValidator(KEYS, hosts=own_hosts("10.1.2.3", ["sbemulator"]))
     for resource in ("sb://127.0.0.1/orders", "amqps://localhost/orders", "https://[::1]:443/orders",
+                     "amqp://127.205.179.105/orders",  # every loopback address is this machine
                      "wss://10.1.2.3/$servicebus/websocket", "amqp://SBEMULATOR/orders", "http://localhost:8080/"):
         validator.validate(token(resource), now=NOW)
     for resource, reason in (("sb://other.servicebus.windows.net/orders", "is for the host"),
