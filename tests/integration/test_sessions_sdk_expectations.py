@@ -104,13 +104,13 @@ def test_the_empty_session_id_with_the_async_client_and_next_available(emulator:
 def test_a_session_id_that_is_not_a_string_is_refused(emulator: Emulator) -> None:
     async def open_async() -> None:
         async with AsyncServiceBusClient.from_connection_string(emulator.connection_string) as client:
-            receiver = client.get_queue_receiver("sessions", session_id=1)
+            receiver = client.get_queue_receiver("sessions", session_id=1)  # type: ignore[arg-type]
             with pytest.raises(ServiceBusError):
                 async with receiver:
                     pass
 
     with ServiceBusClient.from_connection_string(emulator.connection_string) as client:
-        receiver = client.get_queue_receiver("sessions", session_id=1)
+        receiver = client.get_queue_receiver("sessions", session_id=1)  # type: ignore[arg-type]
         with pytest.raises(ServiceBusError) as info:
             with receiver:
                 pass
