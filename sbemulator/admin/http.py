@@ -36,6 +36,9 @@ from dataclasses import dataclass, field
 
 import h11
 
+from sbemulator.net.listener import Routes, SniffingListener
+from sbemulator.net.sniff import Protocol
+
 log = logging.getLogger("sbemulator.admin")
 
 MAX_BODY = 4 * 1024 * 1024
@@ -129,6 +132,7 @@ class HttpServer:
     def __init__(
         self, handler: Handler, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None,
         websocket: Upgrade | None = None, admit: Admit | None = None, max_connections: int | None = None,
+        plain_http: bool = True,
     ) -> None:
         self.handler = handler
         self.websocket = websocket
@@ -137,26 +141,40 @@ class HttpServer:
         self.host = host
         self.port = port
         self.ssl_context = ssl_context
-        self._server: asyncio.base_events.Server | None = None
+        # Plain HTTP beside HTTPS on the same port, told apart by the first bytes (net/listener.py): the
+        # official emulator serves its management API over plain HTTP, and so does the .NET admin client
+        # speak to it when the connection string says UseDevelopmentEmulator=true.
+        self.plain_http = plain_http or ssl_context is None
+        self._listener: SniffingListener | None = None
         self._tasks: set[asyncio.Task] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._stopping = False
         self._trim: asyncio.TimerHandle | None = None
 
+    def protocol(self) -> asyncio.BaseProtocol:
+        """A connection's protocol (plain, or inside TLS): h11 on asyncio streams, served by ``_serve``.
+        Another listener can hand it connections too (the AMQP port's, runtime/emulator.py)."""
+        reader = asyncio.StreamReader(limit=2 ** 16)
+        return asyncio.StreamReaderProtocol(reader, self._serve)
+
+    def routes(self) -> Routes:
+        http = self.protocol if self.plain_http else None
+        return Routes(http=http, tls=self.ssl_context, tls_http=self.protocol, unknown=Protocol.HTTP)
+
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, ssl=self.ssl_context, reuse_address=True,
-            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if self.ssl_context else None,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._listener = SniffingListener(self.routes(), self.host, self.port,
+                                          tls_handshake_timeout_s=TLS_HANDSHAKE_TIMEOUT_S)
+        await self._listener.start()
+        self.port = self._listener.port
 
     async def stop(self) -> None:
         self._stopping = True
         if self._trim is not None:
             self._trim.cancel()
             self._trim = None
-        if self._server is not None:
-            self._server.close()
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
         # Abort the transports first: a connection task whose cancellation raced with a completed read
         # (asyncio.wait_for on 3.11 can swallow it) then sees its stream end instead of waiting on it.
         for writer in list(self._writers):
@@ -165,12 +183,6 @@ class HttpServer:
             task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5)
-        if self._server is not None:
-            try:
-                await asyncio.wait_for(self._server.wait_closed(), 5)
-            except (TimeoutError, Exception):
-                pass
-            self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

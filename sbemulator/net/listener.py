@@ -1,0 +1,363 @@
+"""A listening socket whose connections are each handed to the protocol they speak.
+
+A connection's first bytes are looked at without being consumed (``MSG_PEEK``), so the protocol chosen
+reads the connection from its first byte as if it had accepted it itself, TLS included: a ClientHello is
+handed to asyncio's TLS with the listener's certificate, and what the client says inside the TLS session
+is sniffed again (AMQP over TLS, or HTTPS and secure WebSockets). The decision is :func:`sniff.classify`.
+
+Bounded: a connection that says nothing decisive within ``sniff_timeout_s`` is closed, and no more than
+:data:`~sniff.SNIFF_BYTES` bytes are peeked (inside TLS, what one read brings, up to
+:data:`MAX_TLS_SNIFF_BUFFER`). The cost on a connection is one ``recv(MSG_PEEK)`` system call, usually
+right after the accept (the client's first bytes arrive with or just after its handshake), and nothing
+after the protocol is chosen: the connection's transport is asyncio's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .sniff import SNIFF_BYTES, Protocol, classify
+
+log = logging.getLogger("sbemulator")
+
+ProtocolFactory = Callable[[], asyncio.BaseProtocol]
+
+SNIFF_TIMEOUT_S = 10.0  # from the accept to the first decisive bytes (and inside TLS, from its handshake)
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+RETRY_S = 0.005  # a connection that sent part of a prefix is looked at again this much later
+MAX_TLS_SNIFF_BUFFER = 64 * 1024  # what one read inside TLS may bring before the protocol is chosen
+ACCEPTS_PER_WAKE = 64  # connections accepted per readiness of the listening socket, like asyncio's backlog
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Where each protocol goes. ``tls`` None: TLS is refused (closed); otherwise inside TLS, AMQP goes to
+    ``tls_amqp`` (default: ``amqp``) and HTTP to ``tls_http`` (default: ``http``). Bytes that are none of
+    them go to ``unknown`` (``Protocol.HTTP`` on an HTTP port, whose parser answers 400; ``Protocol.AMQP``
+    on the AMQP port, whose layer answers with its protocol header), else the connection is closed, as is
+    a protocol without a route."""
+
+    amqp: ProtocolFactory | None = None
+    http: ProtocolFactory | None = None
+    tls: ssl.SSLContext | None = None
+    tls_amqp: ProtocolFactory | None = None
+    tls_http: ProtocolFactory | None = None
+    unknown: Protocol | None = None
+
+    def inner(self, kind: Protocol) -> ProtocolFactory | None:
+        if kind is Protocol.UNKNOWN and self.unknown is not None:
+            kind = self.unknown
+        if kind is Protocol.AMQP:
+            return self.tls_amqp or self.amqp
+        if kind is Protocol.HTTP:
+            return self.tls_http or self.http
+        return None
+
+    def only_inner(self) -> ProtocolFactory | None:
+        """The one protocol served inside TLS, when there is just one: it gets the connection as soon as
+        the handshake is done, with nothing to wait for (a server that speaks first, such as an HTTP
+        server answering 503 to a connection over its cap, can then do so)."""
+        amqp, http = self.tls_amqp or self.amqp, self.tls_http or self.http
+        if amqp is None or http is None:
+            return amqp or http
+        return None
+
+    def outer(self, kind: Protocol) -> ProtocolFactory | None:
+        if kind is Protocol.UNKNOWN and self.unknown is not None:
+            kind = self.unknown
+        if kind is Protocol.AMQP:
+            return self.amqp
+        if kind is Protocol.HTTP:
+            return self.http
+        return None
+
+
+def feed(protocol: asyncio.BaseProtocol, data: bytes) -> None:
+    """Give ``protocol`` bytes that were read before it owned the transport."""
+    receive = getattr(protocol, "data_received", None)
+    if receive is not None:
+        receive(data)
+        return
+    assert isinstance(protocol, asyncio.BufferedProtocol)
+    view = memoryview(data)
+    while view:
+        buffer = memoryview(protocol.get_buffer(len(view)))
+        n = min(len(buffer), len(view))
+        buffer[:n] = view[:n]
+        protocol.buffer_updated(n)
+        view = view[n:]
+
+
+class _TlsSniffer(asyncio.Protocol):
+    """The first protocol inside a TLS session: reads until the client's first bytes decide, then hands
+    the transport and those bytes to the protocol they speak."""
+
+    def __init__(self, routes: Routes, timeout_s: float, pending: set[_TlsSniffer]) -> None:
+        self.routes = routes
+        self.timeout_s = timeout_s
+        self.pending = pending
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.pending.add(self)
+        self._timer = asyncio.get_running_loop().call_later(self.timeout_s, self._expire)
+
+    def data_received(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        self.buffer += data
+        kind = classify(self.buffer)
+        if kind is None:
+            if len(self.buffer) > MAX_TLS_SNIFF_BUFFER:
+                transport.abort()
+            return
+        self._done()
+        factory = self.routes.inner(kind)
+        if factory is None:
+            log.info("connection from %s inside TLS speaks %s, not served here: closed",
+                     transport.get_extra_info("peername"), kind.value)
+            transport.close()
+            return
+        protocol = factory()
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        feed(protocol, bytes(self.buffer))
+        self.buffer = bytearray()
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._done()
+        self.transport = None
+
+    def _done(self) -> None:
+        self.pending.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self.transport is not None:
+            log.info("connection from %s sent nothing decisive inside TLS within %.0f s: closed",
+                     self.transport.get_extra_info("peername"), self.timeout_s)
+            self.transport.abort()
+
+
+class _Waiting:
+    __slots__ = ("retry", "sock", "timer")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.timer: asyncio.TimerHandle | None = None
+        self.retry: asyncio.TimerHandle | None = None
+
+
+class SniffingListener:
+    """Listens on ``host:port`` and serves each connection by what it speaks (see :class:`Routes`).
+    ``port`` 0 picks a free port (``self.port`` is the bound one after :meth:`start`)."""
+
+    def __init__(self, routes: Routes, host: str = "127.0.0.1", port: int = 0, *, backlog: int = 512,
+                 sniff_timeout_s: float = SNIFF_TIMEOUT_S,
+                 tls_handshake_timeout_s: float = TLS_HANDSHAKE_TIMEOUT_S) -> None:
+        self.routes = routes
+        self.host = host
+        self.port = port
+        self.backlog = backlog
+        self.sniff_timeout_s = sniff_timeout_s
+        self.tls_handshake_timeout_s = tls_handshake_timeout_s
+        self._sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: dict[int, _Waiting] = {}
+        self._connecting: set[asyncio.Task] = set()
+        self._tls_pending: set[_TlsSniffer] = set()
+        self.counts: dict[str, int] = {}  # connections served, by protocol (for tests and the curious)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        infos = await loop.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            if os.name == "posix":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(self.backlog)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        loop.add_reader(sock.fileno(), self._on_accept)
+
+    async def stop(self) -> None:
+        loop, sock = self._loop, self._sock
+        if loop is None or sock is None:
+            return
+        self._sock = None
+        loop.remove_reader(sock.fileno())
+        sock.close()
+        for fd in list(self._waiting):
+            self._drop(fd)
+        for sniffer in list(self._tls_pending):
+            if sniffer.transport is not None:
+                sniffer.transport.abort()
+        for task in list(self._connecting):
+            task.cancel()
+        if self._connecting:
+            await asyncio.wait(list(self._connecting), timeout=2)
+
+    # ------------------------------------------------------------------ accepting and peeking
+    def _on_accept(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        for _ in range(ACCEPTS_PER_WAKE):
+            try:
+                conn, _address = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of file descriptors, a connection reset in the queue
+                log.warning("accept on port %d failed: %s", self.port, exc)
+                return
+            conn.setblocking(False)
+            if self._peek(conn) is None:
+                self._wait(conn)
+
+    def _peek(self, conn: socket.socket) -> Protocol | bool | None:
+        """Look at the first bytes: dispatched (True), closed (False) or not decided yet (None)."""
+        try:
+            data = conn.recv(SNIFF_BYTES, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            conn.close()
+            return False
+        if not data:  # closed before it said anything
+            conn.close()
+            return False
+        kind = classify(data)
+        if kind is None:
+            return None
+        self._dispatch(conn, kind)
+        return True
+
+    def _wait(self, conn: socket.socket) -> None:
+        assert self._loop is not None
+        fd = conn.fileno()
+        waiting = _Waiting(conn)
+        waiting.timer = self._loop.call_later(self.sniff_timeout_s, self._expire, fd)
+        self._waiting[fd] = waiting
+        self._loop.add_reader(fd, self._on_readable, fd)
+
+    def _on_readable(self, fd: int) -> None:
+        waiting = self._waiting.get(fd)
+        if waiting is None:
+            return
+        assert self._loop is not None
+        self._loop.remove_reader(fd)
+        result = self._peek_waiting(waiting)
+        if result is None:  # part of a prefix: what is peeked stays readable, so look again a little later
+            waiting.retry = self._loop.call_later(RETRY_S, self._resume, fd)
+
+    def _peek_waiting(self, waiting: _Waiting) -> Protocol | bool | None:
+        sock = waiting.sock
+        try:
+            data = sock.recv(SNIFF_BYTES, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            assert self._loop is not None
+            self._loop.add_reader(sock.fileno(), self._on_readable, sock.fileno())
+            return True  # not ready after all: waiting again (not a partial prefix)
+        except OSError:
+            self._drop(sock.fileno())
+            return False
+        if not data:
+            self._drop(sock.fileno())
+            return False
+        kind = classify(data)
+        if kind is None:
+            return None
+        self._forget(sock.fileno())
+        self._dispatch(sock, kind)
+        return True
+
+    def _resume(self, fd: int) -> None:
+        waiting = self._waiting.get(fd)
+        if waiting is not None and self._loop is not None:
+            waiting.retry = None
+            self._loop.add_reader(fd, self._on_readable, fd)
+
+    def _expire(self, fd: int) -> None:
+        waiting = self._waiting.get(fd)
+        if waiting is not None:
+            log.info("connection to port %d said nothing decisive within %.0f s: closed",
+                     self.port, self.sniff_timeout_s)
+            self._drop(fd)
+
+    def _forget(self, fd: int) -> _Waiting | None:
+        waiting = self._waiting.pop(fd, None)
+        if waiting is None:
+            return None
+        if self._loop is not None:
+            self._loop.remove_reader(fd)
+        for handle in (waiting.timer, waiting.retry):
+            if handle is not None:
+                handle.cancel()
+        return waiting
+
+    def _drop(self, fd: int) -> None:
+        waiting = self._forget(fd)
+        if waiting is not None:
+            waiting.sock.close()
+
+    # ------------------------------------------------------------------ handing over
+    def _dispatch(self, conn: socket.socket, kind: Protocol) -> None:
+        assert self._loop is not None
+        self.counts[kind.value] = self.counts.get(kind.value, 0) + 1
+        if kind is Protocol.TLS and self.routes.tls is not None:
+            routes, timeout, pending = self.routes, self.sniff_timeout_s, self._tls_pending
+
+            def sniffer() -> _TlsSniffer:
+                return _TlsSniffer(routes, timeout, pending)
+
+            self._connect(conn, routes.only_inner() or sniffer, ssl=self.routes.tls,
+                          ssl_handshake_timeout=self.tls_handshake_timeout_s)
+            return
+        factory = self.routes.outer(kind)
+        if factory is None:
+            log.info("connection to port %d speaks %s, not served here: closed", self.port, kind.value)
+            conn.close()
+            return
+        self._connect(conn, factory)
+
+    def _connect(self, conn: socket.socket, factory: ProtocolFactory, **tls: object) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(self._loop.connect_accepted_socket(factory, conn, **tls))  # type: ignore[arg-type]
+        self._connecting.add(task)
+        task.add_done_callback(lambda done: self._connected(done, conn))
+
+    def _connected(self, task: asyncio.Task, conn: socket.socket) -> None:
+        self._connecting.discard(task)
+        if task.cancelled():
+            conn.close()
+            return
+        exc = task.exception()
+        if exc is not None:  # a failed TLS handshake, a peer gone before its transport was made
+            log.debug("connection to port %d not set up: %r", self.port, exc)
+            conn.close()
