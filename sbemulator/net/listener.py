@@ -169,13 +169,13 @@ class SniffingListener:
     ``port`` 0 picks a free port (``self.port`` is the bound one after :meth:`start`)."""
 
     def __init__(self, routes: Routes, host: str = "127.0.0.1", port: int = 0, *, backlog: int = 512,
-                 sniff_timeout_s: float = SNIFF_TIMEOUT_S,
+                 sniff_timeout_s: float | None = None,
                  tls_handshake_timeout_s: float = TLS_HANDSHAKE_TIMEOUT_S) -> None:
         self.routes = routes
         self.host = host
         self.port = port
         self.backlog = backlog
-        self.sniff_timeout_s = sniff_timeout_s
+        self.sniff_timeout_s = SNIFF_TIMEOUT_S if sniff_timeout_s is None else sniff_timeout_s
         self.tls_handshake_timeout_s = tls_handshake_timeout_s
         self._sock: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="AMQP over WebSockets (ws://HOST:PORT/$servicebus/websocket) on a port of its own "
                                 "(default 443, as the SDKs dial, with the default --port, else a free port; "
                                 "0 picks a free port); the management port serves it too (wss://)")
+    parser.add_argument("--amqp-port-only", action="store_true",
+                        help="the AMQP port serves plain AMQP only; by default it also serves AMQP over TLS (amqps), "
+                             "HTTP and HTTPS (management, /health, console) and WebSockets (ws, wss), told apart by "
+                             "each connection's first bytes, so one host:port reaches everything")
     websocket.add_argument("--no-websocket", action="store_true",
                            help="no WebSocket port of its own (the management port still serves wss://)")
     limits = parser.add_argument_group("AMQP limits (Service Bus's values by default; docs/emulator.md, "
@@ -175,7 +179,7 @@ async def serve(args: argparse.Namespace) -> int:
     server, broker = build(
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
         host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot, limits=limits_from(args),
-        page_window=args.page_window,
+        page_window=args.page_window, one_port=not args.amqp_port_only,
     )
     admin = None
     websocket = None
@@ -193,8 +197,10 @@ async def serve(args: argparse.Namespace) -> int:
                                 websocket=upgrade_factory(server), controls=controls_for(server))
             await _listen(admin.start, "HTTPS management", args.host, args.admin_port,
                           "--admin-port N moves it (0 picks a free port), --no-admin turns it off")
+            server.serve_http(admin.http.protocol, admin.ssl_context)
         if not args.no_websocket:
-            websocket = WebSocketListener(server, args.host, args.websocket_port)
+            websocket = WebSocketListener(server, args.host, args.websocket_port,
+                                          ssl_context=None if admin is None else admin.ssl_context)
             try:
                 await _listen(websocket.start, "AMQP over WebSockets", args.host, args.websocket_port,
                               "--websocket-port N moves it (0 picks a free port), --no-websocket turns it off")
@@ -210,6 +216,7 @@ async def serve(args: argparse.Namespace) -> int:
         server.clock_group = group
         for extra in configs[1:]:
             options = dict(in_memory=args.in_memory, clock=server.clock, limits=limits_from(args),
+                           one_port=not args.amqp_port_only,
                            page_window=args.page_window,
                            data_dir=None if args.in_memory else namespace_data_dir(args.data_dir or DEFAULT_DATA_DIR,
                                                                                    extra.name))

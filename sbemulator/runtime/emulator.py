@@ -141,6 +141,7 @@ async def start_namespace(config: NamespaceConfig, *, key: str, host: str, optio
                                         like=admin_like, commit=server.commit,
                                         websocket=upgrade_factory(server), controls=controls_for(server))
             await runtime.admin.start()
+            server.serve_http(runtime.admin.http.protocol, runtime.admin.ssl_context)
     except BaseException:
         await runtime.stop()
         raise
@@ -206,7 +207,9 @@ class Emulator:
         """``port``/``admin_port``/``websocket_port`` 0 pick free ports; ``admin_port=None`` serves no HTTPS
         management endpoint; ``websocket_port`` None serves AMQP over WebSockets only on the HTTPS endpoint
         (``wss://``), a number also on a port of its own (``ws://``, what the Python SDK dials in emulator
-        mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``). ``clock="manual"``
+        mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``; ``wss://`` too).
+        ``one_port=False`` (a server option) makes the AMQP port serve plain AMQP only, instead of AMQP,
+        amqps, HTTP(S) and WebSockets told apart by their first bytes. ``clock="manual"``
         runs the broker on a clock that moves only through :meth:`advance` (docs/emulator.md, "A clock
         you control"). ``snapshot`` starts it from a snapshot file (or its bytes, or the parsed object;
         docs/emulator.md, "Snapshots"): refused at once (SnapshotError) when it cannot be read."""
@@ -336,8 +339,11 @@ class Emulator:
                     _listen(loop, self.admin.start, "HTTPS management", self.host, admin.port,
                             "admin_port=0 picks a free port, admin_port=None serves none")
                     self.admin_port = self.admin.port
+                    self.server.serve_http(self.admin.http.protocol, self.admin.ssl_context)
                 if self.websocket_port is not None:
-                    self.websocket = WebSocketListener(self.server, self.host, self.websocket_port)
+                    self.websocket = WebSocketListener(
+                        self.server, self.host, self.websocket_port,
+                        ssl_context=None if self.admin is None else self.admin.ssl_context)
                     _listen(loop, self.websocket.start, "AMQP over WebSockets", self.host, self.websocket_port,
                             "websocket_port=0 picks a free port, websocket_port=None serves none")
                     self.websocket_port = self.websocket.port
