@@ -11,10 +11,12 @@ Bounded against clients that do not play along, because whoever reaches the port
   have (``MAX_BODY`` for an authenticated request, ``MAX_UNAUTHENTICATED_BODY`` for one that cannot be
   authenticated before its body is read, such as the console's sign-in). A ``Content-Length`` over the
   bound is refused (413) before reading.
-* time: ``IDLE_TIMEOUT_S`` for a kept-alive connection to start its next request, ``HEADER_TIMEOUT_S``
-  from a request's first byte to the end of its head (a client dripping its headers a byte at a time is
-  cut off with 408), ``BODY_TIMEOUT_S`` for the whole body, ``TLS_HANDSHAKE_TIMEOUT_S`` for TLS;
-* ``MAX_CONNECTIONS`` connections at once; one more gets 503 and is closed;
+* time: ``IDLE_TIMEOUT_S`` for a kept-alive connection to start its next request (then it is closed, as
+  busy HTTP servers close idle keep-alive connections), ``HEADER_TIMEOUT_S`` from a request's first byte
+  to the end of its head and ``REQUEST_TIMEOUT_S`` from its first byte to the end of its body (a client
+  dripping its headers or its body is answered 408 and closed), ``TLS_HANDSHAKE_TIMEOUT_S`` for TLS;
+* ``MAX_CONNECTIONS`` connections at once and ``MAX_CONNECTIONS_PER_CLIENT`` from one client address;
+  one more gets 503 with ``Retry-After`` and is closed;
 * memory: a second after the last connection closed, the cycles asyncio leaves behind closed TLS
   connections are collected and the C allocator hands what is free back to the system (glibc's
   ``malloc_trim``), so an emulator that served abusive clients returns to about its idle size
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import dataclasses
 import gc
 import http
 import logging
@@ -45,12 +48,39 @@ MAX_BODY = 4 * 1024 * 1024
 MAX_UNAUTHENTICATED_BODY = 16 * 1024
 IDLE_TIMEOUT_S = 60.0
 HEADER_TIMEOUT_S = 10.0
-BODY_TIMEOUT_S = 60.0
+REQUEST_TIMEOUT_S = 60.0  # a whole request, head and body, from its first byte
 WRITE_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 2.0
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
-MAX_CONNECTIONS = 128
+MAX_CONNECTIONS = 256
+MAX_CONNECTIONS_PER_CLIENT = 128  # from one client address (loopback clients all share 127.0.0.1)
 SERVER_NAME = "sbemulator"
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """The management endpoint's bounds (docs/management.md, "Limits of the management port"); each
+    overridable from the command line (``--admin-request-timeout`` ...) or ``Emulator(admin_limits=)``."""
+
+    request_timeout_s: float = REQUEST_TIMEOUT_S
+    header_timeout_s: float = HEADER_TIMEOUT_S
+    idle_timeout_s: float = IDLE_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT
+
+    def __post_init__(self) -> None:
+        for name in ("request_timeout_s", "header_timeout_s", "idle_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be above 0, not {getattr(self, name)!r}")
+        for name in ("max_connections", "max_connections_per_client"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)!r}")
+
+
+def current_limits() -> HttpLimits:
+    """The defaults as the module's constants say now (tests lower them with monkeypatch)."""
+    return HttpLimits(REQUEST_TIMEOUT_S, HEADER_TIMEOUT_S, IDLE_TIMEOUT_S, MAX_CONNECTIONS,
+                      MAX_CONNECTIONS_PER_CLIENT)
 
 
 @dataclass
@@ -132,12 +162,17 @@ class HttpServer:
     def __init__(
         self, handler: Handler, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None,
         websocket: Upgrade | None = None, admit: Admit | None = None, max_connections: int | None = None,
-        plain_http: bool = True,
+        plain_http: bool = True, limits: HttpLimits | None = None,
     ) -> None:
         self.handler = handler
         self.websocket = websocket
         self.admit = admit
-        self.max_connections = MAX_CONNECTIONS if max_connections is None else max_connections
+        limits = limits or current_limits()
+        if max_connections is not None:
+            limits = dataclasses.replace(limits, max_connections=max_connections)
+        self.limits = limits
+        self.max_connections = limits.max_connections
+        self._per_client: dict[str, int] = {}
         self.host = host
         self.port = port
         self.ssl_context = ssl_context
@@ -192,9 +227,17 @@ class HttpServer:
         if self._trim is not None:
             self._trim.cancel()
             self._trim = None
+        peer = _peer_host(writer)
+        self._per_client[peer] = self._per_client.get(peer, 0) + 1
         try:
             if len(self._tasks) > self.max_connections:
                 writer.write(_raw(Response(503, b"too many connections\n", "text/plain", [("Retry-After", "1")])))
+                return
+            if self._per_client[peer] > self.limits.max_connections_per_client:
+                log.info("admin connection from %s over the %d per client address: 503", peer,
+                         self.limits.max_connections_per_client)
+                writer.write(_raw(Response(503, b"too many connections from this address\n", "text/plain",
+                                           [("Retry-After", "1")])))
                 return
             if await self._connection(reader, writer):
                 self._writers.discard(writer)
@@ -207,6 +250,11 @@ class HttpServer:
             log.exception("admin connection failed")
         finally:
             self._tasks.discard(task)
+            left = self._per_client.get(peer, 1) - 1
+            if left > 0:
+                self._per_client[peer] = left
+            else:
+                self._per_client.pop(peer, None)
             if writer not in self._writers:
                 pass  # handed over
             elif self._stopping:
@@ -293,35 +341,41 @@ class HttpServer:
         request: Request | None = None
         body = bytearray()
         limit = MAX_BODY
-        # The head's deadline runs from the request's first byte (bytes h11 already holds count).
-        head_deadline = loop.time() + HEADER_TIMEOUT_S if conn.trailing_data[0] else None
-        body_deadline = 0.0
+        limits = self.limits
+        # The deadlines run from the request's first byte (bytes h11 already holds count): the head's,
+        # and the whole request's (head and body).
+        head_deadline = body_deadline = None
+        if conn.trailing_data[0]:
+            head_deadline, body_deadline = loop.time() + limits.header_timeout_s, loop.time() + limits.request_timeout_s
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                if request is not None:
+                if head_deadline is None or body_deadline is None:
+                    timeout = limits.idle_timeout_s
+                elif request is not None:
                     timeout = body_deadline - loop.time()
-                elif head_deadline is None:
-                    timeout = IDLE_TIMEOUT_S
                 else:
-                    timeout = head_deadline - loop.time()
+                    timeout = min(head_deadline, body_deadline) - loop.time()
                 try:
                     if timeout <= 0:
                         raise TimeoutError
                     async with asyncio.timeout(timeout):
                         data = await reader.read(65536)
                 except TimeoutError:
-                    if request is None and head_deadline is not None:
-                        log.info("admin request head from %s not complete within %.0f s: 408", peer, HEADER_TIMEOUT_S)
-                        raise _Refused(Response(408, b"request head not complete in time\n", "text/plain")) from None
-                    raise
+                    if head_deadline is None:
+                        raise  # an idle keep-alive connection: closed
+                    what = "head" if request is None else "body"
+                    allowed = limits.header_timeout_s if request is None else limits.request_timeout_s
+                    log.info("admin request %s from %s not complete within %.0f s: 408", what, peer, allowed)
+                    raise _Refused(Response(408, f"request {what} not complete in time\n".encode(),
+                                            "text/plain")) from None
                 if head_deadline is None:
-                    head_deadline = loop.time() + HEADER_TIMEOUT_S
+                    now = loop.time()
+                    head_deadline, body_deadline = now + limits.header_timeout_s, now + limits.request_timeout_s
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
                 request = self._request(event, b"", peer)
-                body_deadline = loop.time() + BODY_TIMEOUT_S
                 if self.admit is not None:
                     verdict = self.admit(request)
                     if isinstance(verdict, Response):
@@ -371,6 +425,11 @@ class HttpServer:
         writer.write(data)
         async with asyncio.timeout(WRITE_TIMEOUT_S):
             await writer.drain()
+
+
+def _peer_host(writer: asyncio.StreamWriter) -> str:
+    peername = writer.get_extra_info("peername")
+    return str(peername[0]) if isinstance(peername, tuple) and peername else ""
 
 
 def _too_large(limit: int) -> Response:

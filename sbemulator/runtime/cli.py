@@ -43,6 +43,18 @@ LIMIT_FLAGS: tuple[tuple[str, str, type, str], ...] = (
 )
 
 
+def admin_limits_from(args: argparse.Namespace) -> Any:
+    """The management endpoint's bounds from the command line (admin.HttpLimits; defaults where not given)."""
+    import dataclasses
+
+    from ..admin.http import current_limits
+
+    given = {"request_timeout_s": args.admin_request_timeout, "idle_timeout_s": args.admin_idle_timeout,
+             "max_connections": args.admin_max_connections,
+             "max_connections_per_client": args.admin_max_connections_per_client}
+    return dataclasses.replace(current_limits(), **{k: v for k, v in given.items() if v is not None})
+
+
 def limits_from(args: argparse.Namespace) -> Limits:
     """The limits the flags ask for; the others keep their Service Bus defaults."""
     given = {name: getattr(args, name) for _, name, _, _ in LIMIT_FLAGS if getattr(args, name) is not None}
@@ -104,6 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-cert", default=None,
                         help="certificate chain (PEM) for the management port instead of the generated one")
     parser.add_argument("--tls-key", default=None, help="private key (PEM) for --tls-cert")
+    parser.add_argument("--admin-request-timeout", type=float, default=None, metavar="SECONDS",
+                        help="management port: a whole request (head and body) from its first byte; "
+                             "then 408 and closed (default 60; a head alone: 10)")
+    parser.add_argument("--admin-idle-timeout", type=float, default=None, metavar="SECONDS",
+                        help="management port: a kept-alive connection with no request is closed (default 60)")
+    parser.add_argument("--admin-max-connections", type=int, default=None, metavar="N",
+                        help="management port: connections at once; the next gets 503 (default 256)")
+    parser.add_argument("--admin-max-connections-per-client", type=int, default=None, metavar="N",
+                        help="management port: connections at once from one client address; the next gets 503 "
+                             "(default 128)")
     # --- end admin options
     websocket = parser.add_mutually_exclusive_group()
     websocket.add_argument("--websocket-port", type=int, default=None,
@@ -142,6 +164,16 @@ def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         least = LIMIT_MINIMUMS.get(name, 1)
         if value is not None and value < least:
             parser.error(f"{flag} must be at least {least:g}, not {value:g}")
+    for flag, name in (("--admin-request-timeout", "admin_request_timeout"),
+                       ("--admin-idle-timeout", "admin_idle_timeout")):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            parser.error(f"{flag} must be above 0 seconds, not {value:g}")
+    for flag, name in (("--admin-max-connections", "admin_max_connections"),
+                       ("--admin-max-connections-per-client", "admin_max_connections_per_client")):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be at least 1, not {value}")
     if args.channel_max is not None and args.channel_max > MAX_CHANNEL:
         parser.error(f"--channel-max must be at most {MAX_CHANNEL} (an AMQP ushort), not {args.channel_max}")
     high = args.write_high_water if args.write_high_water is not None else DEFAULT_LIMITS.write_high_water
@@ -194,6 +226,7 @@ async def serve(args: argparse.Namespace) -> int:
             cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
             admin = AdminServer(broker, server.validator, host=args.host, port=args.admin_port, cert_dir=cert_dir,
                                 tls_cert=args.tls_cert, tls_key=args.tls_key, commit=server.commit,
+                                limits=admin_limits_from(args),
                                 websocket=upgrade_factory(server), controls=controls_for(server))
             await _listen(admin.start, "HTTPS management", args.host, args.admin_port,
                           "--admin-port N moves it (0 picks a free port), --no-admin turns it off")

@@ -171,6 +171,7 @@ class _AdminOptions:
     tls_cert: str | Path | None
     tls_key: str | Path | None
     cert_dir: Path | None
+    limits: Any = None  # admin.HttpLimits (None: the defaults)
 
 
 
@@ -199,6 +200,7 @@ class Emulator:
         admin_port: int | None = 0,
         tls_cert: str | Path | None = None,
         tls_key: str | Path | None = None,
+        admin_limits: Any = None,
         websocket_port: int | None = None,
         clock: str | Clock | None = None,
         snapshot: str | Path | bytes | dict | None = None,
@@ -208,7 +210,8 @@ class Emulator:
         management endpoint; ``websocket_port`` None serves AMQP over WebSockets only on the HTTPS endpoint
         (``wss://``), a number also on a port of its own (``ws://``, what the Python SDK dials in emulator
         mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``; ``wss://`` too).
-        ``one_port=False`` (a server option) makes the AMQP port serve plain AMQP only, instead of AMQP,
+        ``admin_limits`` (``sbemulator.admin.HttpLimits``) bounds the management endpoint's requests and
+        connections. ``one_port=False`` (a server option) makes the AMQP port serve plain AMQP only, instead of AMQP,
         amqps, HTTP(S) and WebSockets told apart by their first bytes. ``clock="manual"``
         runs the broker on a clock that moves only through :meth:`advance` (docs/emulator.md, "A clock
         you control"). ``snapshot`` starts it from a snapshot file (or its bytes, or the parsed object;
@@ -227,7 +230,8 @@ class Emulator:
         self.admin_port: int | None = admin_port
         self.admin: Any = None
         self._admin_options = _AdminOptions(admin_port, tls_cert, tls_key,
-                                            None if in_memory else Path(data_dir or DEFAULT_DATA_DIR) / "tls")
+                                            None if in_memory else Path(data_dir or DEFAULT_DATA_DIR) / "tls",
+                                            admin_limits)
         # --- end admin wiring
         self.host = host
         self.key_name = DEFAULT_KEY_NAME
@@ -334,6 +338,7 @@ class Emulator:
 
                     self.admin = AdminServer(self.broker, self.server.validator, host=self.host, port=admin.port,
                                              cert_dir=admin.cert_dir, tls_cert=admin.tls_cert, tls_key=admin.tls_key,
+                                             limits=admin.limits,
                                              commit=self.server.commit, websocket=upgrade_factory(self.server),
                                              controls=controls_for(self.server))
                     _listen(loop, self.admin.start, "HTTPS management", self.host, admin.port,
