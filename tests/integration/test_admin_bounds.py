@@ -13,6 +13,7 @@ import selectors
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -34,50 +35,60 @@ def emu() -> Iterator[Emulator]:
         yield running
 
 
+@dataclass
+class _Client:
+    sock: socket.socket
+    started: float
+    got: bytes = b""
+    closed_at: float | None = None
+    sent: int = 0
+
+
 def drip(port: int, prefix: bytes, drip_bytes: bytes, count: int) -> list[tuple[bytes, float]]:
     """``count`` clients each send ``prefix`` at once, then ``drip_bytes`` one byte every 0.1 s; returns
     what each read back (until the server closed) and when, relative to its first byte."""
     selector = selectors.DefaultSelector()
-    clients = []
+    clients: list[_Client] = []
     for _ in range(count):
         sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         sock.sendall(prefix if prefix else drip_bytes[:1])
         sock.setblocking(False)
-        clients.append({"sock": sock, "started": time.monotonic(), "got": b"", "closed_at": None, "sent": 0})
+        clients.append(_Client(sock, time.monotonic()))
         selector.register(sock, selectors.EVENT_READ, clients[-1])
     end = time.monotonic() + POLL_S
     next_drip = time.monotonic()
     try:
-        while any(c["closed_at"] is None for c in clients) and time.monotonic() < end:
+        while any(c.closed_at is None for c in clients) and time.monotonic() < end:
             if time.monotonic() >= next_drip:
                 next_drip += 0.1
                 for client in clients:
-                    if client["closed_at"] is None and client["sent"] < len(drip_bytes) - 1:
-                        client["sent"] += 1
+                    if client.closed_at is None and client.sent < len(drip_bytes) - 1:
+                        client.sent += 1
                         try:
-                            client["sock"].send(drip_bytes[client["sent"]:client["sent"] + 1])
+                            client.sock.send(drip_bytes[client.sent:client.sent + 1])
                         except OSError:
                             pass
             for key, _ in selector.select(timeout=0.05):
                 client = key.data
                 try:
-                    chunk = client["sock"].recv(4096)
+                    chunk = client.sock.recv(4096)
                 except BlockingIOError:
                     continue
                 except OSError:
                     chunk = b""
-                client["got"] += chunk
+                client.got += chunk
                 if not chunk:
-                    client["closed_at"] = time.monotonic()
-                    selector.unregister(client["sock"])
+                    client.closed_at = time.monotonic()
+                    selector.unregister(client.sock)
     finally:
         for client in clients:
-            client["sock"].close()
-    return [(c["got"], (c["closed_at"] or float("inf")) - c["started"]) for c in clients]
+            client.sock.close()
+    return [(c.got, (c.closed_at or float("inf")) - c.started) for c in clients]
 
 
 def test_slow_request_heads_are_answered_408_and_closed(emu: Emulator) -> None:
     head = b"GET /$Resources/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 200 + b"\r\n\r\n"
+    assert emu.admin_port is not None
     results = drip(emu.admin_port, b"", head, SLOW_CLIENTS)
     for answer, after in results:
         assert answer.startswith(b"HTTP/1.1 408"), answer
@@ -89,6 +100,7 @@ def test_slow_request_bodies_are_answered_408_and_closed(emu: Emulator) -> None:
     body = b"<entry/>" * 100
     head = (f"PUT /slow-queue HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {token}\r\n"
             f"Content-Type: application/atom+xml\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    assert emu.admin_port is not None
     results = drip(emu.admin_port, head, body, SLOW_CLIENTS)
     for answer, after in results:
         assert answer.startswith(b"HTTP/1.1 408"), answer

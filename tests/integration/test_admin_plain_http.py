@@ -27,6 +27,7 @@ import ssl
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 
 import pytest
 
@@ -60,7 +61,7 @@ DOTNET_CREATE_QUEUE = """<entry xmlns="http://www.w3.org/2005/Atom">
 
 
 @pytest.fixture(scope="module")
-def emu() -> Emulator:
+def emu() -> Iterator[Emulator]:
     with Emulator(config=None, in_memory=True) as running:
         yield running
 
