@@ -292,7 +292,8 @@ async def serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     if websocket is not None:
-        print(f"sbemulator websocket on ws://{shown_host}:{websocket.port}{WEBSOCKET_PATH}", flush=True)
+        secure = "" if websocket.ssl_context is None else f" and wss://{shown_host}:{websocket.port}{WEBSOCKET_PATH}"
+        print(f"sbemulator websocket on ws://{shown_host}:{websocket.port}{WEBSOCKET_PATH}{secure}", flush=True)
     for runtime in extras:
         if runtime.admin is not None:
             print(f"sbemulator namespace {runtime.name} admin on {runtime.admin_url}", flush=True)

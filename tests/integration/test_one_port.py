@@ -27,6 +27,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 from sbemulator import Emulator
 from sbemulator.net import listener as listener_module
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, receive
+from tests.fixtures.process import REPO_ROOT, start_emulator_process
 from tests.integration.test_websocket import read_head, upgrade_request
 
 WS = TransportType.AmqpOverWebsocket
@@ -140,3 +141,23 @@ def test_amqps_inside_tls_on_the_amqp_port_answers_the_amqp_header(emu: Emulator
         with context.wrap_socket(raw, server_hostname="localhost") as tls:
             tls.sendall(b"AMQP\x03\x01\x00\x00")
             assert tls.recv(8) == b"AMQP\x03\x01\x00\x00"
+
+
+def _health_status(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        return sock.recv(64)
+
+
+def test_the_cli_serves_http_on_the_amqp_port_unless_told_amqp_port_only() -> None:
+    config = str(REPO_ROOT / "infra" / "servicebus.json")
+    proc = start_emulator_process("--config", config, "--in-memory", "--no-websocket")
+    try:
+        assert _health_status(proc.port).startswith(b"HTTP/1.1 200")
+    finally:
+        assert proc.terminate() == 0
+    proc = start_emulator_process("--config", config, "--in-memory", "--no-websocket", "--amqp-port-only")
+    try:
+        assert _health_status(proc.port)[:4] == b"AMQP"  # the AMQP layer's header: no HTTP here
+    finally:
+        assert proc.terminate() == 0
