@@ -15,6 +15,7 @@ after the protocol is chosen: the connection's transport is asyncio's own.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -33,6 +34,8 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 RETRY_S = 0.005  # a connection that sent part of a prefix is looked at again this much later
 MAX_TLS_SNIFF_BUFFER = 64 * 1024  # what one read inside TLS may bring before the protocol is chosen
 ACCEPTS_PER_WAKE = 64  # connections accepted per readiness of the listening socket, like asyncio's backlog
+ACCEPT_RETRY_S = 1.0  # after accept failed for want of descriptors or memory
+_OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,16 @@ class Routes:
             return amqp or http
         return None
 
+    def fallback(self) -> tuple[ProtocolFactory, ssl.SSLContext | None]:
+        """Without sniffing: AMQP when it is routed (plain), else HTTP over TLS when TLS is served, else
+        plain HTTP."""
+        if self.amqp is not None:
+            return self.amqp, None
+        http = self.tls_http or self.http
+        if http is None:
+            raise ValueError("no protocol routed")
+        return http, self.tls
+
     def outer(self, kind: Protocol) -> ProtocolFactory | None:
         if kind is Protocol.UNKNOWN and self.unknown is not None:
             kind = self.unknown
@@ -92,6 +105,22 @@ def feed(protocol: asyncio.BaseProtocol, data: bytes) -> None:
         buffer[:n] = view[:n]
         protocol.buffer_updated(n)
         view = view[n:]
+
+
+def _bound(family: int, kind: int, proto: int, address: tuple, backlog: int) -> socket.socket:
+    sock = socket.socket(family, kind, proto)
+    try:
+        if os.name == "posix":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 class _TlsSniffer(asyncio.Protocol):
@@ -177,7 +206,8 @@ class SniffingListener:
         self.backlog = backlog
         self.sniff_timeout_s = SNIFF_TIMEOUT_S if sniff_timeout_s is None else sniff_timeout_s
         self.tls_handshake_timeout_s = tls_handshake_timeout_s
-        self._sock: socket.socket | None = None
+        self._socks: list[socket.socket] = []
+        self._fallback: list[asyncio.base_events.Server] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: dict[int, _Waiting] = {}
         self._connecting: set[asyncio.Task] = set()
@@ -185,34 +215,56 @@ class SniffingListener:
         self.counts: dict[str, int] = {}  # connections served, by protocol (for tests and the curious)
 
     async def start(self) -> None:
+        """Bind every address ``host`` resolves to (as asyncio's ``create_server`` does: ``localhost`` is
+        127.0.0.1 and ::1), on one port (``port`` 0: the first bind picks it)."""
         loop = asyncio.get_running_loop()
         self._loop = loop
         infos = await loop.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
                                        flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = infos[0]
-        sock = socket.socket(family, kind, proto)
+        seen: set[tuple[int, object]] = set()
         try:
-            if os.name == "posix":
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            sock.listen(self.backlog)
-            sock.setblocking(False)
+            for family, kind, proto, _, address in infos:
+                if (family, address[0]) in seen:
+                    continue
+                seen.add((family, address[0]))
+                if self._socks and address[1] == 0:  # the port the first bind picked
+                    address = (address[0], self.port, *address[2:])
+                sock = _bound(family, kind, proto, address, self.backlog)
+                self._socks.append(sock)
+                self.port = sock.getsockname()[1]
+            for sock in self._socks:
+                await self._serve(sock)
         except BaseException:
-            sock.close()
+            await self.stop()
             raise
-        self._sock = sock
-        self.port = sock.getsockname()[1]
-        loop.add_reader(sock.fileno(), self._on_accept)
+
+    async def _serve(self, sock: socket.socket) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.add_reader(sock.fileno(), self._on_accept, sock)
+        except NotImplementedError:
+            # A loop without readiness callbacks (Windows' proactor): no sniffing; the port serves what it
+            # served before there was any, the one protocol its routes put first.
+            factory, context = self.routes.fallback()
+            self._fallback.append(await self._loop.create_server(
+                factory, sock=sock, ssl=context, backlog=self.backlog,
+                ssl_handshake_timeout=self.tls_handshake_timeout_s if context else None))
 
     async def stop(self) -> None:
-        loop, sock = self._loop, self._sock
-        if loop is None or sock is None:
+        loop, socks = self._loop, self._socks
+        if loop is None:
             return
-        self._sock = None
-        loop.remove_reader(sock.fileno())
-        sock.close()
+        self._socks = []
+        for server in self._fallback:  # they own their sockets
+            server.close()
+        self._fallback = []
+        for sock in socks:
+            if sock.fileno() >= 0:
+                try:
+                    loop.remove_reader(sock.fileno())
+                except NotImplementedError:
+                    pass
+                sock.close()
         for fd in list(self._waiting):
             self._drop(fd)
         for sniffer in list(self._tls_pending):
@@ -224,21 +276,30 @@ class SniffingListener:
             await asyncio.wait(list(self._connecting), timeout=2)
 
     # ------------------------------------------------------------------ accepting and peeking
-    def _on_accept(self) -> None:
-        sock = self._sock
-        if sock is None:
-            return
+    def _on_accept(self, sock: socket.socket) -> None:
         for _ in range(ACCEPTS_PER_WAKE):
             try:
                 conn, _address = sock.accept()
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 return
-            except OSError as exc:  # out of file descriptors, a connection reset in the queue
-                log.warning("accept on port %d failed: %s", self.port, exc)
+            except OSError as exc:
+                if exc.errno in _OUT_OF_RESOURCES and self._loop is not None:
+                    # Out of file descriptors or memory: readiness stays, so stop accepting for a while
+                    # rather than spin (asyncio's own accept loop does the same).
+                    log.warning("accept on port %d failed (%s): accepting again in %.0f s", self.port, exc,
+                                ACCEPT_RETRY_S)
+                    self._loop.remove_reader(sock.fileno())
+                    self._loop.call_later(ACCEPT_RETRY_S, self._resume_accepting, sock)
+                else:
+                    log.warning("accept on port %d failed: %s", self.port, exc)
                 return
             conn.setblocking(False)
             if self._peek(conn) is None:
                 self._wait(conn)
+
+    def _resume_accepting(self, sock: socket.socket) -> None:
+        if sock in self._socks and self._loop is not None:
+            self._loop.add_reader(sock.fileno(), self._on_accept, sock)
 
     def _peek(self, conn: socket.socket) -> Protocol | bool | None:
         """Look at the first bytes: dispatched (True), closed (False) or not decided yet (None)."""

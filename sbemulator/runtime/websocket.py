@@ -26,6 +26,9 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from ..net.listener import Routes, SniffingListener
+from ..net.sniff import Protocol
+
 try:
     from wsproto import ConnectionType, WSConnection
     from wsproto.connection import ConnectionState
@@ -44,9 +47,6 @@ try:
     WSPROTO_MISSING: str | None = None
 except ImportError:  # a declared dependency; an environment installed before it was added lacks it
     WSPROTO_MISSING = "AMQP over WebSockets needs the wsproto package (a dependency of sbemulator): pip install wsproto"
-
-from ..net.listener import Routes, SniffingListener
-from ..net.sniff import Protocol
 
 log = logging.getLogger("sbemulator")
 
