@@ -6,8 +6,9 @@ The .NET requests follow azure-sdk-for-net, sdk/servicebus/Azure.Messaging.Servi
 * ServiceBusAdministrationClient.cs (connection-string constructor): ``useTls`` is false when the
   connection string says UseDevelopmentEmulator=true; host and port are the Endpoint's
   (``Endpoint=sb://localhost:5300;...`` -> ``http://localhost:5300/...``); the SAS audience is
-  ``BuildAudienceResource(host)``: ``https://localhost`` (scheme https, no port, lower case), whatever
-  the request's scheme and port.
+  ``BuildAudienceResource(host)``: ``https://localhost/`` (scheme https, no port, lower case; .NET's
+  ``Uri.AbsoluteUri`` keeps the root path's slash), whatever the request's scheme and port (its
+  SharedAccessCredential returns the signature it was built with, whatever scope is asked for).
 * HttpRequestAndResponse.cs: ``GetEntityAsync`` -> ``GET /{path}?api-version=2021-05&enrich=False``
   (C#'s bool text), pages with ``&$skip=0&$top=100``; ``PutEntityAsync`` -> ``PUT /{path}?api-version=2021-05``
   with ``Content-Type: application/atom+xml`` and ``If-Match: *`` for an update; ``DeleteEntityAsync``;
@@ -71,7 +72,7 @@ def dotnet_call(emu: Emulator, method: str, target: str, body: str | None = None
     """One request as HttpRequestAndResponse.SendHttpRequestAsync sends it over the .NET HttpClient (plain
     HTTP/1.1 to the Endpoint's host and port; Azure.Core's request id and user agent headers)."""
     conn = http.client.HTTPConnection("127.0.0.1", emu.admin_port, timeout=10)
-    token = sign("https://localhost", emu.key_name, emu.key, int(time.time()) + 3600)
+    token = sign("https://localhost/", emu.key_name, emu.key, int(time.time()) + 3600)
     all_headers = {
         "Host": f"localhost:{emu.admin_port}",
         "Authorization": token,
@@ -126,7 +127,7 @@ def test_the_dotnet_admin_client_manages_a_queue_over_plain_http(emu: Emulator) 
 
 def test_plain_http_is_authenticated_like_https(emu: Emulator) -> None:
     status, _, body = dotnet_call(emu, "GET", f"/$Resources/queues?{API}&enrich=False",
-                                  headers={"Authorization": sign("https://localhost", emu.key_name, "bad" * 11,
+                                  headers={"Authorization": sign("https://localhost/", emu.key_name, "bad" * 11,
                                                                  int(time.time()) + 60)})
     assert status == 401, body
 
