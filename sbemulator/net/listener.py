@@ -5,10 +5,11 @@ reads the connection from its first byte as if it had accepted it itself, TLS in
 handed to asyncio's TLS with the listener's certificate, and what the client says inside the TLS session
 is sniffed again (AMQP over TLS, or HTTPS and secure WebSockets). The decision is :func:`sniff.classify`.
 
-Bounded: a connection that says nothing decisive within ``sniff_timeout_s`` is closed, and no more than
+Bounded: a connection that says nothing decisive within ``sniff_timeout_s`` is closed, no more than
 :data:`~sniff.SNIFF_BYTES` bytes are peeked (inside TLS, what one read brings, up to
-:data:`MAX_TLS_SNIFF_BUFFER`). The cost on a connection is one ``recv(MSG_PEEK)`` system call, usually
-right after the accept (the client's first bytes arrive with or just after its handshake), and nothing
+:data:`MAX_TLS_SNIFF_BUFFER`), and at most :data:`MAX_UNDECIDED` connections wait to be decided (the
+oldest silent one makes room for a new one). The cost on a connection is one ``recv(MSG_PEEK)`` system
+call, usually right after the accept (the client's first bytes arrive with or just after its handshake), and nothing
 after the protocol is chosen: the connection's transport is asyncio's own.
 """
 
@@ -34,6 +35,11 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 RETRY_S = 0.005  # a connection that sent part of a prefix is looked at again this much later
 MAX_TLS_SNIFF_BUFFER = 64 * 1024  # what one read inside TLS may bring before the protocol is chosen
 ACCEPTS_PER_WAKE = 64  # connections accepted per readiness of the listening socket, like asyncio's backlog
+# Connections not yet handed to their protocol (waiting for first bytes, in a TLS handshake, or waiting
+# for first bytes inside TLS), each for at most its deadline: at this many, the oldest connection still
+# waiting for its first bytes is closed to make room (a new one, whose bytes may be on their way, gets its
+# chance), so clients that open connections and say nothing cannot hold unbounded state.
+MAX_UNDECIDED = 1024
 ACCEPT_RETRY_S = 1.0  # after accept failed for want of descriptors or memory
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
@@ -295,7 +301,22 @@ class SniffingListener:
                 return
             conn.setblocking(False)
             if self._peek(conn) is None:
-                self._wait(conn)
+                if self.undecided() >= MAX_UNDECIDED and not self._evict_oldest():
+                    conn.close()  # every undecided connection is in TLS: no room
+                else:
+                    self._wait(conn)
+
+    def _evict_oldest(self) -> bool:
+        if not self._waiting:
+            return False
+        log.info("port %d has %d connections that said nothing yet: the oldest is closed", self.port,
+                 MAX_UNDECIDED)
+        self._drop(next(iter(self._waiting)))
+        return True
+
+    def undecided(self) -> int:
+        """Connections accepted and not yet handed to their protocol."""
+        return len(self._waiting) + len(self._connecting) + len(self._tls_pending)
 
     def _resume_accepting(self, sock: socket.socket) -> None:
         if sock in self._socks and self._loop is not None:
@@ -392,6 +413,11 @@ class SniffingListener:
         assert self._loop is not None
         self.counts[kind.value] = self.counts.get(kind.value, 0) + 1
         if kind is Protocol.TLS and self.routes.tls is not None:
+            if self.undecided() >= MAX_UNDECIDED and not self._evict_oldest():
+                log.info("port %d has %d connections not yet decided: a TLS one more closed", self.port,
+                         MAX_UNDECIDED)
+                conn.close()
+                return
             routes, timeout, pending = self.routes, self.sniff_timeout_s, self._tls_pending
 
             def sniffer() -> _TlsSniffer:

@@ -149,3 +149,28 @@ async def test_a_loop_without_readiness_callbacks_serves_the_first_protocol(monk
     finally:
         monkeypatch.undo()
         await listener.stop()
+
+
+async def test_connections_that_say_nothing_are_bounded_in_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sbemulator.net import listener as listener_module
+
+    monkeypatch.setattr(listener_module, "MAX_UNDECIDED", 3)
+    listener = SniffingListener(routes(8), "127.0.0.1", 0)
+    await listener.start()
+    silent = []
+    try:
+        for _ in range(3):
+            silent.append(await asyncio.open_connection("127.0.0.1", listener.port))
+        async with asyncio.timeout(10):
+            while listener.undecided() < 3:  # the listener has accepted them
+                await asyncio.sleep(0.01)
+        silent.append(await asyncio.open_connection("127.0.0.1", listener.port))  # one more: the oldest goes
+        async with asyncio.timeout(10):
+            assert await silent[0][0].read() == b""
+        # A connection that speaks is still served (the next oldest silent one makes room).
+        assert await exchange(listener.port, [b"AMQP\x00\x01\x00\x00"]) == b"amqp:AMQP\x00\x01\x00\x00"
+        assert listener.undecided() <= 3
+    finally:
+        for _, w in silent:
+            w.close()
+        await listener.stop()
