@@ -52,8 +52,8 @@ REQUEST_TIMEOUT_S = 60.0  # a whole request, head and body, from its first byte
 WRITE_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 2.0
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
-MAX_CONNECTIONS = 256
-MAX_CONNECTIONS_PER_CLIENT = 128  # from one client address (loopback clients all share 127.0.0.1)
+MAX_CONNECTIONS = 128
+MAX_CONNECTIONS_PER_CLIENT = 64  # from one client address (loopback clients all share 127.0.0.1)
 SERVER_NAME = "sbemulator"
 
 

@@ -122,10 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--admin-idle-timeout", type=float, default=None, metavar="SECONDS",
                         help="management port: a kept-alive connection with no request is closed (default 60)")
     parser.add_argument("--admin-max-connections", type=int, default=None, metavar="N",
-                        help="management port: connections at once; the next gets 503 (default 256)")
+                        help="management port: connections at once; the next gets 503 (default 128)")
     parser.add_argument("--admin-max-connections-per-client", type=int, default=None, metavar="N",
                         help="management port: connections at once from one client address; the next gets 503 "
-                             "(default 128)")
+                             "(default 64)")
     # --- end admin options
     websocket = parser.add_mutually_exclusive_group()
     websocket.add_argument("--websocket-port", type=int, default=None,
