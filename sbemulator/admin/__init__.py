@@ -23,13 +23,13 @@ from sbemulator.broker.api import BrokerAPI
 from .app import AdminApp
 from .backend import Namespace
 from .control import Controls
-from .http import HttpServer, Upgrade
+from .http import HttpLimits, HttpServer, Upgrade
 from .tls import CertificatePaths, ensure_certificates, server_context
 
 DEFAULT_ADMIN_PORT = 5300
 
-__all__ = ["DEFAULT_ADMIN_PORT", "AdminApp", "AdminServer", "CertificatePaths", "Controls", "Namespace",
-           "ensure_certificates"]
+__all__ = ["DEFAULT_ADMIN_PORT", "AdminApp", "AdminServer", "CertificatePaths", "Controls", "HttpLimits",
+           "Namespace", "ensure_certificates"]
 
 
 class AdminServer:
@@ -53,6 +53,7 @@ class AdminServer:
         websocket: Upgrade | None = None,
         controls: Controls | None = None,
         like: AdminServer | None = None,
+        limits: HttpLimits | None = None,
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together")
@@ -77,11 +78,18 @@ class AdminServer:
         # added per test shares the first one's context (one SSLContext serves any number of servers).
         self.ssl_context = like.ssl_context if like is not None else server_context(
             self.certificates.cert, self.certificates.key)
-        self.http = HttpServer(self.app, host, port, self.ssl_context, websocket=websocket, admit=self.app.admit)
+        if limits is None and like is not None:
+            limits = like.limits  # another namespace's endpoint: the same bounds
+        self.http: HttpServer = HttpServer(self.app, host, port, self.ssl_context, websocket=websocket,
+                                           admit=self.app.admit, limits=limits)
 
     @property
     def port(self) -> int:
         return self.http.port
+
+    @property
+    def limits(self) -> HttpLimits:
+        return self.http.limits
 
     @property
     def ca_path(self) -> Path:

@@ -11,10 +11,12 @@ Bounded against clients that do not play along, because whoever reaches the port
   have (``MAX_BODY`` for an authenticated request, ``MAX_UNAUTHENTICATED_BODY`` for one that cannot be
   authenticated before its body is read, such as the console's sign-in). A ``Content-Length`` over the
   bound is refused (413) before reading.
-* time: ``IDLE_TIMEOUT_S`` for a kept-alive connection to start its next request, ``HEADER_TIMEOUT_S``
-  from a request's first byte to the end of its head (a client dripping its headers a byte at a time is
-  cut off with 408), ``BODY_TIMEOUT_S`` for the whole body, ``TLS_HANDSHAKE_TIMEOUT_S`` for TLS;
-* ``MAX_CONNECTIONS`` connections at once; one more gets 503 and is closed;
+* time: ``IDLE_TIMEOUT_S`` for a kept-alive connection to start its next request (then it is closed, as
+  busy HTTP servers close idle keep-alive connections), ``HEADER_TIMEOUT_S`` from a request's first byte
+  to the end of its head and ``REQUEST_TIMEOUT_S`` from its first byte to the end of its body (a client
+  dripping its headers or its body is answered 408 and closed), ``TLS_HANDSHAKE_TIMEOUT_S`` for TLS;
+* ``MAX_CONNECTIONS`` connections at once and ``MAX_CONNECTIONS_PER_CLIENT`` from one client address;
+  one more gets 503 with ``Retry-After`` and is closed;
 * memory: a second after the last connection closed, the cycles asyncio leaves behind closed TLS
   connections are collected and the C allocator hands what is free back to the system (glibc's
   ``malloc_trim``), so an emulator that served abusive clients returns to about its idle size
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import dataclasses
 import gc
 import http
 import logging
@@ -36,18 +39,48 @@ from dataclasses import dataclass, field
 
 import h11
 
+from sbemulator.net.listener import Routes, SniffingListener
+from sbemulator.net.sniff import Protocol
+
 log = logging.getLogger("sbemulator.admin")
 
 MAX_BODY = 4 * 1024 * 1024
 MAX_UNAUTHENTICATED_BODY = 16 * 1024
 IDLE_TIMEOUT_S = 60.0
 HEADER_TIMEOUT_S = 10.0
-BODY_TIMEOUT_S = 60.0
+REQUEST_TIMEOUT_S = 60.0  # a whole request, head and body, from its first byte
 WRITE_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 2.0
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 128
+MAX_CONNECTIONS_PER_CLIENT = 64  # from one client address (loopback clients all share 127.0.0.1)
 SERVER_NAME = "sbemulator"
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """The management endpoint's bounds (docs/management.md, "Limits of the management port"); each
+    overridable from the command line (``--admin-request-timeout`` ...) or ``Emulator(admin_limits=)``."""
+
+    request_timeout_s: float = REQUEST_TIMEOUT_S
+    header_timeout_s: float = HEADER_TIMEOUT_S
+    idle_timeout_s: float = IDLE_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT
+
+    def __post_init__(self) -> None:
+        for name in ("request_timeout_s", "header_timeout_s", "idle_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be above 0, not {getattr(self, name)!r}")
+        for name in ("max_connections", "max_connections_per_client"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)!r}")
+
+
+def current_limits() -> HttpLimits:
+    """The defaults as the module's constants say now (tests lower them with monkeypatch)."""
+    return HttpLimits(REQUEST_TIMEOUT_S, HEADER_TIMEOUT_S, IDLE_TIMEOUT_S, MAX_CONNECTIONS,
+                      MAX_CONNECTIONS_PER_CLIENT)
 
 
 @dataclass
@@ -129,34 +162,54 @@ class HttpServer:
     def __init__(
         self, handler: Handler, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None,
         websocket: Upgrade | None = None, admit: Admit | None = None, max_connections: int | None = None,
+        plain_http: bool = True, limits: HttpLimits | None = None,
     ) -> None:
         self.handler = handler
         self.websocket = websocket
         self.admit = admit
-        self.max_connections = MAX_CONNECTIONS if max_connections is None else max_connections
+        limits = limits or current_limits()
+        if max_connections is not None:
+            limits = dataclasses.replace(limits, max_connections=max_connections)
+        self.limits = limits
+        self.max_connections = limits.max_connections
+        self._per_client: dict[str, int] = {}
         self.host = host
         self.port = port
         self.ssl_context = ssl_context
-        self._server: asyncio.base_events.Server | None = None
+        # Plain HTTP beside HTTPS on the same port, told apart by the first bytes (net/listener.py): the
+        # official emulator serves its management API over plain HTTP, and so does the .NET admin client
+        # speak to it when the connection string says UseDevelopmentEmulator=true.
+        self.plain_http = plain_http or ssl_context is None
+        self._listener: SniffingListener | None = None
         self._tasks: set[asyncio.Task] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._stopping = False
         self._trim: asyncio.TimerHandle | None = None
 
+    def protocol(self) -> asyncio.BaseProtocol:
+        """A connection's protocol (plain, or inside TLS): h11 on asyncio streams, served by ``_serve``.
+        Another listener can hand it connections too (the AMQP port's, runtime/emulator.py)."""
+        reader = asyncio.StreamReader(limit=2 ** 16)
+        return asyncio.StreamReaderProtocol(reader, self._serve)
+
+    def routes(self) -> Routes:
+        http = self.protocol if self.plain_http else None
+        return Routes(http=http, tls=self.ssl_context, tls_http=self.protocol, unknown=Protocol.HTTP)
+
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, ssl=self.ssl_context, reuse_address=True,
-            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if self.ssl_context else None,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._listener = SniffingListener(self.routes(), self.host, self.port,
+                                          tls_handshake_timeout_s=TLS_HANDSHAKE_TIMEOUT_S)
+        await self._listener.start()
+        self.port = self._listener.port
 
     async def stop(self) -> None:
         self._stopping = True
         if self._trim is not None:
             self._trim.cancel()
             self._trim = None
-        if self._server is not None:
-            self._server.close()
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
         # Abort the transports first: a connection task whose cancellation raced with a completed read
         # (asyncio.wait_for on 3.11 can swallow it) then sees its stream end instead of waiting on it.
         for writer in list(self._writers):
@@ -165,12 +218,6 @@ class HttpServer:
             task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5)
-        if self._server is not None:
-            try:
-                await asyncio.wait_for(self._server.wait_closed(), 5)
-            except (TimeoutError, Exception):
-                pass
-            self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -180,9 +227,17 @@ class HttpServer:
         if self._trim is not None:
             self._trim.cancel()
             self._trim = None
+        peer = _peer_host(writer)
+        self._per_client[peer] = self._per_client.get(peer, 0) + 1
         try:
             if len(self._tasks) > self.max_connections:
                 writer.write(_raw(Response(503, b"too many connections\n", "text/plain", [("Retry-After", "1")])))
+                return
+            if self._per_client[peer] > self.limits.max_connections_per_client:
+                log.info("admin connection from %s over the %d per client address: 503", peer,
+                         self.limits.max_connections_per_client)
+                writer.write(_raw(Response(503, b"too many connections from this address\n", "text/plain",
+                                           [("Retry-After", "1")])))
                 return
             if await self._connection(reader, writer):
                 self._writers.discard(writer)
@@ -195,6 +250,11 @@ class HttpServer:
             log.exception("admin connection failed")
         finally:
             self._tasks.discard(task)
+            left = self._per_client.get(peer, 1) - 1
+            if left > 0:
+                self._per_client[peer] = left
+            else:
+                self._per_client.pop(peer, None)
             if writer not in self._writers:
                 pass  # handed over
             elif self._stopping:
@@ -281,35 +341,41 @@ class HttpServer:
         request: Request | None = None
         body = bytearray()
         limit = MAX_BODY
-        # The head's deadline runs from the request's first byte (bytes h11 already holds count).
-        head_deadline = loop.time() + HEADER_TIMEOUT_S if conn.trailing_data[0] else None
-        body_deadline = 0.0
+        limits = self.limits
+        # The deadlines run from the request's first byte (bytes h11 already holds count): the head's,
+        # and the whole request's (head and body).
+        head_deadline = body_deadline = None
+        if conn.trailing_data[0]:
+            head_deadline, body_deadline = loop.time() + limits.header_timeout_s, loop.time() + limits.request_timeout_s
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                if request is not None:
+                if head_deadline is None or body_deadline is None:
+                    timeout = limits.idle_timeout_s
+                elif request is not None:
                     timeout = body_deadline - loop.time()
-                elif head_deadline is None:
-                    timeout = IDLE_TIMEOUT_S
                 else:
-                    timeout = head_deadline - loop.time()
+                    timeout = min(head_deadline, body_deadline) - loop.time()
                 try:
                     if timeout <= 0:
                         raise TimeoutError
                     async with asyncio.timeout(timeout):
                         data = await reader.read(65536)
                 except TimeoutError:
-                    if request is None and head_deadline is not None:
-                        log.info("admin request head from %s not complete within %.0f s: 408", peer, HEADER_TIMEOUT_S)
-                        raise _Refused(Response(408, b"request head not complete in time\n", "text/plain")) from None
-                    raise
+                    if head_deadline is None:
+                        raise  # an idle keep-alive connection: closed
+                    what = "head" if request is None else "body"
+                    allowed = limits.header_timeout_s if request is None else limits.request_timeout_s
+                    log.info("admin request %s from %s not complete within %.0f s: 408", what, peer, allowed)
+                    raise _Refused(Response(408, f"request {what} not complete in time\n".encode(),
+                                            "text/plain")) from None
                 if head_deadline is None:
-                    head_deadline = loop.time() + HEADER_TIMEOUT_S
+                    now = loop.time()
+                    head_deadline, body_deadline = now + limits.header_timeout_s, now + limits.request_timeout_s
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
                 request = self._request(event, b"", peer)
-                body_deadline = loop.time() + BODY_TIMEOUT_S
                 if self.admit is not None:
                     verdict = self.admit(request)
                     if isinstance(verdict, Response):
@@ -359,6 +425,11 @@ class HttpServer:
         writer.write(data)
         async with asyncio.timeout(WRITE_TIMEOUT_S):
             await writer.drain()
+
+
+def _peer_host(writer: asyncio.StreamWriter) -> str:
+    peername = writer.get_extra_info("peername")
+    return str(peername[0]) if isinstance(peername, tuple) and peername else ""
 
 
 def _too_large(limit: int) -> Response:

@@ -43,6 +43,18 @@ LIMIT_FLAGS: tuple[tuple[str, str, type, str], ...] = (
 )
 
 
+def admin_limits_from(args: argparse.Namespace) -> Any:
+    """The management endpoint's bounds from the command line (admin.HttpLimits; defaults where not given)."""
+    import dataclasses
+
+    from ..admin.http import current_limits
+
+    given = {"request_timeout_s": args.admin_request_timeout, "idle_timeout_s": args.admin_idle_timeout,
+             "max_connections": args.admin_max_connections,
+             "max_connections_per_client": args.admin_max_connections_per_client}
+    return dataclasses.replace(current_limits(), **{k: v for k, v in given.items() if v is not None})
+
+
 def limits_from(args: argparse.Namespace) -> Limits:
     """The limits the flags ask for; the others keep their Service Bus defaults."""
     given = {name: getattr(args, name) for _, name, _, _ in LIMIT_FLAGS if getattr(args, name) is not None}
@@ -107,12 +119,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-cert", default=None,
                         help="certificate chain (PEM) for the management port instead of the generated one")
     parser.add_argument("--tls-key", default=None, help="private key (PEM) for --tls-cert")
+    parser.add_argument("--admin-request-timeout", type=float, default=None, metavar="SECONDS",
+                        help="management port: a whole request (head and body) from its first byte; "
+                             "then 408 and closed (default 60; a head alone: 10)")
+    parser.add_argument("--admin-idle-timeout", type=float, default=None, metavar="SECONDS",
+                        help="management port: a kept-alive connection with no request is closed (default 60)")
+    parser.add_argument("--admin-max-connections", type=int, default=None, metavar="N",
+                        help="management port: connections at once; the next gets 503 (default 128)")
+    parser.add_argument("--admin-max-connections-per-client", type=int, default=None, metavar="N",
+                        help="management port: connections at once from one client address; the next gets 503 "
+                             "(default 64)")
     # --- end admin options
     websocket = parser.add_mutually_exclusive_group()
     websocket.add_argument("--websocket-port", type=int, default=None,
                            help="AMQP over WebSockets (ws://HOST:PORT/$servicebus/websocket) on a port of its own "
                                 "(default 443, as the SDKs dial, with the default --port, else a free port; "
                                 "0 picks a free port); the management port serves it too (wss://)")
+    parser.add_argument("--amqp-port-only", action="store_true",
+                        help="the AMQP port serves plain AMQP only; by default it also serves AMQP over TLS (amqps), "
+                             "HTTP and HTTPS (management, /health, console) and WebSockets (ws, wss), told apart by "
+                             "each connection's first bytes, so one host:port reaches everything")
     websocket.add_argument("--no-websocket", action="store_true",
                            help="no WebSocket port of its own (the management port still serves wss://)")
     limits = parser.add_argument_group("AMQP limits (Service Bus's values by default; docs/emulator.md, "
@@ -141,6 +167,16 @@ def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         least = LIMIT_MINIMUMS.get(name, 1)
         if value is not None and value < least:
             parser.error(f"{flag} must be at least {least:g}, not {value:g}")
+    for flag, name in (("--admin-request-timeout", "admin_request_timeout"),
+                       ("--admin-idle-timeout", "admin_idle_timeout")):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            parser.error(f"{flag} must be above 0 seconds, not {value:g}")
+    for flag, name in (("--admin-max-connections", "admin_max_connections"),
+                       ("--admin-max-connections-per-client", "admin_max_connections_per_client")):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be at least 1, not {value}")
     if args.channel_max is not None and args.channel_max > MAX_CHANNEL:
         parser.error(f"--channel-max must be at most {MAX_CHANNEL} (an AMQP ushort), not {args.channel_max}")
     high = args.write_high_water if args.write_high_water is not None else DEFAULT_LIMITS.write_high_water
@@ -178,7 +214,7 @@ async def serve(args: argparse.Namespace) -> int:
     server, broker = build(
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
         host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot, limits=limits_from(args),
-        page_window=args.page_window, hostnames=args.hostname,
+        page_window=args.page_window, hostnames=args.hostname, one_port=not args.amqp_port_only,
     )
     admin = None
     websocket = None
@@ -193,11 +229,14 @@ async def serve(args: argparse.Namespace) -> int:
             cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
             admin = AdminServer(broker, server.validator, host=args.host, port=args.admin_port, cert_dir=cert_dir,
                                 tls_cert=args.tls_cert, tls_key=args.tls_key, commit=server.commit,
+                                limits=admin_limits_from(args),
                                 websocket=upgrade_factory(server), controls=controls_for(server))
             await _listen(admin.start, "HTTPS management", args.host, args.admin_port,
                           "--admin-port N moves it (0 picks a free port), --no-admin turns it off")
+            server.serve_http(admin.http.protocol, admin.ssl_context)
         if not args.no_websocket:
-            websocket = WebSocketListener(server, args.host, args.websocket_port)
+            websocket = WebSocketListener(server, args.host, args.websocket_port,
+                                          ssl_context=None if admin is None else admin.ssl_context)
             try:
                 await _listen(websocket.start, "AMQP over WebSockets", args.host, args.websocket_port,
                               "--websocket-port N moves it (0 picks a free port), --no-websocket turns it off")
@@ -214,6 +253,7 @@ async def serve(args: argparse.Namespace) -> int:
         for extra in configs[1:]:
             options = dict(in_memory=args.in_memory, clock=server.clock, limits=limits_from(args),
                            page_window=args.page_window, hostnames=args.hostname,
+                           one_port=not args.amqp_port_only,
                            data_dir=None if args.in_memory else namespace_data_dir(args.data_dir or DEFAULT_DATA_DIR,
                                                                                    extra.name))
             runtime = await start_namespace(extra, key=sas_keys(extra, args.sas_key)[DEFAULT_KEY_NAME],
@@ -255,7 +295,8 @@ async def serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     if websocket is not None:
-        print(f"sbemulator websocket on ws://{shown_host}:{websocket.port}{WEBSOCKET_PATH}", flush=True)
+        secure = "" if websocket.ssl_context is None else f" and wss://{shown_host}:{websocket.port}{WEBSOCKET_PATH}"
+        print(f"sbemulator websocket on ws://{shown_host}:{websocket.port}{WEBSOCKET_PATH}{secure}", flush=True)
     for runtime in extras:
         if runtime.admin is not None:
             print(f"sbemulator namespace {runtime.name} admin on {runtime.admin_url}", flush=True)

@@ -144,6 +144,7 @@ async def start_namespace(config: NamespaceConfig, *, key: str, host: str, optio
                                         like=admin_like, commit=server.commit,
                                         websocket=upgrade_factory(server), controls=controls_for(server))
             await runtime.admin.start()
+            server.serve_http(runtime.admin.http.protocol, runtime.admin.ssl_context)
     except BaseException:
         await runtime.stop()
         raise
@@ -173,6 +174,7 @@ class _AdminOptions:
     tls_cert: str | Path | None
     tls_key: str | Path | None
     cert_dir: Path | None
+    limits: Any = None  # admin.HttpLimits (None: the defaults)
 
 
 
@@ -201,6 +203,7 @@ class Emulator:
         admin_port: int | None = 0,
         tls_cert: str | Path | None = None,
         tls_key: str | Path | None = None,
+        admin_limits: Any = None,
         websocket_port: int | None = None,
         clock: str | Clock | None = None,
         snapshot: str | Path | bytes | dict | None = None,
@@ -209,7 +212,10 @@ class Emulator:
         """``port``/``admin_port``/``websocket_port`` 0 pick free ports; ``admin_port=None`` serves no HTTPS
         management endpoint; ``websocket_port`` None serves AMQP over WebSockets only on the HTTPS endpoint
         (``wss://``), a number also on a port of its own (``ws://``, what the Python SDK dials in emulator
-        mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``). ``clock="manual"``
+        mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``; ``wss://`` too).
+        ``admin_limits`` (``sbemulator.admin.HttpLimits``) bounds the management endpoint's requests and
+        connections. ``one_port=False`` (a server option) makes the AMQP port serve plain AMQP only, instead of AMQP,
+        amqps, HTTP(S) and WebSockets told apart by their first bytes. ``clock="manual"``
         runs the broker on a clock that moves only through :meth:`advance` (docs/emulator.md, "A clock
         you control"). ``snapshot`` starts it from a snapshot file (or its bytes, or the parsed object;
         docs/emulator.md, "Snapshots"): refused at once (SnapshotError) when it cannot be read."""
@@ -227,7 +233,8 @@ class Emulator:
         self.admin_port: int | None = admin_port
         self.admin: Any = None
         self._admin_options = _AdminOptions(admin_port, tls_cert, tls_key,
-                                            None if in_memory else Path(data_dir or DEFAULT_DATA_DIR) / "tls")
+                                            None if in_memory else Path(data_dir or DEFAULT_DATA_DIR) / "tls",
+                                            admin_limits)
         # --- end admin wiring
         self.host = host
         self.key_name = DEFAULT_KEY_NAME
@@ -334,13 +341,17 @@ class Emulator:
 
                     self.admin = AdminServer(self.broker, self.server.validator, host=self.host, port=admin.port,
                                              cert_dir=admin.cert_dir, tls_cert=admin.tls_cert, tls_key=admin.tls_key,
+                                             limits=admin.limits,
                                              commit=self.server.commit, websocket=upgrade_factory(self.server),
                                              controls=controls_for(self.server))
                     _listen(loop, self.admin.start, "HTTPS management", self.host, admin.port,
                             "admin_port=0 picks a free port, admin_port=None serves none")
                     self.admin_port = self.admin.port
+                    self.server.serve_http(self.admin.http.protocol, self.admin.ssl_context)
                 if self.websocket_port is not None:
-                    self.websocket = WebSocketListener(self.server, self.host, self.websocket_port)
+                    self.websocket = WebSocketListener(
+                        self.server, self.host, self.websocket_port,
+                        ssl_context=None if self.admin is None else self.admin.ssl_context)
                     _listen(loop, self.websocket.start, "AMQP over WebSockets", self.host, self.websocket_port,
                             "websocket_port=0 picks a free port, websocket_port=None serves none")
                     self.websocket_port = self.websocket.port

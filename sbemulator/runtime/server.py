@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 
 from ..auth import SasValidator
@@ -19,6 +20,8 @@ from ..broker.transactions import DEFAULT_TIMEOUT_S as DEFAULT_TRANSACTION_TIMEO
 from ..gateway.core import Gateway
 from ..gateway.faults import Faults
 from ..gateway.limits import DEFAULT_LIMITS, Limits
+from ..net.listener import ProtocolFactory, Routes, SniffingListener
+from ..net.sniff import Protocol
 from ..store.base import Store, StoreError
 from .collector import Collector
 
@@ -239,8 +242,14 @@ class AmqpServer:
         transaction_timeout_s: float = DEFAULT_TRANSACTION_TIMEOUT_S,
         clock: Clock = time.time,
         faults: Faults | None = None,
+        one_port: bool = True,
     ) -> None:
         self.broker = broker
+        # One port for everything (docs/emulator.md, "One port"): the AMQP port also serves AMQP over TLS,
+        # and, once serve_http() is told where, HTTP and HTTPS (management, WebSockets), told apart by
+        # each connection's first bytes. False: a plain AMQP listener, nothing else on the port.
+        self.one_port = one_port
+        self._listener: SniffingListener | None = None
         # The broker's clock (broker/clock.py): what its timers are measured by. Connection-level
         # timers (auth deadline, idle timeout, heartbeats, transaction timeouts) stay on real time.
         self.clock = clock
@@ -277,13 +286,29 @@ class AmqpServer:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self._server = await self.loop.create_server(
-            self.protocol, self.host, self.port, reuse_address=True, backlog=512
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        if self.one_port:
+            self._listener = SniffingListener(Routes(amqp=self.protocol, unknown=Protocol.AMQP), self.host,
+                                              self.port, backlog=512)
+            await self._listener.start()
+            self.port = self._listener.port
+        else:
+            self._server = await self.loop.create_server(
+                self.protocol, self.host, self.port, reuse_address=True, backlog=512
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
         self._ticker = self.loop.create_task(self._tick_forever())
         self.fold_later()  # what the last process left to clean up (a deleted entity's rows)
+
+    def serve_http(self, http: ProtocolFactory | None, tls: ssl.SSLContext | None) -> None:
+        """With ``one_port``: HTTP requests on the AMQP port go to ``http`` (the management endpoint's
+        connection protocol, which also takes WebSocket upgrades), TLS is opened with ``tls`` and what is
+        inside it goes to AMQP or ``http`` by its first bytes (amqps, HTTPS, wss). Without: nothing."""
+        if self._listener is not None:
+            self._listener.routes = Routes(amqp=self.protocol, http=http, tls=tls, unknown=Protocol.AMQP)
+
+    @property
+    def listener(self) -> SniffingListener | None:
+        return self._listener
 
     def commit(self) -> BrokerError | None:
         """Commit what the broker buffered; a store that cannot write is logged (the work stays buffered
@@ -451,6 +476,8 @@ class AmqpServer:
                 pass
         if self._server is not None:
             self._server.close()
+        if self._listener is not None:
+            await self._listener.stop()
         for protocol in list(self.connections):
             gateway = protocol.gateway
             if gateway is not None and not gateway.connection_closed:

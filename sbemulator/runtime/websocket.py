@@ -12,17 +12,22 @@ TCP (:class:`~sbemulator.runtime.server.AmqpServer`'s protocol and its ``Gateway
 Framing, masking, the handshake and close codes are python-hyper's ``wsproto`` (sans-I/O, like the rest
 of the stack); nothing here parses WebSocket frames by hand.
 
-Two ways in: a port of its own (:class:`WebSocketListener`, plain ``ws://`` because that is what the
-Python SDK dials when the connection string says ``UseDevelopmentEmulator=true``), and an upgrade on the
-HTTPS management endpoint (:func:`upgrade_factory`, ``wss://``, what the JavaScript SDK dials).
+Three ways in: a port of its own (:class:`WebSocketListener`, ``ws://`` because that is what the Python
+SDK dials when the connection string says ``UseDevelopmentEmulator=true``, and ``wss://``, what it and
+the JavaScript SDK dial otherwise, told apart by the first bytes), and an upgrade on the management
+endpoint or the AMQP port (:func:`upgrade_factory`, ``ws://`` or ``wss://``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
+
+from ..net.listener import Routes, SniffingListener
+from ..net.sniff import Protocol
 
 try:
     from wsproto import ConnectionType, WSConnection
@@ -47,6 +52,9 @@ log = logging.getLogger("sbemulator")
 
 WEBSOCKET_PATH = "/$servicebus/websocket"
 SUBPROTOCOL = "AMQPWSB10"
+# Also taken: "amqp", what the Go SDK's WebSocket example and tests ask for (azservicebus's
+# example_websockets_test.go); answered with the one the client asked for, AMQPWSB10 first.
+SUBPROTOCOLS = (SUBPROTOCOL, "amqp")
 # A client that connected gets this long to finish its HTTP upgrade request; the request's size is bounded
 # by wsproto's HTTP parser (h11: 16 KiB of headers).
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -235,13 +243,14 @@ class WebSocketAmqpProtocol(asyncio.Protocol):
             self._reject(404, f"No WebSocket endpoint at '{path}': AMQP over WebSockets is served on "
                               f"{WEBSOCKET_PATH}.")
             return
-        if SUBPROTOCOL not in request.subprotocols:
+        chosen = next((name for name in SUBPROTOCOLS if name in request.subprotocols), None)
+        if chosen is None:
             self._reject(400, f"The WebSocket upgrade must ask for the subprotocol {SUBPROTOCOL} "
                               "(Sec-WebSocket-Protocol).")
             return
         assert self.transport is not None
         self._cancel_deadline()
-        self.transport.write(self.ws.send(AcceptConnection(subprotocol=SUBPROTOCOL)))
+        self.transport.write(self.ws.send(AcceptConnection(subprotocol=chosen)))
         self.amqp = self._new_amqp()
         self.amqp.connection_made(self._adapter)
 
@@ -293,11 +302,15 @@ class WebSocketListener:
     The AMQP connections it accepts join the AMQP server's own set (that is where they are closed on
     shutdown); the listener only closes the connections still in their HTTP handshake."""
 
-    def __init__(self, amqp_server: Any, host: str = "127.0.0.1", port: int = 443) -> None:
+    def __init__(self, amqp_server: Any, host: str = "127.0.0.1", port: int = 443,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.amqp_server = amqp_server
         self.host = host
         self.port = port
-        self._server: asyncio.base_events.Server | None = None
+        # With a TLS context the port serves wss:// too (what the SDKs dial on 443 by default), told from
+        # ws:// by the connection's first bytes.
+        self.ssl_context = ssl_context
+        self._listener: SniffingListener | None = None
         self._pending: set[WebSocketAmqpProtocol] = set()
 
     def _protocol(self) -> WebSocketAmqpProtocol:
@@ -309,23 +322,19 @@ class WebSocketListener:
     async def start(self) -> None:
         if WSPROTO_MISSING is not None:
             raise OSError(WSPROTO_MISSING)
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._protocol, self.host, self.port, reuse_address=True,
-                                                backlog=512)
-        self.port = self._server.sockets[0].getsockname()[1]
+        routes = Routes(http=self._protocol, tls=self.ssl_context, unknown=Protocol.HTTP)
+        self._listener = SniffingListener(routes, self.host, self.port, backlog=512)
+        await self._listener.start()
+        self.port = self._listener.port
 
     async def stop(self) -> None:
-        if self._server is None:
+        if self._listener is None:
             return
-        self._server.close()
+        await self._listener.stop()
         for protocol in list(self._pending):
             if protocol.amqp is None:
                 protocol.abort()
-        try:
-            await asyncio.wait_for(self._server.wait_closed(), 2.0)
-        except (TimeoutError, Exception):
-            pass
-        self._server = None
+        self._listener = None
 
 
 def upgrade_factory(

@@ -129,7 +129,7 @@ def _layer(module: str) -> str:
     parts = module.split(".")
     if parts[0] != "sbemulator" or len(parts) == 1:
         return parts[0]
-    layers = ("amqp", "filters", "broker", "store", "gateway", "runtime", "admin")
+    layers = ("amqp", "filters", "broker", "store", "gateway", "runtime", "admin", "net")
     return parts[1] if len(parts) > 2 or parts[1] in layers else "root"
 
 
@@ -142,8 +142,9 @@ ALLOWED = {
     "broker": {"amqp", "filters"},
     "store": {"amqp"},  # it stores the messages of sbemulator.model (a root module) in AMQP encoding
     "gateway": {"amqp", "filters", "broker"},
-    "admin": {"amqp", "filters", "broker", "gateway"},
-    "runtime": {"amqp", "filters", "broker", "store", "gateway", "admin"},
+    "net": set(),  # listening sockets that tell protocols apart by their first bytes
+    "admin": {"amqp", "filters", "broker", "gateway", "net"},
+    "runtime": {"amqp", "filters", "broker", "store", "gateway", "admin", "net"},
 }
 ROOT_MODULES = {"sbemulator.config", "sbemulator.descriptions", "sbemulator.auth", "sbemulator.model",
                 "sbemulator.tracked"}
