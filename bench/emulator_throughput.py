@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +42,7 @@ from azure.servicebus import (
 )
 
 from ._util import (
+    REPO_ROOT,
     Deadline,
     Sample,
     command_line,
@@ -189,8 +193,12 @@ def evaluate(results: list[PathResult]) -> list[tuple[str, bool, str]]:
     for r in results:
         if r.mode.endswith(BEFORE) and (r.mode[:-len(BEFORE)], r.loop, r.path) in by_key:
             now = by_key[(r.mode[:-len(BEFORE)], r.loop, r.path)]
-            goals.append((f"{r.path} ({r.loop}): {now.mode} no slower than before", now.rate >= 0.95 * r.rate,
-                          f"{now.rate:,.0f} vs {r.rate:,.0f} msg/s before ({now.rate / r.rate:.2f}x)"))
+            # CPU per message, not msg/s: the client bounds the rate, and on a shared machine its wall time
+            # swings with the load (the same code measured 3,905 and 10,700 msg/s receive-and-delete in one run)
+            goals.append((f"{r.path} ({r.loop}): {now.mode} emulator CPU within 5% of before",
+                          now.emulator_cpu_per_10k <= 1.05 * r.emulator_cpu_per_10k,
+                          f"{now.emulator_cpu_per_10k:.3f} vs {r.emulator_cpu_per_10k:.3f} s per 10k before; "
+                          f"{now.rate:,.0f} vs {r.rate:,.0f} msg/s"))
         if r.mode != "durable" or ("in-memory", r.loop, r.path) not in by_key:
             continue
         memory = by_key[("in-memory", r.loop, r.path)]
@@ -211,7 +219,8 @@ def report(results: list[PathResult], count: int, size: int, loads: tuple[str, s
                            [[g, "PASS" if ok else "FAIL", why] for g, ok, why in evaluate(results)])
     return (
         f"{count:,} messages of {size} bytes per path through azure-servicebus (sync) against a fresh "
-        "`python -m sbemulator` process per mode (`--in-memory`, then `--data-dir`). "
+        "`python -m sbemulator` process per mode (`--in-memory`, then `--data-dir`); with `--repeat N`, N fresh "
+        "starts per mode in turns, the median by msg/s reported. "
         f"Batch send counts two rounds ({2 * count:,} messages). Peek-lock uses prefetch 100 and "
         "`receive_messages(max_message_count=100)`, completing each message in turn on the receiving "
         "thread. Links are attached before and closed after each measured phase (the sync SDK spends "
@@ -236,17 +245,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=200, help="body bytes per message")
     parser.add_argument("--modes", default="in-memory,durable",
                         help="comma-separated: in-memory,durable,durable-full")
-    parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
-                        help="a source tree of an earlier version (e.g. `git archive` of a commit, unpacked): its "
+    parser.add_argument("--baseline", default=None, metavar="REV",
+                        help="an earlier version (a git revision of this repository, or a source tree): its "
                              "sbemulator runs the --baseline-modes too, in the same run, reported as (before)")
     parser.add_argument("--baseline-modes", default="durable", help="comma-separated modes run from --baseline")
     parser.add_argument("--loops", default=",".join(available_loops()),
                         help="comma-separated: asyncio,uvloop (default: uvloop too when it is installed)")
     parser.add_argument("--phase-timeout", type=float, default=120.0, help="seconds before a phase fails")
     parser.add_argument("--no-doc", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="fresh starts per mode (in turns: every mode once, then again); the median by msg/s is "
+                             "reported")
     parser.add_argument("--section", default="emulator",
                         help="the docs/benchmarks.md section written (default emulator, the queue throughput table)")
     args = parser.parse_args(argv)
+    with baseline_tree(args.baseline) as tree:
+        args.baseline = tree
+        return run(args)
+
+
+@contextmanager
+def baseline_tree(revision: str | None) -> Iterator[Path | None]:
+    """The source tree of ``revision``: a directory as it is, else the git revision unpacked into a
+    temporary directory (``git archive``) for the run."""
+    if revision is None or Path(revision).is_dir():
+        yield None if revision is None else Path(revision)
+        return
+    with tempfile.TemporaryDirectory(prefix="sbbench-baseline-") as tmp:
+        archive = subprocess.run(["git", "archive", revision], cwd=REPO_ROOT, capture_output=True, check=True,
+                                 timeout=60).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True, timeout=60)
+        yield Path(tmp)
+
+
+def run(args: argparse.Namespace) -> int:
     results: list[PathResult] = []
     load_before = load_average()
     modes = [mode.strip() for mode in args.modes.split(",")]
@@ -255,11 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:  # each mode's before right after it, so that load drifts hit both alike
         runs += [(mode, None)] + ([(mode, args.baseline)] if mode in before else [])
     runs += [(mode, args.baseline) for mode in before if mode not in modes]
-    for mode, source in runs:
-        for loop in args.loops.split(","):
-            print(f"[emulator_throughput] {mode}{BEFORE if source else ''} ({loop}): {args.messages:,} messages ...",
-                  flush=True)
-            results += run_mode(mode, loop.strip(), args.messages, args.size, args.phase_timeout, source)
+    samples: dict[tuple[str, str, str], list[PathResult]] = {}
+    for _ in range(max(1, args.repeat)):
+        for mode, source in runs:
+            for loop in args.loops.split(","):
+                print(f"[emulator_throughput] {mode}{BEFORE if source else ''} ({loop}): {args.messages:,} messages "
+                      "...", flush=True)
+                for r in run_mode(mode, loop.strip(), args.messages, args.size, args.phase_timeout, source):
+                    samples.setdefault((r.mode, r.loop, r.path), []).append(r)
+    for group in samples.values():
+        results.append(sorted(group, key=lambda r: r.rate)[len(group) // 2])  # the median (of an odd count)
     fsyncs = None
     if any(mode != "in-memory" for mode, _ in runs):
         with tempfile.TemporaryDirectory(prefix="sbbench-data-") as probe:  # where the data directories live

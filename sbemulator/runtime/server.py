@@ -117,7 +117,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
     def flush(self) -> None:
         """Commit, then write what this connection produced. With group commit (``full`` durability)
         the connection joins the loop turn's group instead: one commit, one fsync, for every connection
-        that had input in this turn (AmqpServer.flush_group)."""
+        that had input in this turn (AmqpServer.join_group)."""
         self._flush_scheduled = False
         if self.server.group_commit:
             self.server.join_group(self)

@@ -107,6 +107,13 @@ def _sb_entry(entry: bytes, count: int, enqueued_ms: int, expires_ms: int | None
     return _entry(seq, count, enqueued_ms, expires_ms, size)
 
 
+def _entry_bound(name_bytes: int) -> int:
+    """The most bytes a journal entry of a container named in ``name_bytes`` bytes, or of its sub-queues,
+    takes: kind and length (3), the name and 32 for a suffix such as ``/$deadletterqueue``, sequence
+    number (8), values (32)."""
+    return 43 + name_bytes + 32
+
+
 def _runs(keys: Iterable[int]) -> list[tuple[int, int]]:
     """The keys as runs of consecutive keys ``(first, last)``: every key of a run is one of ``keys``, so
     a range delete of the run deletes those rows and no other. Receivers complete mostly in sequence
@@ -168,7 +175,8 @@ class SqliteStore:
         self._db.create_function("sb_entry", 4, _sb_entry, deterministic=True)
         self._db.executescript(_SCHEMA)
         self._ids: dict[str, int] = dict(self._db.execute("SELECT entity, id FROM entity_ids"))
-        self._longest = max((len(name.encode()) for name in self._ids), default=0)  # ensure_room's bound
+        # ensure_room: the most a journal entry can take (the longest container name known, sub-queues included)
+        self._entry_bound = _entry_bound(max((len(name.encode()) for name in self._ids), default=0))
         self._new_ids: list[tuple[str, int]] = []  # allocated, written with the next commit
         # A deleted entity's containers (their entity_ids rows gone with the delete's commit): ids whose
         # rows are still to be deleted, a slice at a time (drop_slice). Ids are never reused: the next one is
@@ -249,7 +257,7 @@ class SqliteStore:
         if eid is None:
             eid = self._ids[entity] = self._next_id
             self._next_id += 1
-            self._longest = max(self._longest, len(entity.encode()))
+            self._entry_bound = max(self._entry_bound, _entry_bound(len(entity.encode())))
             self._new_ids.append((entity, eid))
         return eid << SEQ_BITS | seq
 
@@ -649,10 +657,12 @@ class SqliteStore:
         committed and the journal folded, which empties it. :class:`~.base.StoreError` when that
         cannot be written: the settlement is refused and its message stays as it was."""
         journal = self._journal
-        if journal is None or self._closed:
+        if journal is None:
             return
-        entry = 43 + max(self._longest, len(entity.encode()) + 32)  # kind, length, name, sequence, values
-        if journal.room >= 12 + (len(self._messages) + 1) * entry:
+        if journal.room >= 12 + (len(self._messages) + 1) * self._entry_bound:  # one record of them all
+            return
+        self._entry_bound = max(self._entry_bound, _entry_bound(len(entity.encode())))
+        if self._closed or journal.room >= 12 + (len(self._messages) + 1) * self._entry_bound:
             return
         try:
             self.commit()
