@@ -139,9 +139,9 @@ def test_no_completion_confirmed_on_a_full_disk_comes_back_after_a_restart(small
 
 
 READ_ONLY = sqlite3.OperationalError("attempt to write a readonly database")
-READ_ONLY.sqlite_errorcode = 8  # type: ignore[attr-defined]  # SQLITE_READONLY
+READ_ONLY.sqlite_errorcode = 8  # SQLITE_READONLY
 IO_ERROR = sqlite3.OperationalError("disk I/O error")
-IO_ERROR.sqlite_errorcode = 10  # type: ignore[attr-defined]  # SQLITE_IOERR
+IO_ERROR.sqlite_errorcode = 10  # SQLITE_IOERR
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the shutdown's write fails
