@@ -112,24 +112,42 @@ class Deadline:
 
 # --------------------------------------------------------------------------- emulator process
 
-def start_emulator(config: str | Path, *args: str, timeout: float = 20) -> EmulatorProcess:
+def start_emulator(config: str | Path, *args: str, timeout: float = 20, cwd: Path | None = None) -> EmulatorProcess:
     """Start the CLI (``--port 0 --config config`` plus ``args``) and wait for its ready line.
 
     Benchmarks of the AMQP path pass ``--no-admin``. ``measured_startup`` runs from just before
     ``Popen`` to the moment the ready line is read, so it includes interpreter start and imports,
-    which the emulator's own figure cannot see.
+    which the emulator's own figure cannot see. ``cwd``: another source tree whose ``sbemulator`` runs
+    (``python -m`` imports from the working directory first): an earlier version, measured in the same run.
     """
-    return start_emulator_process("--config", str(config), *args, timeout=timeout, cwd=REPO_ROOT)
+    return start_emulator_process("--config", str(config), *args, timeout=timeout, cwd=cwd or REPO_ROOT)
 
 
 @contextmanager
-def emulator(config: str | Path, *args: str) -> Iterator[EmulatorProcess]:
+def emulator(config: str | Path, *args: str, cwd: Path | None = None) -> Iterator[EmulatorProcess]:
     """A fresh emulator process for the ``with`` body; always stopped afterwards."""
-    proc = start_emulator(config, *args)
+    proc = start_emulator(config, *args, cwd=cwd)
     try:
         yield proc
     finally:
         proc.terminate()
+
+
+def fsync_rate(directory: str | Path, seconds: float = 1.0) -> float:
+    """fsyncs per second of a 4 KiB write on the file system of ``directory``: the ceiling of any commit
+    that waits for the disk (a durable mode that fsyncs before it confirms)."""
+    path = Path(directory) / ".fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        count, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds:
+            os.pwrite(fd, b"x" * 4096, 0)
+            os.fsync(fd)
+            count += 1
+        return count / elapsed
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
 
 
 @contextmanager

@@ -49,6 +49,7 @@ from .limits import (
     Limits,
 )
 from .management import ManagementHandler, MgmtReply, required_right
+from .settling import needs_row, refusal, settle_stored
 
 log = logging.getLogger("sbemulator")
 _MANAGEMENT_FAULT_KINDS = {"com.microsoft:update-disposition": SETTLE, "com.microsoft:schedule-message": SEND_OPERATION}
@@ -84,6 +85,10 @@ def _decoded_in_slices(event: ev.MessageReceived) -> bool:
     sent on an entity sender link (the only links that take batches)."""
     return (event.message_format == BATCH_MESSAGE_FORMAT and len(event.payload) > Connection.BATCH_IN_SLICES
             and type(event.link.context) is EntitySenderLink)
+
+
+def _room_to_settle(path: str) -> BrokerError | None:
+    return None
 
 
 def _nothing_to_commit() -> BrokerError | None:
@@ -193,6 +198,9 @@ class Gateway:
         # through commit_window before receivers could take what they sent.
         self.sends: list[tuple[EntitySenderLink, int, bool, list[IncomingMessage]]] = []
         self.commit_window: Callable[[], BrokerError | None] = _nothing_to_commit
+        # Whether a settlement of an entity can be kept, asked before it is applied (gateway/settling.py):
+        # None, or what it is refused with. The server sets it (the store's ensure_room).
+        self.settle_room: Callable[[str], BrokerError | None] = _room_to_settle
         # Backpressure: while the transport's buffer is above its high-water mark (write_paused) or
         # this connection's own unwritten output is, receivers take nothing from the broker; the ones
         # that stopped for that reason wait in ``blocked`` until there is room again.
@@ -1205,9 +1213,15 @@ class EntityReceiverLink(LinkHandler):
                         return
                     raise BrokerError(refusal.description, refusal.condition)  # the message stays locked
             if type(state) is Accepted:
+                self._admit()
                 receiver.complete(token)  # the SDK's complete, one per message: no dispatch on the outcome
             elif isinstance(state, (Released, Modified, Rejected)):
-                _apply_outcome(receiver, token, state)
+                if needs_row(state):  # written (or refused and taken back) before it is confirmed
+                    settle_stored(self.gateway.broker, self.gateway.commit_now, receiver.path, token,
+                                  lambda: _apply_outcome(receiver, token, state))
+                else:
+                    self._admit()
+                    _apply_outcome(receiver, token, state)
                 if isinstance(state, Rejected):
                     echo = Rejected()
             else:
@@ -1217,6 +1231,13 @@ class EntityReceiverLink(LinkHandler):
         if not event.settled:
             self.gateway.connection.settle_outgoing(self.link, event.delivery_id, echo)
         self.gateway.request_flush(self.gateway)
+
+    def _admit(self) -> None:
+        """Refuse a settlement the store could not keep (its journal full and not foldable): ServerBusy,
+        before anything changes, so the message stays locked by this receiver (gateway/settling.py)."""
+        failure = self.gateway.settle_room(self.path)
+        if failure is not None:
+            raise refusal(failure)
 
     def _transactional_disposition(self, event: Any, state: Any) -> None:
         """A settlement inside a transaction (AMQP 1.0 4.4.2): checked now, applied on commit; the

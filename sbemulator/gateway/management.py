@@ -18,11 +18,18 @@ from ..amqp.message import ParsedMessage, parse_message
 from ..amqp.types import Array, Int, Long, Timestamp
 from ..auth import LISTEN, SEND
 from ..broker.api import BrokerAPI
-from ..broker.errors import BrokerError, InvalidOperationError, MessageSizeExceededError
+from ..broker.errors import (
+    BrokerError,
+    InvalidOperationError,
+    MessageSizeExceededError,
+    QuotaExceededError,
+    ServerBusyError,
+)
 from ..broker.transactions import StagedSettlement
 from ..model import ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
+from .settling import refusal
 
 log = logging.getLogger("sbemulator")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -205,15 +212,27 @@ class ManagementHandler:
         status = _required_text(body, "disposition-status")
         tokens = _uuids(_field(body, "lock-tokens"))
         props = _field(body, "properties-to-modify", required=False)
-        self.broker.update_disposition(
-            path,
-            tokens,
-            status,
-            dead_letter_reason=_text(_field(body, "deadletter-reason", required=False)),
-            dead_letter_description=_text(_field(body, "deadletter-description", required=False)),
-            properties_to_modify={str(k): v for k, v in props.items()} if isinstance(props, dict) else None,
-            session_id=_text(_field(body, "session-id", required=False)),
-        )
+        session_id = _text(_field(body, "session-id", required=False))
+
+        def apply() -> None:
+            self.broker.update_disposition(
+                path,
+                tokens,
+                status,
+                dead_letter_reason=_text(_field(body, "deadletter-reason", required=False)),
+                dead_letter_description=_text(_field(body, "deadletter-description", required=False)),
+                properties_to_modify={str(k): v for k, v in props.items()} if isinstance(props, dict) else None,
+                session_id=session_id,
+            )
+
+        # Answered only once written, or refused with ServerBusy (which the SDKs retry) and taken back: the
+        # messages stay locked by their receivers (gateway/settling.py).
+        try:
+            self._stored(apply, self.broker.undo_point(path, tokens))
+        except BrokerError as exc:
+            if isinstance(exc, (QuotaExceededError, ServerBusyError)):
+                raise refusal(exc) from None
+            raise
         return MgmtReply(200, "OK", None)
 
     # -- browsing and deferred messages -------------------------------------------------

@@ -15,7 +15,7 @@ from ..auth import DEFAULT_KEY_NAME
 from ..broker.clock import CLOCK_MODES, REAL
 from ..config import ConfigError, load_namespaces
 from ..gateway.limits import DEFAULT_LIMITS, Limits
-from ..store.base import StoreError
+from ..store.base import DURABILITY_MODES, PROCESS, StoreError
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, DataDirError
 from .collector import Collector
 from .emulator import DEFAULT_DATA_DIR, build, connection_string, controls_for, sas_keys, start_namespace
@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--page-window", type=int, default=None,
                         help="available messages per durable queue or subscription kept in memory; the rest "
                              f"wait in the store and are read ahead of delivery (default {DEFAULT_PAGE_WINDOW})")
+    parser.add_argument("--durability", choices=DURABILITY_MODES, default=PROCESS,
+                        help="process (default): what is confirmed survives a killed emulator, not an OS crash or "
+                             "power loss; full: fsynced before it is confirmed (one fsync shared by the "
+                             "operations of every connection in a loop turn), so it survives those too")
     parser.add_argument("--sas-key", default=None, help="key of RootManageSharedAccessKey (default SAS_KEY_VALUE)")
     parser.add_argument("--clock", choices=CLOCK_MODES, default=REAL,
                         help="real (default) or manual: the broker's time moves only when told to, through "
@@ -215,6 +219,7 @@ async def serve(args: argparse.Namespace) -> int:
         config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
         host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot, limits=limits_from(args),
         page_window=args.page_window, hostnames=args.hostname, one_port=not args.amqp_port_only,
+        durability=args.durability,
     )
     admin = None
     websocket = None
@@ -253,7 +258,7 @@ async def serve(args: argparse.Namespace) -> int:
         for extra in configs[1:]:
             options = dict(in_memory=args.in_memory, clock=server.clock, limits=limits_from(args),
                            page_window=args.page_window, hostnames=args.hostname,
-                           one_port=not args.amqp_port_only,
+                           one_port=not args.amqp_port_only, durability=args.durability,
                            data_dir=None if args.in_memory else namespace_data_dir(args.data_dir or DEFAULT_DATA_DIR,
                                                                                    extra.name))
             runtime = await start_namespace(extra, key=sas_keys(extra, args.sas_key)[DEFAULT_KEY_NAME],

@@ -22,6 +22,7 @@ from ..broker.core import Broker
 from ..config import NamespaceConfig, load_namespaces, parse_namespaces
 from ..descriptions import entity_name_problem
 from ..gateway.faults import Faults
+from ..store.base import PROCESS
 from ..store.memory import MemoryStore
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, SqliteStore
 from .namespaces import (
@@ -84,12 +85,13 @@ def sas_rules(config: NamespaceConfig, sas_key: str | None) -> list[SasRule]:
 def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | None,
           sas_key: str | None, host: str, port: int, clock: str | Clock | None = None,
           snapshot: str | Path | bytes | dict | None = None, page_window: int | None = None,
-          hostnames: Iterable[str] = (), **server_options: Any) -> tuple[AmqpServer, Any]:
+          hostnames: Iterable[str] = (), durability: str = PROCESS,
+          **server_options: Any) -> tuple[AmqpServer, Any]:
     """Wire store, broker and server together (shared by the CLI and ``Emulator``). ``clock``:
     ``"real"`` (default), ``"manual"`` or a clock callable (broker/clock.py). ``snapshot``: a snapshot
     (a file, its bytes or the parsed object, sbemulator/runtime/snapshot.py) the broker starts from. ``page_window``:
     available messages per durable queue or subscription held in memory (broker/paging.py; None: the
-    default)."""
+    default). ``durability``: ``"process"`` (default) or ``"full"`` (store/base.py, docs/emulator.md)."""
     broker_clock = make_clock(clock)
     store: Any
     if in_memory:
@@ -97,7 +99,7 @@ def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | No
     else:
         directory = Path(data_dir or DEFAULT_DATA_DIR)
         store = SqliteStore(directory / "sbemulator.db",
-                            DEFAULT_PAGE_WINDOW if page_window is None else page_window)
+                            DEFAULT_PAGE_WINDOW if page_window is None else page_window, durability=durability)
     if snapshot is not None:
         parsed = read_snapshot(snapshot)
         check_loads(config, SeededStore(parsed), broker_clock)  # refused whole, before the store has any of it

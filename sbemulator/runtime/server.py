@@ -22,7 +22,7 @@ from ..gateway.faults import Faults
 from ..gateway.limits import DEFAULT_LIMITS, Limits
 from ..net.listener import ProtocolFactory, Routes, SniffingListener
 from ..net.sniff import Protocol
-from ..store.base import Store, StoreError
+from ..store.base import FULL, PROCESS, Store, StoreError
 from .collector import Collector
 
 log = logging.getLogger("sbemulator")
@@ -82,6 +82,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             pause_input=self.pause_input,
         )
         self.gateway.commit_window = self.server.commit_window
+        self.gateway.settle_room = self.server.settle_room
         self.server.connections.add(self)
         self._arm_timer()
 
@@ -117,22 +118,35 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             self.server.loop.call_soon(self.flush)
 
     def flush(self) -> None:
+        """Commit, then write what this connection produced. With group commit (``full`` durability)
+        the connection joins the loop turn's group instead: one commit, one fsync, for every connection
+        that had input in this turn (AmqpServer.join_group)."""
         self._flush_scheduled = False
+        if self.server.group_commit:
+            self.server.join_group(self)
+        else:
+            self.flush_now()
+
+    def flush_now(self) -> None:
+        gateway = self.gateway
+        if gateway is None or self.transport is None:
+            return
+        if gateway.pump_pending:
+            gateway.run_pending()
+        self.write_out(self.server.commit_flush())
+
+    def write_out(self, failure: BrokerError | StoreError | None) -> None:
+        """After the commit: this connection's sends settled with its outcome, then its output written.
+        ``failure`` an unsynced StoreError: nothing of the commit may be confirmed, so the connection is
+        dropped with its output unwritten (its client retries what it did not see confirmed)."""
         gateway = self.gateway
         transport = self.transport
         if gateway is None or transport is None:
             return
-        if gateway.pump_pending:
-            gateway.run_pending()
-        server = self.server
-        try:
-            server.store.commit()
-            failure = None
-            if server.store_failing is not None:
-                server.store_recovered()
-            server.fold_later()
-        except StoreError as exc:
-            failure = server.store_failed(exc)
+        if isinstance(failure, StoreError):
+            gateway.take_output()
+            transport.abort()
+            return
         if gateway.sends:
             gateway.settle_sends(failure)  # accepted now that they are stored, or refused and taken back
         if self._held:
@@ -278,6 +292,10 @@ class AmqpServer:
         self.reads = 0
         self._fold_scheduled = False
         self._store_turn = False  # _fold: whose slice of deferred work is next
+        # Group commit (``full`` durability, where a commit is an fsync): connections flushed in one loop turn
+        # share one commit (join_group), made in a callback after the turn's input callbacks.
+        self.group_commit = getattr(store, "durability", PROCESS) == FULL
+        self._group: dict[_AmqpProtocol, None] = {}
 
     def protocol(self) -> asyncio.BufferedProtocol:
         """A new connection's protocol: for TCP here, and for other transports that carry AMQP
@@ -309,6 +327,47 @@ class AmqpServer:
     @property
     def listener(self) -> SniffingListener | None:
         return self._listener
+
+    def join_group(self, protocol: _AmqpProtocol) -> None:
+        if not self._group:
+            self.loop.call_soon(self._flush_group)
+        self._group[protocol] = None
+
+    def _flush_group(self) -> None:
+        group, self._group = list(self._group), {}
+        for protocol in group:
+            gateway = protocol.gateway
+            if gateway is not None and gateway.pump_pending:
+                gateway.run_pending()
+        failure = self.commit_flush()
+        for protocol in group:
+            protocol.write_out(failure)
+
+    def commit_flush(self) -> BrokerError | StoreError | None:
+        """A flush's commit: None when written; the error its sends are refused with; or the StoreError
+        itself when the commit's journal records could not be synced (nothing of it may be confirmed)."""
+        try:
+            self.store.commit()
+        except StoreError as exc:
+            failure = self.store_failed(exc)
+            if exc.unsynced:
+                log.error("the store could not sync its delivery journal (%s): the connections of this commit "
+                          "are dropped unanswered, so nothing unsynced is confirmed", exc.reason)
+                return exc
+            return failure
+        if self.store_failing is not None:
+            self.store_recovered()
+        self.fold_later()
+        return None
+
+    def settle_room(self, path: str) -> BrokerError | None:
+        """Whether a settlement of ``path`` can be kept (the store's ensure_room): None, or the error that
+        says why not (gateway/settling.py refuses the settlement with ServerBusy)."""
+        try:
+            self.store.ensure_room(path)
+        except StoreError as exc:
+            return self.store_failed(exc)
+        return None
 
     def commit(self) -> BrokerError | None:
         """Commit what the broker buffered; a store that cannot write is logged (the work stays buffered
@@ -482,7 +541,7 @@ class AmqpServer:
             gateway = protocol.gateway
             if gateway is not None and not gateway.connection_closed:
                 gateway.shut_down("The emulator is shutting down.")
-                protocol.flush()
+                protocol.flush_now()
             if protocol.transport is not None:
                 protocol.transport.close()
         if self._server is not None:

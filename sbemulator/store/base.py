@@ -29,6 +29,16 @@ expiry of -1 for none (what the SQLite store reads at start-up without a Python 
 IndexEntry = IndexRow | IndexRows
 
 
+PROCESS = "process"
+"""Durability mode (``--durability``): what the store confirms survives a killed process (a commit is in
+the page cache: WAL with ``synchronous=NORMAL``, the delivery journal a shared mapping), not an OS crash."""
+FULL = "full"
+"""Durability mode: what the store confirms is on the disk (SQLite ``synchronous=FULL``, the delivery
+journal msynced), so it survives an OS crash or a power loss too; one fsync per commit, which many
+connections' operations share (runtime/server.py's group commit)."""
+DURABILITY_MODES = (PROCESS, FULL)
+
+
 class StoreError(Exception):
     """A commit that could not be written (raised by :meth:`Store.commit`). Nothing of it reached the
     disk and all of it is still pending, so the next commit tries again: what the broker confirmed
@@ -36,6 +46,9 @@ class StoreError(Exception):
     (:meth:`Store.pending_messages`, :meth:`Store.discard`) and refused."""
 
     full = False  # the disk or the database is full: it stays so until space is freed
+    # ``full`` durability: the journal's records of this commit were written but their msync failed, so
+    # what they settle may not be on the disk: nothing of this commit may be confirmed (runtime/server.py).
+    unsynced = False
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -169,6 +182,13 @@ class Store(Protocol):
         ...
 
     # --- durability ----------------------------------------------------------------------------
+    def ensure_room(self, entity: str) -> None:
+        """Make sure a settlement of ``entity`` (a completion, abandon, deferral: deletions and delivery
+        state) will be written by the next commit whatever else that commit meets, or raise
+        :class:`StoreError`: the gateway asks before it applies a settlement it confirms, and refuses
+        the settlement (ServerBusy) when it cannot be kept. A store that keeps nothing passes."""
+        ...
+
     def commit(self) -> None:
         """Make the buffered mutations durable; :class:`StoreError` if they could not be written (then
         they are all still buffered)."""

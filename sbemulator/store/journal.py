@@ -118,6 +118,16 @@ class DeliveryJournal:
         return bool(self.deletes or self.updates)
 
     @property
+    def room(self) -> int:
+        """Bytes left for records: what an admission check (SqliteStore.ensure_room) compares with."""
+        return self._size - self._offset
+
+    def sync(self) -> None:
+        """Write the mapping to the disk and wait for it (msync): the ``full`` durability's barrier
+        before a record is confirmed. An error is raised (OSError): the record may not be on the disk."""
+        self._map.flush()
+
+    @property
     def filled(self) -> float:
         """How much of the journal's room for records is used, 0 to 1."""
         return (self._offset - _HEADER.size) / (self._size - _HEADER.size)

@@ -98,6 +98,9 @@ class MemoryStore:
     def dirty(self) -> bool:
         return False
 
+    def ensure_room(self, entity: str) -> None:
+        pass  # nothing to write
+
     def commit(self) -> None:
         return None
 

@@ -24,8 +24,6 @@ rewritten into this layout in one transaction when it is opened (:meth:`SqliteSt
 
 from __future__ import annotations
 
-import errno
-import os
 import sqlite3
 import struct
 import sys
@@ -35,8 +33,10 @@ from pathlib import Path
 
 from sbemulator.model import BrokerMessage, MessageState
 
-from .base import IndexEntry, StoreError, store_error
+from .base import FULL, PROCESS, IndexEntry, StoreError, store_error
+from .datadir import PID_FILE, DataDirError, _write_pid
 from .journal import DeliveryJournal
+from .rows import dropped_rows, stored_rows  # noqa: F401  (read over any connection: tests, a person)
 from .serialize import decode_message, encode_message
 
 _SCHEMA = """
@@ -107,6 +107,13 @@ def _sb_entry(entry: bytes, count: int, enqueued_ms: int, expires_ms: int | None
     return _entry(seq, count, enqueued_ms, expires_ms, size)
 
 
+def _entry_bound(name_bytes: int) -> int:
+    """The most bytes a journal entry of a container named in ``name_bytes`` bytes, or of its sub-queues,
+    takes: kind and length (3), the name and 32 for a suffix such as ``/$deadletterqueue``, sequence
+    number (8), values (32)."""
+    return 43 + name_bytes + 32
+
+
 def _runs(keys: Iterable[int]) -> list[tuple[int, int]]:
     """The keys as runs of consecutive keys ``(first, last)``: every key of a run is one of ``keys``, so
     a range delete of the run deletes those rows and no other. Receivers complete mostly in sequence
@@ -127,7 +134,11 @@ class SqliteStore:
     before it leaves the rest to the store and pages them in ahead of delivery (broker/paging.py);
     0 keeps every message in memory."""
 
-    def __init__(self, path: str | Path | None = None, page_window: int = DEFAULT_PAGE_WINDOW) -> None:
+    def __init__(self, path: str | Path | None = None, page_window: int = DEFAULT_PAGE_WINDOW,
+                 durability: str = PROCESS) -> None:
+        if durability not in (PROCESS, FULL):
+            raise ValueError(f"durability {durability!r}: expected {PROCESS!r} or {FULL!r}")
+        self.durability = durability
         try:
             self._open(path, page_window)
         except (sqlite3.Error, OSError) as exc:
@@ -148,7 +159,9 @@ class SqliteStore:
         # good, so waiting would not help), not after SQLite's default five seconds of retries.
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=0)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        # process: a commit is in the page cache (it survives a killed process, not an OS crash); full: SQLite
+        # fsyncs the WAL at every commit, and the journal is msynced before its records are confirmed.
+        self._db.execute("PRAGMA synchronous=FULL" if self.durability == FULL else "PRAGMA synchronous=NORMAL")
         # A checkpoint (WAL pages copied into the database, two fsyncs) runs inside the commit that fills
         # the WAL to this many pages, so it holds the event loop for as long. One-off script, purge slices
         # of 2,048 rows on a store of 200,000: at SQLite's default of 1,000 pages the slices with a
@@ -162,6 +175,8 @@ class SqliteStore:
         self._db.create_function("sb_entry", 4, _sb_entry, deterministic=True)
         self._db.executescript(_SCHEMA)
         self._ids: dict[str, int] = dict(self._db.execute("SELECT entity, id FROM entity_ids"))
+        # ensure_room: the most a journal entry can take (the longest container name known, sub-queues included)
+        self._entry_bound = _entry_bound(max((len(name.encode()) for name in self._ids), default=0))
         self._new_ids: list[tuple[str, int]] = []  # allocated, written with the next commit
         # A deleted entity's containers (their entity_ids rows gone with the delete's commit): ids whose
         # rows are still to be deleted, a slice at a time (drop_slice). Ids are never reused: the next one is
@@ -193,6 +208,7 @@ class SqliteStore:
         self._range_deletes: list[tuple[int, int]] = []
         self._range_rows = 0  # how many rows those ranges cover (commit_wanted)
         self._closed = False
+        self._atomic = False  # a savepoint is open: the next commit is one transaction, nothing journaled apart
         self._journal: DeliveryJournal | None = None
         if self.path is not None:
             self._journal = DeliveryJournal(self.path.with_name(self.path.name + "-delivery-log"))
@@ -241,6 +257,7 @@ class SqliteStore:
         if eid is None:
             eid = self._ids[entity] = self._next_id
             self._next_id += 1
+            self._entry_bound = max(self._entry_bound, _entry_bound(len(entity.encode())))
             self._new_ids.append((entity, eid))
         return eid << SEQ_BITS | seq
 
@@ -434,12 +451,14 @@ class SqliteStore:
 
     # --- a change taken back -------------------------------------------------------------------
     def savepoint(self) -> object:
+        self._atomic = True  # until the change's commit is written or taken back (rollback_to)
         return (dict(self._messages), dict(self._sequences), dict(self._sessions), list(self._duplicates),
                 list(self._entity_ops), list(self._range_deletes), dict(self._ids), list(self._dropping))
 
     def rollback_to(self, savepoint: object) -> None:
         assert isinstance(savepoint, tuple)
         messages, sequences, sessions, duplicates, entity_ops, range_deletes, ids, dropping = savepoint
+        self._atomic = False
         # A delete taken back: its ids are its own again. Ids allocated since stay (their rows are written
         # with the next commit), unless their name has its old id back.
         self._ids, self._dropping = dict(ids), list(dropping)
@@ -465,9 +484,10 @@ class SqliteStore:
         )
 
     def commit(self) -> None:
-        """Write what is buffered in one transaction (or one journal record). If it cannot be written
-        (a full disk, an I/O error) it raises :class:`~.base.StoreError` and keeps all of it buffered,
-        to be tried again by the next commit."""
+        """Write what is buffered: deletions and delivery-state updates as one journal record first
+        (:meth:`_journal_deliveries`), the rest in one SQLite transaction. If that cannot be written (a
+        full disk, an I/O error) it raises :class:`~.base.StoreError` and keeps the rest buffered, to be
+        tried again by the next commit (what reached the journal stays written)."""
         try:
             messages = self._messages
             only_messages = self._only_messages()
@@ -476,24 +496,14 @@ class SqliteStore:
             if self._closed:
                 return
             journal = self._journal
-            if journal is not None and len(messages) == 1 and only_messages:
-                # One completion per request is the SDK's peek-lock path: its record without the general loop.
-                ((key, (op, _)),) = messages.items()
-                if op == _DEL and journal.append_delete(key):
-                    messages.clear()
-                    return
             journal_full = False
-            if journal is not None and self._only_deliveries():
-                deletes = [key for key, (op, _) in messages.items() if op == _DEL]
-                updates = [
-                    (key, (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms))
-                    for key, (op, msg) in messages.items()
-                    if op == _META and msg is not None
-                ]
-                if journal.append(deletes, updates):
-                    messages.clear()
+            if journal is not None and messages:
+                journaled = self._journal_deliveries(journal, messages, only_messages)
+                if journaled is None:
+                    journal_full = True
+                elif journaled and not messages and only_messages:
+                    self._atomic = False
                     return
-                journal_full = True
             # The journal is folded into SQLite (and emptied) before the writes below when they could be
             # undone by its replay at start-up (a journaled key written again, an entity deleted and created
             # again) or when it is full. Folding in its own transaction first means a kill at any point
@@ -574,6 +584,7 @@ class SqliteStore:
             except BaseException:
                 _roll_back(db)
                 raise
+            self._atomic = False
             self._new_ids.clear()
             self._messages.clear()
             self._sequences.clear()
@@ -585,6 +596,77 @@ class SqliteStore:
             if self._dropping:
                 self._dropped.extend(self._dropping)
                 self._dropping.clear()
+        except (sqlite3.Error, OSError) as exc:
+            raise store_error(exc) from exc
+
+    def _journal_deliveries(self, journal: DeliveryJournal, messages: dict, only_messages: bool) -> bool | None:
+        """Write the buffered deletions and delivery-state updates (completions, abandons, deferrals,
+        locks) to the delivery journal before anything goes to SQLite, and drop them from the buffer.
+        Why first: the journal's file is allocated up front, so a full disk, a read-only database or an
+        I/O error in SQLite cannot stop them; a settlement admitted by :meth:`ensure_room` is durable
+        once this returns, whatever the rest of the commit meets. Not apart while an entity operation
+        is buffered (the journal is folded before those, with them) nor inside a savepoint (a change
+        that is taken back whole when its commit fails). True: journaled; False: nothing to journal
+        (or not apart); None: the journal has no room (folded, then written to SQLite)."""
+        if len(messages) == 1 and only_messages:
+            # One completion per request is the SDK's peek-lock path: its record without the general loop.
+            ((key, (op, _)),) = messages.items()
+            if op == _DEL:
+                if not journal.append_delete(key):
+                    return None
+                self._sync(journal)
+                messages.clear()
+                return True
+        if self._entity_ops or (self._atomic and not (only_messages and self._only_deliveries())):
+            return False
+        deletes = [key for key, (op, _) in messages.items() if op == _DEL]
+        updates = [
+            (key, (int(msg.state), msg.delivery_count, msg.enqueued_time_ms, msg.expires_at_ms))
+            for key, (op, msg) in messages.items()
+            if op == _META and msg is not None
+        ]
+        if not deletes and not updates:
+            return False
+        if not journal.append(deletes, updates):
+            return None
+        self._sync(journal)
+        if len(deletes) + len(updates) == len(messages):
+            messages.clear()
+        else:
+            for key in deletes:
+                del messages[key]
+            for key, _ in updates:
+                del messages[key]
+        return True
+
+    def _sync(self, journal: DeliveryJournal) -> None:
+        """``full``: the journal's new records reach the disk before the commit returns (one msync for
+        every operation of the commit, whichever connections they came from)."""
+        if self.durability == FULL:
+            try:
+                journal.sync()
+            except OSError as exc:
+                failure = store_error(exc)
+                failure.unsynced = True
+                raise failure from exc
+
+    def ensure_room(self, entity: str) -> None:
+        """Make sure a settlement of ``entity`` can be written, with everything buffered, whatever
+        SQLite meets: the gateway asks before it applies a settlement it confirms. The bound is the
+        journal's room for one more entry per buffered message; when it is short the buffer is
+        committed and the journal folded, which empties it. :class:`~.base.StoreError` when that
+        cannot be written: the settlement is refused and its message stays as it was."""
+        journal = self._journal
+        if journal is None:
+            return
+        if journal.room >= 12 + (len(self._messages) + 1) * self._entry_bound:  # one record of them all
+            return
+        self._entry_bound = max(self._entry_bound, _entry_bound(len(entity.encode())))
+        if self._closed or journal.room >= 12 + (len(self._messages) + 1) * self._entry_bound:
+            return
+        try:
+            self.commit()
+            self.fold_journal()
         except (sqlite3.Error, OSError) as exc:
             raise store_error(exc) from exc
 
@@ -677,6 +759,7 @@ class SqliteStore:
             _roll_back(db)
             raise
         journal.reset()
+        self._sync(journal)  # full: the new epoch on the disk, or an OS crash would replay the old records
 
     def prune_duplicates(self, now_ms: int) -> None:
         """Drop expired duplicate-detection rows (called occasionally by the broker)."""
@@ -724,77 +807,3 @@ def _roll_back(db: sqlite3.Connection) -> None:
             db.execute("ROLLBACK")
         except sqlite3.Error:
             pass
-
-
-PID_FILE = "sbemulator.pid"  # beside the database: who holds the data directory, for the next one's error
-
-
-def _write_pid(db_path: Path) -> None:
-    try:
-        db_path.with_name(PID_FILE).write_text(f"{os.getpid()}\n")
-    except OSError:
-        pass  # only a hint for another process's error message
-
-
-class DataDirError(Exception):
-    """The data directory cannot serve as the store: one line that says why and what to do."""
-
-    @classmethod
-    def of(cls, directory: Path, exc: BaseException) -> DataDirError:
-        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-        err = getattr(exc, "errno", None)
-        what = f"data directory {directory}"
-        if code == _SQLITE_BUSY or "locked" in str(exc):
-            holder = _holder(directory)
-            return cls(f"{what} is in use by {holder}: use --data-dir or --in-memory")
-        if (code == _SQLITE_READONLY or err in (errno.EROFS, errno.EACCES, errno.EPERM) or "readonly" in str(exc)
-                or (code == _SQLITE_CANTOPEN and not _writable(directory))):
-            return cls(f"{what} is read-only ({exc}): make it writable, or use --data-dir or --in-memory")
-        if store_error(exc).full:
-            return cls(f"{what} is on a full file system ({exc}): free space there, or use --data-dir or "
-                       "--in-memory")
-        return cls(f"{what} cannot hold the store ({exc}): use --data-dir or --in-memory")
-
-
-_SQLITE_BUSY, _SQLITE_READONLY, _SQLITE_CANTOPEN = 5, 8, 14
-
-
-def _writable(directory: Path) -> bool:
-    try:
-        return os.access(directory, os.W_OK) and not os.statvfs(directory).f_flag & os.ST_RDONLY
-    except OSError:
-        return False
-
-
-def _holder(directory: Path) -> str:
-    try:
-        pid = int((directory / PID_FILE).read_text().strip())
-    except (OSError, ValueError):
-        return "another process"
-    return f"process {pid}"
-
-
-def stored_rows(db: sqlite3.Connection) -> list[tuple[str, int, int, int, int, int | None, int]]:
-    """Every stored message's index as ``(entity, seq, state, delivery count, enqueued ms, expires ms or
-    None, size)`` in (entity, seq) order, read over any connection to a store's database: what tests and
-    a person inspecting a data directory want to see of the packed ``message_index`` rows."""
-    names = dict((eid, entity) for entity, eid in db.execute("SELECT entity, id FROM entity_ids"))
-    rows = []
-    for k, state, entry in db.execute("SELECT k, state, entry FROM message_index"):
-        if k >> SEQ_BITS not in names:
-            continue  # a deleted container's row, not deleted yet (dropped_rows)
-        seq, count, enqueued, expires, size = _ENTRY.unpack(entry)
-        rows.append((names[k >> SEQ_BITS], seq, state, count, enqueued, None if expires < 0 else expires, size))
-    rows.sort()
-    return rows
-
-
-def dropped_rows(db: sqlite3.Connection) -> int:
-    """How many rows (``message_index`` and ``message_data``) of deleted containers are still stored,
-    read over any connection to a store's database: what the cleanup after a delete has left to do."""
-    total = 0
-    for (eid,) in list(db.execute("SELECT id FROM dropped_ids")):
-        lo, hi = eid << SEQ_BITS, eid << SEQ_BITS | MAX_SEQUENCE
-        for table in ("message_index", "message_data"):
-            total += db.execute(f"SELECT count(*) FROM {table} WHERE k BETWEEN ? AND ?", (lo, hi)).fetchone()[0]
-    return total

@@ -105,14 +105,14 @@ def _ids(client: ServiceBusClient, sub_queue: ServiceBusSubQueue | None = None) 
 
 
 @pytest.mark.slow
-def test_sigterm_with_writes_pending_on_a_full_disk_says_so_and_a_restart_has_each_acknowledged_send_once(
+def test_sigterm_on_a_full_disk_keeps_every_confirmed_settlement_and_each_acknowledged_send_once(
     small_fs: Path,
 ) -> None:
-    """docs/emulator.md, "Limits and faults" (Shutdown on a full disk): SIGTERM while changes wait for
-    room (dead-letterings the full disk could not take, and the completions buffered with them) exits 0
-    with one line saying what was not written; once the disk has room, a restart holds every
-    acknowledged send exactly once: the completed ones whose completion reached the delivery journal
-    are gone, the rest (those whose settlement was only buffered) are delivered again, none twice."""
+    """docs/emulator.md, "Limits and faults" (Shutdown on a full disk): on a full disk a completion is
+    confirmed (its record goes to the delivery journal, allocated up front) and a dead-lettering, a new
+    row the disk cannot take, is refused with ServerBusy, its message still locked by the receiver;
+    SIGTERM exits 0; once the disk has room, a restart holds every acknowledged send exactly once
+    except the completed ones, the ones whose dead-lettering was refused back in the queue."""
     data = small_fs / "data"
     config = str(small_fs.parent / "topology.json")
     Path(config).write_text(json.dumps(STANDARD_TOPOLOGY))
@@ -131,27 +131,28 @@ def test_sigterm_with_writes_pending_on_a_full_disk_says_so_and_a_restart_has_ea
             assert 5 < len(acknowledged) < MAX_SENDS
             with client.get_queue_receiver("orders") as receiver:
                 got = receive(receiver, 5)
-                for m in got[:3]:  # a completion alone goes to the delivery journal, allocated up front
+                fill_filesystem(small_fs / "filler")  # nothing left for SQLite
+                for m in got[:3]:  # a completion goes to the delivery journal, allocated up front
                     receiver.complete_message(m)
                     completed.append(str(m.message_id))
-                fill_filesystem(small_fs / "filler")  # nothing left for SQLite
-                for m in got[3:5]:  # a dead-lettering is a new row: it waits in memory for room
-                    receiver.dead_letter_message(m, reason="full-disk")
+                for m in got[3:5]:  # a dead-lettering is a new row: refused, the message stays locked
+                    with pytest.raises(ServiceBusServerBusyError):
+                        receiver.dead_letter_message(m, reason="full-disk")
+                    receiver.renew_message_lock(m)
     finally:
         status = proc.terminate()
     output = "".join(proc.output) + (proc.process.stdout.read() if proc.process.stdout else "")
     assert status == 0, output
     assert "Traceback" not in output
-    [warning] = [line for line in output.splitlines() if "could not write" in line]
-    assert "buffered changes were not written (those messages are delivered again)" in warning, warning
-    assert "every acknowledged send is stored" in warning
     (small_fs / "filler").unlink()
     assert _mount(small_fs, "64m", remount=True).returncode == 0
     again = start_emulator_process("--config", config, "--data-dir", str(data), "--no-websocket", "--no-admin")
     try:
         with ServiceBusClient.from_connection_string(again.connection_string) as client:
-            stored = _ids(client) + _ids(client, ServiceBusSubQueue.DEAD_LETTER)
+            stored = _ids(client)
+            dead = _ids(client, ServiceBusSubQueue.DEAD_LETTER)
     finally:
         assert again.terminate() == 0
+    assert dead == []  # no refused dead-lettering was written later
     assert len(stored) == len(set(stored))  # none twice
     assert sorted(stored) == sorted(set(acknowledged) - set(completed))  # every acknowledged one, once

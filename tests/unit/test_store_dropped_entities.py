@@ -156,7 +156,9 @@ def test_a_deleted_topic_takes_its_subscriptions_rows_and_a_new_one_of_the_name_
     b.delete_entity("t")
     b.commit()
     assert stored_rows(store._db) == []
-    assert dropped_rows(store._db) == 2 * 100
+    # 50 messages in each subscription, plus the dead-lettered one's copy in a's sub-queue, whose original row
+    # the delivery journal deleted (a journal record of a dropped container is not folded: the cleanup takes it)
+    assert dropped_rows(store._db) == 2 * 101
     while b.drops:  # what the server's deferred-work callbacks do
         b.drop_step()
     _clean_up(store)
