@@ -166,7 +166,8 @@ class Host:
         configured = settings.get(SERVICE_BUS)
         if not (configured or settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace")):
             self._start_service_bus(settings, f"no {SERVICE_BUS} configured")
-        elif is_local_service_bus(configured) and accepts_connections(*service_bus_endpoint(configured, None)):
+        elif configured and is_local_service_bus(configured) and accepts_connections(
+                *service_bus_endpoint(configured, None)):
             self._use_running_emulator(configured)
         elif is_local_service_bus(configured):
             # the example settings (local.settings.json.example) name the emulator's default port: with

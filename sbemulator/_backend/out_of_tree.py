@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from setuptools import build_meta as _setuptools
-from setuptools.build_meta import (  # noqa: F401  (the hooks that need no copy, re-exported)
+from setuptools import build_meta as _setuptools  # type: ignore[import-untyped]
+from setuptools.build_meta import (  # type: ignore[import-untyped]  # noqa: F401  (re-exported hooks)
     build_editable,
     get_requires_for_build_editable,
     get_requires_for_build_sdist,

@@ -76,6 +76,7 @@ def test_devhost_beside_a_user_started_emulator_uses_its_announced_management_en
             assert host.scaler is not None and host.scaler.backlog.source == "runtime properties"
         said = caplog.text
         assert f"using the emulator at 127.0.0.1:{emulator.port}" in said
+        assert emulator.admin_url is not None
         assert emulator.admin_url in said and f"{emulator.admin_url}/console/" in said
         assert "Azurite started: http://127.0.0.1:" in said
     finally:

@@ -56,5 +56,5 @@ def test_the_readme_python_snippet_runs_as_written() -> None:
                  if "from sbemulator import Emulator" in block]
     snippet += "    with client:\n        found.append(client.get_queue_sender('leveling'))\n"
     found: list = []
-    exec(compile(snippet, "README.md", "exec"), {"found": found, "__name__": "readme"})  # noqa: S102
+    exec(compile(snippet, "README.md", "exec"), {"found": found, "__name__": "readme"})
     assert len(found) == 1
