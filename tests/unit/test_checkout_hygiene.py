@@ -42,7 +42,7 @@ def test_no_tracked_link_points_at_an_absolute_path(tracked: list[tuple[str, str
 def test_no_tracked_file_names_a_machine_path(tracked: list[tuple[str, str]]) -> None:
     found = []
     for mode, path in tracked:
-        if mode == "120000" or not (ROOT / path).is_file():
+        if mode == "120000" or not (ROOT / path).is_file() or ROOT / path == Path(__file__):  # its own pattern
             continue
         data = (ROOT / path).read_bytes()
         if b"\0" in data[:8000]:  # binary (images)
