@@ -59,10 +59,14 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
         if slo_ms and priority in slo_ms:
             latency.axhline(slo_ms[priority], color=color, linestyle=":", linewidth=1.2,
                             label=f"{priority} SLO {slo_ms[priority] / 1000:g} s")
+    last_label = -math.inf
     for at, size, kind in bursts:
         for ax in axes:
             ax.axvline(at - start, color="grey", alpha=0.3, linewidth=1)
-        latency.annotate(f"+{size} {kind.lower()}", (at - start, 1), xycoords=("data", "axes fraction"),
+        # bursts a few seconds apart would print their labels over each other: step the next one down
+        height = 0.93 if at - last_label < 0.06 * seconds else 1.0
+        last_label = at if height == 1.0 else last_label
+        latency.annotate(f"+{size} {kind.lower()}", (at - start, height), xycoords=("data", "axes fraction"),
                          fontsize=7, color="grey", va="top")
     for at, text in events or []:
         for ax in axes:
@@ -75,7 +79,7 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
         latency.annotate("drain", (drain_at - start, 0.7), xycoords=("data", "axes fraction"), fontsize=7,
                          color="grey")
     latency.set_yscale("log")
-    latency.set_ylabel("end-to-end latency at the consumer (ms)")
+    latency.set_ylabel("latency at the consumer (ms)")
     latency.set_title(f"Priority ({strategy}): latency per priority over the last {WINDOW} s "
                       "(p50 solid, p95 dashed, SLO dotted)")
     # below the panel, outside the plot: inside it hid the burst labels along the top and the low SLO line
