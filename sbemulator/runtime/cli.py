@@ -240,7 +240,7 @@ async def serve(args: argparse.Namespace) -> int:
                                             host=args.host, options=options,
                                             admin_like=admin,
                                             admin_port=None if admin is None else 0)
-            runtime.host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+            runtime.host = shown_host(args.host, args.public_host)  # the name clients use, as the first one
             runtime.join_clock(group)
             extras.append(runtime)
     except BaseException:

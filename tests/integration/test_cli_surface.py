@@ -22,6 +22,8 @@ from sbemulator.runtime.launcher import start_emulator_process
 from sbemulator.runtime.ready import read_ready, version
 from tests.fixtures.waiting import wait_until
 
+from .test_namespaces import TWO_NAMESPACES
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "infra" / "servicebus.json")
 
@@ -109,6 +111,15 @@ def test_host_0_0_0_0_prints_a_reachable_host_and_its_certificate_covers_it(tmp_
             _handshake(emulator.admin_port or 0, emulator.ca_path, "elsewhere.test")
     finally:
         emulator.terminate()
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps(TWO_NAMESPACES))
+    several = start_emulator_process("--config", str(two), "--in-memory", "--host", "0.0.0.0", "--public-host",
+                                     "sb-emulator.test")
+    try:  # every namespace's connection string names the public host
+        assert several.namespaces and all("Endpoint=sb://sb-emulator.test:" in connection
+                                          for connection in several.namespaces.values()), several.namespaces
+    finally:
+        several.terminate()
     plain = start_emulator_process("--config", CONFIG, "--in-memory", "--host", "0.0.0.0")
     try:  # no --public-host: this machine's name, not 127.0.0.1 that another machine cannot use
         assert f"Endpoint=sb://{socket.gethostname()}:" in plain.connection_string
