@@ -135,6 +135,7 @@ class Host:
         self.started_at: float | None = None
         # An emulator the user started: its management connection string and CA (from its ready file).
         self.external_admin: tuple[str, str | None] | None = None
+        self.no_management = False  # a local emulator that announced no management endpoint
 
     # -- settings ------------------------------------------------------------------------------------
     def _load_settings(self) -> HostSettings:
@@ -218,7 +219,9 @@ class Host:
                 info.get("ca_path")
             log.info("using the emulator at %s:%d (sbemulator %s; management %s, console %s)", host, port,
                      info.get("version"), info["admin_url"], info.get("console_url"))
-        else:
+        else:  # another emulator (the official one), or sbemulator with --no-admin: no port is guessed
+            self.external_admin = None
+            self.no_management = True
             log.info("using the emulator at %s:%d (it announced no management endpoint: backlogs are "
                      "counted by peeking)", host, port)
 
@@ -325,6 +328,8 @@ class Host:
             given, ca = self.options.admin_connection
             return ServiceBusAdministrationClient.from_connection_string(
                 given, connection_verify=ca or True, connection_timeout=3, read_timeout=5)
+        if self.no_management:
+            return None
         if self.external_admin is not None:  # an emulator the user started, as its ready file says
             given, ca = self.external_admin
             return ServiceBusAdministrationClient.from_connection_string(

@@ -25,6 +25,7 @@ from devhost.scale_controller import ScaleOptions
 from devhost.trigger_backlog import TriggerBacklog
 from sbemulator.runtime.launcher import start_emulator_process
 from sbemulator.runtime.ready import read_ready
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,3 +104,25 @@ def test_a_session_trigger_without_a_management_endpoint_runs_at_its_limit(tmp_p
             assert backlog.source == "peek"
     finally:
         emulator.terminate()
+
+
+@requires_azurite
+def test_devhost_beside_an_emulator_that_announces_no_management_endpoint_peeks_and_runs(
+        tmp_path: Path, run_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """As beside the official emulator: no ready file where devhost looks. devhost guesses no port (it
+    used to dial 443, the WebSocket port: WRONG_VERSION_NUMBER), counts plain triggers by peeking and
+    runs the session-triggered app at its limit instead of dying on the session entity."""
+    emulator = start_emulator_process("--config", str(ROOT / "infra" / "servicebus.json"), "--in-memory")
+    try:
+        monkeypatch.setenv("SBEMULATOR_RUN_DIR", str(tmp_path / "elsewhere"))  # devhost finds no ready file
+        settings = _settings(tmp_path, emulator.connection_string)
+        caplog.set_level("INFO", logger="devhost")
+        with Host(HostOptions(settings_file=settings, env={}, roles=("ordered", "leveler"),
+                              scale=ScaleOptions())) as host:
+            assert host.admin_client() is None
+            assert host.scaler is not None and host.scaler.backlog.source == "peek"
+            assert wait_until(lambda: host.scaler is not None and host.scaler.peak("ordered") >= 1, 60)
+        assert "it announced no management endpoint" in caplog.text
+        assert "WRONG_VERSION_NUMBER" not in caplog.text
+    finally:
+        assert emulator.terminate() == 0
