@@ -38,15 +38,17 @@ def parse_instances(values: list[str]) -> dict[str, int]:
     return result
 
 
-def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
+def add_scale_arguments(parser: argparse.ArgumentParser, scale_in_delay: float = DEFAULT_SCALE_IN_DELAY) -> None:
+    """The scaling options; ``scale_in_delay`` is this program's default (the demo's is shorter), and
+    the help states it."""
     group = parser.add_argument_group("scaling (target-based, as Flex Consumption; see docs/devhost.md)")
     group.add_argument("--fixed", action="store_true",
                        help="no scale controller: every role runs its whole limit from the start")
     group.add_argument("--cold-start", type=float, default=DEFAULT_COLD_START, metavar="S",
                        help=f"seconds a new instance takes before it receives (default {DEFAULT_COLD_START:g})")
-    group.add_argument("--scale-in-delay", type=float, default=DEFAULT_SCALE_IN_DELAY, metavar="S",
+    group.add_argument("--scale-in-delay", type=float, default=scale_in_delay, metavar="S",
                        help="seconds the backlog must stay below what the instances serve before they are "
-                            f"removed (default {DEFAULT_SCALE_IN_DELAY:g})")
+                            f"removed (default {scale_in_delay:g})")
     group.add_argument("--scale-interval", type=float, default=1.0, metavar="S",
                        help="seconds between scaling decisions (default 1)")
 

@@ -32,6 +32,7 @@ from devhost.local_services import (
     LocalServices,
     Unreachable,
     accepts_connections,
+    emulator_admin_connection_string,
     is_local_service_bus,
     is_local_storage,
     service_bus_endpoint,
@@ -110,6 +111,14 @@ class RunningInstance:
             listener.stop()
 
 
+def _table_address(connection: str | None) -> str:
+    """Where a Table Storage connection string points, for a log line (never its key)."""
+    try:
+        return "http://{}:{}".format(*table_endpoint(connection, None))
+    except Exception:  # not a connection string table_endpoint understands: say no more than that
+        return "(the configured account)"
+
+
 class Host:
     def __init__(self, options: HostOptions | None = None) -> None:
         self.options = options or HostOptions()
@@ -124,6 +133,9 @@ class Host:
         self.scope: InstanceScope | None = None
         self._saved_env: dict[str, str | None] = {}
         self.started_at: float | None = None
+        # An emulator the user started: its management connection string and CA (from its ready file).
+        self.external_admin: tuple[str, str | None] | None = None
+        self.no_management = False  # a local emulator that announced no management endpoint
 
     # -- settings ------------------------------------------------------------------------------------
     def _load_settings(self) -> HostSettings:
@@ -155,7 +167,10 @@ class Host:
         configured = settings.get(SERVICE_BUS)
         if not (configured or settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace")):
             self._start_service_bus(settings, f"no {SERVICE_BUS} configured")
-        elif is_local_service_bus(configured) and not accepts_connections(*service_bus_endpoint(configured, None)):
+        elif configured and is_local_service_bus(configured) and accepts_connections(
+                *service_bus_endpoint(configured, None)):
+            self._use_running_emulator(configured)
+        elif is_local_service_bus(configured):
             # the example settings (local.settings.json.example) name the emulator's default port: with
             # nothing there, stand one in on a free port, as `make demo` does, rather than fail
             self._start_service_bus(settings, "{} names a local emulator at {}:{} where nothing listens".format(
@@ -165,14 +180,18 @@ class Host:
         if needs_table and not (configured or settings.get(f"{TABLE}__tableServiceUri")):
             log.info("no %s configured: starting Azurite on loopback", TABLE)
             settings.set(TABLE, self.services.start_azurite())
+            log.info("Azurite started: %s", _table_address(settings.get(TABLE)))
         elif needs_table and is_local_storage(configured) and not accepts_connections(
                 *table_endpoint(configured, None)):
             log.info("%s names Azurite at %s:%d where nothing listens: starting Azurite on free loopback ports "
                      "for this run (in memory)", TABLE, *table_endpoint(configured, None))
             started = self.services.start_azurite()
+            log.info("Azurite started: %s", _table_address(started))
             for name in (TABLE, "AzureWebJobsStorage"):  # the host's own storage points at the same Azurite
                 if settings.get(name) == configured:
                     settings.set(name, started)
+        elif needs_table:
+            log.info("using Table Storage at %s", _table_address(configured))
         timeout = self.options.connect_timeout
         host, port = service_bus_endpoint(settings.get(SERVICE_BUS),
                                           settings.get(f"{SERVICE_BUS}__fullyQualifiedNamespace"))
@@ -187,10 +206,31 @@ class Host:
             except Unreachable as exc:
                 raise HostError(f"cannot reach Table Storage in {TABLE}: {exc}") from None
 
+    def _use_running_emulator(self, configured: str) -> None:
+        """An emulator a user started listens where the settings point: find its management endpoint
+        the way it announces it (the ready file sbemulator writes, sbemulator/runtime/ready.py), not by
+        guessing ports, and say what is used."""
+        from sbemulator.runtime.ready import read_ready
+
+        host, port = service_bus_endpoint(configured, None)
+        info = read_ready(port)
+        if info is not None and info.get("admin_url"):
+            self.external_admin = emulator_admin_connection_string(configured, str(info["admin_url"])), \
+                info.get("ca_path")
+            log.info("using the emulator at %s:%d (sbemulator %s; management %s, console %s)", host, port,
+                     info.get("version"), info["admin_url"], info.get("console_url"))
+        else:  # another emulator (the official one), or sbemulator with --no-admin: no port is guessed
+            self.external_admin = None
+            self.no_management = True
+            log.info("using the emulator at %s:%d (it announced no management endpoint: backlogs are "
+                     "counted by peeking)", host, port)
+
     def _start_service_bus(self, settings: HostSettings, why: str, replacing: str | None = None) -> None:
         topology = self.options.path(self.options.topology, "infra/servicebus.json")
         log.info("%s: starting sbemulator (in memory, free loopback port) on %s for this run", why, topology)
         started = self.services.start_service_bus(topology)
+        log.info("sbemulator started: %s (management %s, console %s/console/, CA certificate %s)",
+                 started.split(";")[0], self.services.admin_url, self.services.admin_url, self.services.admin_ca)
         settings.set(SERVICE_BUS, started)
         if not _has_service_bus(settings, DEFAULT_SERVICE_BUS) or (
                 replacing is not None and settings.get(DEFAULT_SERVICE_BUS) == replacing):
@@ -288,6 +328,12 @@ class Host:
             given, ca = self.options.admin_connection
             return ServiceBusAdministrationClient.from_connection_string(
                 given, connection_verify=ca or True, connection_timeout=3, read_timeout=5)
+        if self.no_management:
+            return None
+        if self.external_admin is not None:  # an emulator the user started, as its ready file says
+            given, ca = self.external_admin
+            return ServiceBusAdministrationClient.from_connection_string(
+                given, connection_verify=ca or True, connection_timeout=3, read_timeout=5)
         if self.services.service_bus_connection:  # the embedded emulator
             embedded = self.services.admin_connection_string
             if embedded is None:
@@ -378,6 +424,19 @@ class Host:
         log.info("running %s", ", ".join(
             f"{p.role} {self._describe_scale(p)} ({', '.join(s.name for s in p.specs)}; "
             f"maxConcurrentCalls={p.options.max_concurrent_calls})" for p in self.plans.values()))
+        self._log_next_timers(settings)
+
+    def _log_next_timers(self, settings: HostSettings) -> None:
+        """Say when each timer fires first: until then nothing happens, and silence reads as a hang."""
+        now = datetime.now(UTC)
+        for plan in self.plans.values():
+            for spec in plan.specs:
+                if spec.trigger_type != TIMER_TRIGGER:
+                    continue
+                schedule = settings.resolve(str(spec.trigger["schedule"]), f"function {spec.name} (schedule)")
+                first = parse_schedule(schedule, now).next_after(now)
+                log.info("%s: first run at %s UTC, in %.0f s (schedule %r); nothing is sent before it",
+                         spec.name, first.strftime("%H:%M:%S"), (first - now).total_seconds(), schedule)
 
     def _describe_scale(self, plan: RolePlan) -> str:
         if self.scaler is None or plan.role in self.options.instances:

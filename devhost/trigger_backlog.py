@@ -5,7 +5,9 @@ message count) through the management surface. Here that is ``ServiceBusAdminist
 ``get_queue_runtime_properties`` / ``get_subscription_runtime_properties``, which work against Azure
 and against sbemulator's HTTPS management endpoint. When no management endpoint is reachable (an
 external emulator without one), the count falls back to peeking over AMQP, bounded by what the
-decision can use (``limit``: the app's limit times its target; more changes nothing).
+decision can use (``limit``: the app's limit times its target; more changes nothing). A session
+trigger cannot be peeked without locking a session, so without the management surface its count is
+``limit`` (the app runs at its limit).
 
 The module-level functions are the one implementation of both counts; the demo's dashboard
 (:mod:`devhost.demo.backlog`) uses them too, for active and dead-letter counts.
@@ -37,6 +39,7 @@ class TriggerBacklog:
         self._client: Any = None
         self._lock = threading.Lock()
         self.source = "runtime properties"
+        self._sessions_warned = False
 
     def _admin_client(self) -> Any:
         if not self._admin_tried:
@@ -63,6 +66,16 @@ class TriggerBacklog:
             return self._peek(spec.trigger, limit)
 
     def _peek(self, trigger: dict[str, Any], limit: int) -> int:
+        if trigger.get("isSessionsEnabled"):
+            # Service Bus lets no receiver peek a session entity without locking a session ("It is not
+            # possible for an entity that requires sessions to create a non-sessionful message
+            # receiver"), and locking one would take it from the app. Without runtime properties the
+            # app is sized at its limit, as --fixed would run it.
+            if not self._sessions_warned:
+                self._sessions_warned = True
+                log.warning("no management endpoint: session triggers cannot be counted by peeking; "
+                            "their apps run at their instance limit")
+            return limit
         if self._client is None:
             self._client = self._client_factory()
         with open_receiver(self._client, **_address(trigger)) as receiver:

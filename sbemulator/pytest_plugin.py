@@ -44,6 +44,7 @@ import pytest
 from .broker.clock import CLOCK_MODES, REAL
 from .config import ConfigError, NamespaceConfig, load_config
 from .gateway.faults import Faults
+from .missing_entity import explain, missing_entity
 from .runtime.emulator import Emulator
 from .runtime.namespaces import NamespaceRuntime
 
@@ -229,6 +230,25 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_TOPOLOGY] = load_config(path)
     except ConfigError as exc:
         raise pytest.UsageError(f"sbemulator: invalid topology ({source}): {exc}") from None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A test that failed on an entity missing from the topology gets a section naming the entity and
+    the file (the SDK's own error names neither; sbemulator/missing_entity.py)."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if call.excinfo is None or not report.failed:
+        return
+    entity = missing_entity(call.excinfo.value)
+    if entity is None:
+        return
+    path = config_path(item.config)
+    message = explain(entity, None if path is None else str(path))
+    if hasattr(report.longrepr, "addsection"):
+        report.longrepr.addsection("sbemulator: missing entity", message)
+    else:
+        report.longrepr = f"{message}\n\n{report.longrepr}"
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,8 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
                 bursts: list[tuple[float, int, str]], instances: list[tuple[float, dict[str, int]]] | None = None,
                 limits: dict[str, int] | None = None, slo_ms: dict[str, float] | None = None,
                 dead_letters: list[tuple[float, int]] | None = None, drain_at: float | None = None,
-                events: list[tuple[float, str]] | None = None, strategy: str = "separate") -> Path:
+                events: list[tuple[float, str]] | None = None, strategy: str = "separate",
+                stored_at_store: bool = False) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,10 +59,14 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
         if slo_ms and priority in slo_ms:
             latency.axhline(slo_ms[priority], color=color, linestyle=":", linewidth=1.2,
                             label=f"{priority} SLO {slo_ms[priority] / 1000:g} s")
+    last_label = -math.inf
     for at, size, kind in bursts:
         for ax in axes:
             ax.axvline(at - start, color="grey", alpha=0.3, linewidth=1)
-        latency.annotate(f"+{size} {kind.lower()}", (at - start, 1), xycoords=("data", "axes fraction"),
+        # bursts a few seconds apart would print their labels over each other: step the next one down
+        height = 0.93 if at - last_label < 0.06 * seconds else 1.0
+        last_label = at if height == 1.0 else last_label
+        latency.annotate(f"+{size} {kind.lower()}", (at - start, height), xycoords=("data", "axes fraction"),
                          fontsize=7, color="grey", va="top")
     for at, text in events or []:
         for ax in axes:
@@ -74,17 +79,24 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
         latency.annotate("drain", (drain_at - start, 0.7), xycoords=("data", "axes fraction"), fontsize=7,
                          color="grey")
     latency.set_yscale("log")
-    latency.set_ylabel("end-to-end latency at the consumer (ms)")
+    latency.set_ylabel("latency at the consumer (ms)")
     latency.set_title(f"Priority ({strategy}): latency per priority over the last {WINDOW} s "
                       "(p50 solid, p95 dashed, SLO dotted)")
-    latency.legend(loc="upper left", fontsize=7, ncol=3)
+    # below the panel, outside the plot: inside it hid the burst labels along the top and the low SLO line
+    latency.legend(loc="upper center", bbox_to_anchor=(0.5, -0.04), fontsize=7, ncol=6, frameon=False)
 
     counts = per_second(stored, start, end)
-    writes.bar(list(range(len(counts))), counts, color="tab:green", label="table writes/s")
+    over = [count > cap for count in counts]
+    writes.bar(list(range(len(counts))), counts, color=["tab:red" if o else "tab:green" for o in over],
+               label="table writes/s" + (" (row Timestamp at the store)" if stored_at_store else ""))
     writes.axhline(cap, color="black", linestyle="--", label=f"cap {cap:g}/s")
     writes.set_ylabel("writes per second")
-    writes.set_title("Load leveling: store writes per second against the cap")
-    writes.legend(loc="upper left", fontsize=8)
+    writes.set_ylim(0, max(max(counts, default=0), cap) * 1.35)  # room above the cap for the legend
+    title = "Load leveling: store writes per second against the cap"
+    if any(over):  # the budget exists so this never happens: when it does, the chart says so in red
+        title += f" - CAP BROKEN in {sum(over)} second(s)"
+    writes.set_title(title, color="tab:red" if any(over) else "black")
+    writes.legend(loc="upper right", fontsize=8, ncol=2)
 
     if backlog:
         labels = list(backlog[0][1])

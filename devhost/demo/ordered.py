@@ -48,6 +48,7 @@ def ordered_summary_lines(audits: dict[str, TenantAudit] | None, note: str = "")
     return [
         f"ordered writes per tenant: {per_tenant}; {out_of_order} out-of-order, {doubled} double-applied "
         f"(audited from the table)",
-        f"ordered writer: {len(writers)} instance(s) applied writes; instances that applied each tenant's: {held}"
+        f"ordered writer: {len(writers)} writer(s) applied writes (an instance started again after a stop is a "
+        f"new writer); writers that applied each tenant's: {held}"
         + (f"; {note}" if note else ""),
     ]

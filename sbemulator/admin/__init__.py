@@ -37,7 +37,8 @@ class AdminServer:
     start, reused after); ``tls_cert``/``tls_key`` replace them with the user's own. ``websocket`` takes
     over connections that ask for a WebSocket (AMQP over WebSockets, sbemulator/runtime/websocket.py).
     ``like``: another namespace's endpoint whose CA, certificate and TLS context this one shares, so that
-    every namespace of one emulator chains to one CA (docs/emulator.md, "Several namespaces")."""
+    every namespace of one emulator chains to one CA (docs/emulator.md, "Several namespaces").
+    ``cert_hosts``: the names and addresses beyond loopback the generated certificate covers."""
 
     def __init__(
         self,
@@ -54,6 +55,7 @@ class AdminServer:
         controls: Controls | None = None,
         like: AdminServer | None = None,
         limits: HttpLimits | None = None,
+        cert_hosts: tuple[str, ...] | None = None,
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together")
@@ -68,7 +70,8 @@ class AdminServer:
             if cert_dir is None:
                 self._temp_dir = tempfile.mkdtemp(prefix="sbemulator-tls-")
                 cert_dir = self._temp_dir
-            extra = () if host in ("127.0.0.1", "0.0.0.0", "::", "localhost", "::1") else (host,)
+            extra = cert_hosts if cert_hosts is not None else (
+                () if host in ("127.0.0.1", "0.0.0.0", "::", "localhost", "::1") else (host,))
             self.certificates = ensure_certificates(cert_dir, extra)
         # Entity times (created, updated, accessed) on the broker's clock, like its messages' times.
         self.namespace = Namespace(broker, broker.config.name, clock=lambda: broker.now_ms() / 1000, commit=commit)

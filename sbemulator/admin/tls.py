@@ -4,7 +4,8 @@ The administration SDKs always speak HTTPS, so the emulator needs a certificate 
 trust. It makes its own CA on first start and keeps it (in the data directory, or a temporary one in
 in-memory mode): users point ``connection_verify`` / ``NODE_EXTRA_CA_CERTS`` / ``REQUESTS_CA_BUNDLE``
 at ``ca.pem`` once and it stays valid across restarts. The server certificate covers ``localhost``,
-``127.0.0.1`` and ``::1``; a user who needs other names supplies their own certificate and key.
+``127.0.0.1``, ``::1`` and the names the emulator is reached by (runtime/public.py); a user who needs
+other names passes ``--public-host`` or supplies their own certificate and key.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def ensure_certificates(directory: str | Path, hosts: tuple[str, ...] = ()) -> C
     """Reuse the certificates in ``directory`` or create them (a CA, and a server certificate it signs)."""
     directory = Path(directory)
     paths = CertificatePaths(directory / CA_FILE, directory / CERT_FILE, directory / KEY_FILE)
-    if paths.ca.exists() and paths.cert.exists() and paths.key.exists():
+    if paths.ca.exists() and paths.cert.exists() and paths.key.exists() and covers(paths.cert, hosts):
         return paths
     directory.mkdir(parents=True, exist_ok=True)
     ca_pem, cert_pem, key_pem = generate_certificates(hosts)
@@ -43,6 +44,30 @@ def ensure_certificates(directory: str | Path, hosts: tuple[str, ...] = ()) -> C
     paths.cert.write_bytes(cert_pem + ca_pem)
     paths.ca.write_bytes(ca_pem)
     return paths
+
+
+def covers(cert_path: Path, hosts: tuple[str, ...]) -> bool:
+    """Whether the kept server certificate names every one of ``hosts`` (a restart with a new
+    ``--public-host`` or ``--host`` makes a new CA and certificate rather than serve a wrong name)."""
+    if not hosts:
+        return True
+    from cryptography import x509
+
+    try:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (OSError, ValueError, x509.ExtensionNotFound):
+        return False
+    have = {str(n) for n in names.get_values_for_type(x509.DNSName)}
+    have |= {str(a) for a in names.get_values_for_type(x509.IPAddress)}
+    return all(str(_normal(h)) in have for h in hosts)
+
+
+def _normal(host: str) -> object:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return host
 
 
 def generate_certificates(hosts: tuple[str, ...] = ()) -> tuple[bytes, bytes, bytes]:

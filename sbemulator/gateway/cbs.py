@@ -20,10 +20,10 @@ log = logging.getLogger("sbemulator")
 
 
 class RefusalLog:
-    """At most ``per_window`` refusal lines every ``window_s`` seconds, then one line saying how many
-    were left out. Why: a refused put-token logs a line at the default level (issue #19: the SDK does
-    not always show the reason), so a client retrying a bad token in a loop, or a hostile one, would
-    otherwise fill the log with one line per attempt. One per connection (the gateway's): the retry
+    """At most ``per_window`` refusal lines (a refused token, a missing entity) every ``window_s``
+    seconds, then one line saying how many were left out. Why: a refusal logs a line at the default
+    level (the SDK does not always show the reason), so a client retrying a bad token in a loop, or a
+    hostile one, would otherwise fill the log with one line per attempt. One per connection (the gateway's): the retry
     loop is one connection, and connections per namespace are bounded."""
 
     def __init__(self, per_window: int = 20, window_s: float = 60.0,
@@ -100,6 +100,11 @@ def handle_put_token(request: ParsedMessage, validator: SasValidator, now: float
         return CbsOutcome(401, str(exc), None)
     entity = audience_entity(audience)
     if entity and entity_exists is not None and not entity_exists(entity):
+        # The commonest mistake (an entity missing from the topology) reaches the user as an
+        # authentication error after the SDK's retries: one line here names the entity.
+        (refusals.warning if refusals is not None else log.warning)(
+            "put-token for key name %r: entity %r does not exist in this namespace (is it in the topology "
+            "file?)", grant.key_name, entity)
         return CbsOutcome(404, f"The messaging entity '{_display(audience)}' could not be found.", None)
     return CbsOutcome(202, "Accepted", grant)
 

@@ -183,6 +183,7 @@ class Gateway:
         self.take_output: Callable[[], bytes | bytearray] = self.connection.data_to_send
         self.grants: list[Grant] = []
         self.plain_authenticated = False
+        self.plain_key_name: str | None = None  # the SASL PLAIN user (a key name), for log lines
         self.plain_rights: frozenset[str] = frozenset()
         self.hostname = ""  # the host the client's open frame named
         self.cbs_reply_links: list[Link] = []
@@ -526,6 +527,7 @@ class Gateway:
         rule = self.validator.namespace_rule(username)
         ok = rule is not None and password in rule.signing_keys()
         self.plain_authenticated = ok
+        self.plain_key_name = username if ok else None
         self.plain_rights = rule.rights if ok and rule is not None else frozenset()
         if ok:
             self._cancel_auth_timer()
@@ -621,6 +623,14 @@ class Gateway:
             return False
         return True
 
+    def _log_missing(self, path: str, exc: BrokerError) -> None:
+        """One line (bounded, as refused tokens are) naming an entity a link asked for that does not exist."""
+        if exc.condition == "amqp:not-found":
+            keys = sorted({grant.key_name for grant in self.grants} | (
+                {self.plain_key_name} if self.plain_key_name else set())) or ["(none)"]
+            self.refusals.warning("attach refused for key name %s: entity %r does not exist in this namespace "
+                                  "(is it in the topology file?)", ", ".join(map(repr, keys)), path)
+
     # ------------------------------------------------------------------ attach
     def _cbs_link_open(self, link: Link) -> bool:
         """Whether a $cbs link of ``link``'s role is attached on this connection already (a detached
@@ -694,6 +704,7 @@ class Gateway:
             try:
                 mgmt_ref = self.broker.resolve(entity)
             except BrokerError as exc:
+                self._log_missing(entity, exc)
                 self.connection.reject_attach(link, exc.condition, exc.description or str(exc))
                 return
             if link.is_sender:
@@ -716,6 +727,7 @@ class Gateway:
         try:
             ref = self.broker.resolve(path)
         except BrokerError as exc:
+            self._log_missing(path, exc)
             self.connection.reject_attach(link, exc.condition, exc.description or str(exc))
             return
         if link.is_sender:

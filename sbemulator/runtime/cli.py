@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -19,7 +20,10 @@ from ..store.base import DURABILITY_MODES, PROCESS, StoreError
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, DataDirError
 from .collector import Collector
 from .emulator import DEFAULT_DATA_DIR, build, connection_string, controls_for, sas_keys, start_namespace
+from .environment import EnvironmentError_, admin_port_from, config_from
 from .namespaces import NamespaceRuntime, namespace_data_dir
+from .public import certificate_hosts, shown_host
+from .ready import ready_info, remove_ready, version, write_ready
 from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
 
 STARTED = time.perf_counter()
@@ -83,11 +87,19 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
 def build_parser() -> argparse.ArgumentParser:
     """Every option of ``python -m sbemulator`` (the README's table lists them all; a test checks)."""
     parser = argparse.ArgumentParser(prog="sbemulator", description="A pure-Python Azure Service Bus emulator.")
-    parser.add_argument("--config", required=True, help="topology file (official emulator Config.json schema)")
+    parser.add_argument("--version", action="version", version=f"sbemulator {version()}")
+    parser.add_argument("--config", default=None,
+                        help="topology file (official emulator Config.json schema); default: $CONFIG_PATH, else "
+                             "/ServiceBus_Emulator/ConfigFiles/Config.json when it exists (as the official image)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--hostname", action="append", default=[], metavar="NAME",
                         help="a host name clients reach the emulator by (repeatable): SAS tokens signed for it "
                              "are accepted, as for loopback and --host")
+    parser.add_argument("--public-host", default=None, metavar="NAME",
+                        help="the host name or address clients use, in the printed connection string and the "
+                             "generated certificate (default: --host; with 0.0.0.0 or ::, this machine's name)")
+    parser.add_argument("--ready-json", action="store_true",
+                        help="also print the ready facts as one JSON line (for harnesses; docs/emulator.md)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help="AMQP port (default 5672; 0 picks a free port)")
     store = parser.add_mutually_exclusive_group()
@@ -192,6 +204,16 @@ def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.config is None:  # the official image's way: a mounted file, or CONFIG_PATH
+        args.config = config_from()
+        if args.config is None:
+            parser.error("--config FILE is required (or set CONFIG_PATH, or mount the file at "
+                         "/ServiceBus_Emulator/ConfigFiles/Config.json as for the official emulator)")
+    if args.admin_port is None and not args.no_admin:
+        try:
+            args.admin_port = admin_port_from()
+        except EnvironmentError_ as exc:
+            parser.error(str(exc))
     _check_values(parser, args)
     # A second emulator started with --port N must not collide with the first one on the other ports:
     # their fixed defaults go with the default AMQP port only, any other --port picks free ones (printed).
@@ -235,7 +257,8 @@ async def serve(args: argparse.Namespace) -> int:
             admin = AdminServer(broker, server.validator, host=args.host, port=args.admin_port, cert_dir=cert_dir,
                                 tls_cert=args.tls_cert, tls_key=args.tls_key, commit=server.commit,
                                 limits=admin_limits_from(args),
-                                websocket=upgrade_factory(server), controls=controls_for(server))
+                                websocket=upgrade_factory(server), controls=controls_for(server),
+                                cert_hosts=certificate_hosts(args.host, args.public_host))
             await _listen(admin.start, "HTTPS management", args.host, args.admin_port,
                           "--admin-port N moves it (0 picks a free port), --no-admin turns it off")
             server.serve_http(admin.http.protocol, admin.ssl_context)
@@ -265,7 +288,7 @@ async def serve(args: argparse.Namespace) -> int:
                                             host=args.host, options=options,
                                             admin_like=admin,
                                             admin_port=None if admin is None else 0)
-            runtime.host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+            runtime.host = shown_host(args.host, args.public_host)  # the name clients use, as the first one
             runtime.join_clock(group)
             extras.append(runtime)
     except BaseException:
@@ -289,25 +312,37 @@ async def serve(args: argparse.Namespace) -> int:
         server.collector.start()
     keys = sas_keys(config, args.sas_key)
     key_name = "RootManageSharedAccessKey"
-    shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    shown = shown_host(args.host, args.public_host)
     elapsed = time.perf_counter() - STARTED
     # The other namespaces follow the first one's connection string, " | namespace NAME: <string>" each
     # (a connection string has no spaces); their management endpoints come before the first one's.
     others = "".join(f" | namespace {runtime.name}: {runtime.connection_string}" for runtime in extras)
-    print(
-        f"sbemulator ready on {args.host}:{server.port} in {elapsed:.2f}s; connection string: "
-        f"{connection_string(shown_host, server.port, key_name, keys[key_name])}{others}",
-        flush=True,
-    )
-    if websocket is not None:
-        secure = "" if websocket.ssl_context is None else f" and wss://{shown_host}:{websocket.port}{WEBSOCKET_PATH}"
-        print(f"sbemulator websocket on ws://{shown_host}:{websocket.port}{WEBSOCKET_PATH}{secure}", flush=True)
+    connection = connection_string(shown, server.port, key_name, keys[key_name])
+    websocket_url = None if websocket is None else f"ws://{shown}:{websocket.port}{WEBSOCKET_PATH}"
+    # The same facts for tools: a file tools beside it read (runtime/ready.py), written before the ready
+    # line so whoever reads that line finds the file; and a JSON line on request.
+    info = ready_info(host=args.host, port=server.port, connection_string=connection,
+                      admin_url=None if admin is None else admin.url(shown),
+                      ca_path=None if admin is None else str(admin.ca_path), websocket_url=websocket_url,
+                      startup_seconds=elapsed,
+                      namespaces={runtime.name: runtime.connection_string for runtime in extras})
+    ready_path = write_ready(info)
+    print(f"sbemulator ready on {args.host}:{server.port} in {elapsed:.2f}s; connection string: {connection}{others}",
+          flush=True)
+    if websocket is not None and websocket_url is not None:
+        secure = "" if websocket.ssl_context is None else f" and wss://{shown}:{websocket.port}{WEBSOCKET_PATH}"
+        print(f"sbemulator websocket on {websocket_url}{secure}", flush=True)
     for runtime in extras:
         if runtime.admin is not None:
             print(f"sbemulator namespace {runtime.name} admin on {runtime.admin_url}", flush=True)
     if admin is not None:  # admin wiring: a line of its own, the ready line above keeps its format
-        print(f"sbemulator admin on {admin.url(shown_host)}; CA certificate: {admin.ca_path}", flush=True)
-    await stop.wait()
+        print(f"sbemulator admin on {admin.url(shown)}; CA certificate: {admin.ca_path}", flush=True)
+    if args.ready_json:
+        print(json.dumps(info), flush=True)
+    try:
+        await stop.wait()
+    finally:
+        remove_ready(ready_path)
     for runtime in reversed(extras):
         await runtime.stop()
     if websocket is not None:

@@ -123,6 +123,7 @@ def _put_token(raw: RawClient, audience: str, token: str) -> int:
         frame = raw.read_frame()
         if isinstance(frame.body, Transfer):
             reply = parse_message(frame.payload)
+            assert reply.application_properties is not None
             return int(reply.application_properties["status-code"])
 
 
