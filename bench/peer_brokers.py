@@ -235,8 +235,18 @@ class Broker:
             raise RuntimeError("RabbitMQ is not installed (Debian package rabbitmq-server)")
 
     def start(self, run_dir: Path) -> Running:
-        return {"sbemulator": _start_sbemulator, "rabbitmq": _start_rabbitmq, "activemq": _start_activemq,
-                "artemis": _start_artemis}[self.kind](self, run_dir)
+        """Start fresh; a port another process took between choosing and binding it costs a retry."""
+        start = {"sbemulator": _start_sbemulator, "rabbitmq": _start_rabbitmq, "activemq": _start_activemq,
+                 "artemis": _start_artemis}[self.kind]
+        for attempt in range(3):
+            attempt_dir = run_dir / f"start-{attempt}"
+            attempt_dir.mkdir()
+            try:
+                return start(self, attempt_dir)
+            except RuntimeError as error:
+                if "in use" not in str(error) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
 
 def _start_sbemulator(broker: Broker, run_dir: Path) -> Running:

@@ -171,8 +171,8 @@ def default_full_flag() -> tuple[str, ...] | None:
     return ("--durability", "full") if "--durability" in helptext else None
 
 
-def report(rows: list[tuple[Broker, str, dict[str, float]]], args: argparse.Namespace, fsyncs: float,
-           load_before: str, load_after: str) -> str:
+def report(rows: list[tuple[Broker, str, dict[str, float]]], args: argparse.Namespace,
+           fsyncs: tuple[float, float], load_before: str, load_after: str) -> str:
     def label(broker: Broker, version: str) -> str:
         return f"{broker.name} {version}"
 
@@ -193,7 +193,8 @@ def report(rows: list[tuple[Broker, str, dict[str, float]]], args: argparse.Name
         "second send phase (not shown) refills the queue for the pre-settled receive. CPU is seconds per "
         "10,000 messages (the broker's is every process of its session).\n\n"
         f"{speed}\n\n{cpu}\n\n"
-        f"Disk: {fsyncs:,.0f} fsyncs/s (4 KiB write + fsync, in the brokers' data directory).  \n"
+        f"Disk: {fsyncs[0]:,.0f} fsyncs/s before, {fsyncs[1]:,.0f} after (4 KiB write + fsync for a second, in the "
+        "brokers' data directory; the disk is shared, so its rate moves).  \n"
         f"Command: `{command_line()}`  \nMachine: {machine()}  \n"
         f"Load average (1, 5, 15 min): {load_before} before, {load_after} after (the machine was shared)  \n"
         f"Date: {today()}"
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                   + " ".join(f"{PHASES[i]} {args.messages / p.seconds:,.0f}/s" for i, p in enumerate(result.phases)),
                   flush=True)
     rows = [(b, b.version(), median_row(results[i], args.messages)) for i, b in enumerate(selected)]
-    text = report(rows, args, fsyncs, load_before, load_average())
+    text = report(rows, args, (fsyncs, fsync_rate(CACHE)), load_before, load_average())
     print(text)
     if not args.no_doc:
         write_section("peers", text)
