@@ -47,6 +47,11 @@ log = logging.getLogger("sbemulator")
 
 WEBSOCKET_PATH = "/$servicebus/websocket"
 SUBPROTOCOL = "AMQPWSB10"
+# The subprotocols an upgrade may ask for, in the order they are preferred. Microsoft.Azure.Amqp (the .NET
+# SDK's AMQP library, the Functions host's) asks for "amqp" (its WebSocketTransportSettings), not the
+# binding's AMQPWSB10, and .NET's ClientWebSocket fails an upgrade answered with a subprotocol it did not
+# ask for: the answer names the one the client asked for.
+SUBPROTOCOLS = (SUBPROTOCOL, "amqp")
 # A client that connected gets this long to finish its HTTP upgrade request; the request's size is bounded
 # by wsproto's HTTP parser (h11: 16 KiB of headers).
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -235,13 +240,14 @@ class WebSocketAmqpProtocol(asyncio.Protocol):
             self._reject(404, f"No WebSocket endpoint at '{path}': AMQP over WebSockets is served on "
                               f"{WEBSOCKET_PATH}.")
             return
-        if SUBPROTOCOL not in request.subprotocols:
-            self._reject(400, f"The WebSocket upgrade must ask for the subprotocol {SUBPROTOCOL} "
+        chosen = next((p for p in SUBPROTOCOLS if p in request.subprotocols), None)
+        if chosen is None:
+            self._reject(400, f"The WebSocket upgrade must ask for the subprotocol {SUBPROTOCOL} (or amqp) "
                               "(Sec-WebSocket-Protocol).")
             return
         assert self.transport is not None
         self._cancel_deadline()
-        self.transport.write(self.ws.send(AcceptConnection(subprotocol=SUBPROTOCOL)))
+        self.transport.write(self.ws.send(AcceptConnection(subprotocol=chosen)))
         self.amqp = self._new_amqp()
         self.amqp.connection_made(self._adapter)
 
