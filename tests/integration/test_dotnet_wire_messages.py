@@ -19,7 +19,7 @@ import uuid
 
 from sbemulator import Emulator
 from sbemulator.amqp.message import encode_message
-from sbemulator.amqp.performatives import Accepted, Attach, Header, Modified, Properties, Source
+from sbemulator.amqp.performatives import Accepted, Attach, Detach, Header, Modified, Properties, Source
 from sbemulator.amqp.transactions import Coordinator, Declare, Declared, Discharge, TransactionalState
 from sbemulator.amqp.types import (
     Byte,
@@ -37,7 +37,7 @@ from sbemulator.amqp.types import (
     ULong,
     UShort,
 )
-from tests.fixtures.dotnet_wire import MAX_FRAME_SIZE, DotNetWire, connect
+from tests.fixtures.dotnet_wire import MAX_FRAME_SIZE, SESSION_FILTER, DotNetWire, connect
 
 QUEUE = "orders"
 TICKS = 638_000_000_000_000_000  # a DateTimeOffset's UtcTicks / a TimeSpan's Ticks: longs
@@ -192,3 +192,46 @@ def test_put_token_audiences_the_sdk_uses_for_management_and_subscriptions(emula
                                    resource=f"amqps://{wire.host}/")
             code = reply.application_properties["status-code"]
             assert type(code) is Int and code == status, (entity, code)
+
+
+def test_concurrent_receive_calls_on_one_prefetch_0_link_as_the_trigger_makes_them(emulator: Emulator) -> None:
+    """The Functions trigger's ``ServiceBusProcessor`` (prefetch 0 by default, ``maxConcurrentCalls``
+    receive calls on one link): each call waiting adds its count to the credit the link asks for
+    (azure-amqp ``ReceivingAmqpLink.BeginReceiveRemoteMessages`` / ``GetOnDemandReceiveCredit`` ->
+    ``IssueCredit``: a flow whose link-credit is the total now wanted). Messages locked by earlier
+    calls stay locked while later ones are delivered, and each is completed on its own."""
+    with _authorized(emulator, QUEUE) as wire:
+        sender = wire.sender(QUEUE)
+        for i in range(3):
+            assert isinstance(wire.send_message(sender, encode_message(
+                properties=Properties(message_id=f"c{i}"), data=f"c{i}".encode())).state, Accepted)
+        receiver = wire.receiver(QUEUE)
+        wire.flow(receiver, 1)  # the first call
+        first = wire.receive(receiver)
+        wire.flow(receiver, 2)  # two more calls wait while the first message is processed
+        rest = [wire.receive(receiver), wire.receive(receiver)]
+        deliveries = [first, *rest]
+        assert [d.message.body_value() for d in deliveries] == [b"c0", b"c1", b"c2"]
+        assert len({d.lock_token for d in deliveries}) == 3
+        for delivery in reversed(deliveries):
+            wire.settle(delivery, Accepted(), settled=False)
+            echo = wire.disposition_for(receiver.channel, delivery.delivery_id)
+            assert isinstance(echo.state, Accepted) and echo.settled
+
+
+def test_session_trigger_accepts_each_session_once(emulator: Emulator) -> None:
+    """The Functions session trigger's ``ServiceBusSessionProcessor`` (``maxConcurrentSessions``
+    next-available session links, ``AmqpConnectionScope.CreateReceivingLinkAsync`` with a null session
+    filter and com.microsoft:timeout): each link gets a different session; one more waits out its
+    timeout and is detached with com.microsoft:timeout, which the processor treats as "no session now"
+    and retries."""
+    with _authorized(emulator, "sessions") as wire:
+        sender = wire.sender("sessions")
+        for session_id in ("s-a", "s-b"):
+            assert isinstance(wire.send_message(sender, encode_message(
+                properties=Properties(message_id=session_id, group_id=session_id), data=b"x")).state, Accepted)
+        links = [wire.receiver("sessions", session=True, timeout_ms=5000) for _ in range(2)]
+        assert sorted(link.attach.source.filter[SESSION_FILTER] for link in links) == ["s-a", "s-b"]
+        extra = wire.receiver("sessions", session=True, timeout_ms=500)
+        detach = wire.wait_body(Detach, channel=extra.channel)
+        assert str(detach.error.condition) == "com.microsoft:timeout"
