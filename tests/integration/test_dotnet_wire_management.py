@@ -24,7 +24,7 @@ import pytest
 from sbemulator import Emulator
 from sbemulator.amqp.codec import array_of
 from sbemulator.amqp.message import encode_message
-from sbemulator.amqp.performatives import Accepted, Attach, Detach, Header, Modified, Properties, Source
+from sbemulator.amqp.performatives import Accepted, Attach, Detach, Header, Modified, Properties, Rejected, Source
 from sbemulator.amqp.transactions import Coordinator, Declare, Declared, Discharge, TransactionalState
 from sbemulator.amqp.types import Array, Described, Int, Long, Symbol, Timestamp, UInt, ULong
 from tests.fixtures.dotnet_wire import (
@@ -203,6 +203,27 @@ def test_session_state_and_renew_session_lock(emulator: Emulator) -> None:
         assert _status(renewed) == 200
         expiration = renewed.body_value()["expiration"]
         assert type(expiration) is Timestamp and expiration > time.time() * 1000
+
+
+def test_session_refusals_the_sdk_maps(emulator: Emulator) -> None:
+    """``AmqpExceptionHelper`` maps a detach's or a rejected outcome's condition to the SDK's failure
+    reason: com.microsoft:session-cannot-be-locked (SessionCannotBeLocked) for a session another
+    receiver holds; amqp:not-allowed for a message without a session id sent to a session queue
+    (``AmqpSender``: a ``rejected`` outcome throws its error) and for a receiver without a session
+    filter on a session queue."""
+    with _authorized(emulator, SESSIONS) as wire:
+        sender = wire.sender(SESSIONS)
+        refused = wire.send_message(sender, encode_message(properties=Properties(message_id="no-session"), data=b"x"))
+        assert isinstance(refused.state, Rejected) and str(refused.state.error.condition) == "amqp:not-allowed"
+        assert isinstance(wire.send_message(sender, _message(b"d1", "delta")).state, Accepted)
+        holder = wire.receiver(SESSIONS, session=True, session_id="delta")
+        assert holder.attach.source is not None
+        second = wire.receiver(SESSIONS, session=True, session_id="delta")
+        detach = wire.wait_body(Detach, channel=second.channel)
+        assert str(detach.error.condition) == "com.microsoft:session-cannot-be-locked"
+        plain = wire.receiver(SESSIONS)
+        detach = wire.wait_body(Detach, channel=plain.channel)
+        assert str(detach.error.condition) == "amqp:not-allowed"
 
 
 # ---------------------------------------------------------------------------------------------- rules
