@@ -24,6 +24,7 @@ from sbemulator.amqp.performatives import (
     Accepted,
     Attach,
     Detach,
+    Disposition,
     Error,
     Flow,
     Header,
@@ -32,7 +33,7 @@ from sbemulator.amqp.performatives import (
     Rejected,
     Released,
 )
-from sbemulator.amqp.types import Described, Int, Long, Symbol, Timestamp, ULong
+from sbemulator.amqp.types import Described, Int, Long, Symbol, Timestamp, UInt, ULong
 from tests.fixtures.dotnet_wire import BATCH_FORMAT, DotNetWire, Link, connect
 
 QUEUE = "orders"
@@ -268,3 +269,24 @@ def test_detach_of_a_receiver_is_answered(emulator: Emulator) -> None:
         receiver = wire.receiver(QUEUE)
         assert isinstance(wire.detach(receiver), Detach)
         assert isinstance(receiver.attach, Attach)
+
+
+def test_a_batched_range_disposition_settles_each_delivery_in_it(emulator: Emulator) -> None:
+    """azure-amqp ``AmqpSession`` (its disposition manager): ``AmqpReceiver`` settles with
+    ``batchable: true``, and consecutive deliveries settled with the same accepted (or released)
+    outcome go as one disposition over a range (first..last, AMQP 1.0 part 2, 2.7.6). Each delivery in
+    the range must be completed and answered; one outside it stays locked."""
+    with _authorized(emulator, QUEUE) as wire:
+        _send(wire, wire.sender(QUEUE), b"r0", b"r1", b"r2", b"r3")
+        receiver = wire.receiver(QUEUE)
+        wire.flow(receiver, 4)
+        deliveries = [wire.receive(receiver) for _ in range(4)]
+        first, last = deliveries[0].delivery_id, deliveries[2].delivery_id
+        wire.send(Disposition(True, UInt(first), UInt(last), False, Accepted(), True), receiver.channel)
+        for delivery in deliveries[:3]:
+            echo = wire.disposition_for(receiver.channel, delivery.delivery_id)
+            assert isinstance(echo.state, Accepted) and echo.settled
+        mgmt_peek = wire.receiver(QUEUE, peek_lock=False)
+        wire.flow(mgmt_peek, 4)
+        with pytest.raises(TimeoutError):  # r3 is still locked by the first receiver; r0-r2 are gone
+            wire.receive(mgmt_peek, timeout=1.5)
