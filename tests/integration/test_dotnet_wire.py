@@ -34,7 +34,7 @@ from sbemulator.amqp.performatives import (
     Released,
 )
 from sbemulator.amqp.types import Described, Int, Long, Symbol, Timestamp, UInt, ULong
-from tests.fixtures.dotnet_wire import BATCH_FORMAT, DotNetWire, Link, connect
+from tests.fixtures.dotnet_wire import BATCH_FORMAT, Delivery, DotNetWire, Link, connect
 
 QUEUE = "orders"
 
@@ -211,7 +211,7 @@ def test_a_message_released_by_a_prefetch_0_receiver_comes_back_uncounted(emulat
         assert again.message.header.delivery_count == 0
 
 
-def _one_locked(wire: DotNetWire, body: bytes) -> tuple[Link, object]:
+def _one_locked(wire: DotNetWire, body: bytes) -> tuple[Link, Delivery]:
     _send(wire, wire.sender(QUEUE), body)
     receiver = wire.receiver(QUEUE)
     wire.flow(receiver, 1)

@@ -18,6 +18,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,7 @@ from sbemulator.amqp.types import Array, Described, Int, Long, Symbol, Timestamp
 from tests.fixtures.dotnet_wire import (
     LOCKED_UNTIL_UTC,
     SESSION_FILTER,
+    Delivery,
     DotNetWire,
     Link,
     connect,
@@ -55,13 +57,13 @@ def _message(body: bytes, session_id: str | None = None) -> bytes:
                           properties=Properties(message_id=str(uuid.uuid4()), group_id=session_id), data=body)
 
 
-def _status(reply: object) -> int:
-    code = reply.application_properties["statusCode"]  # type: ignore[attr-defined]
+def _status(reply: Any) -> int:
+    code = reply.application_properties["statusCode"]
     assert type(code) is Int, f"statusCode must be an AMQP int, got {type(code).__name__}"
     return int(code)
 
 
-def _locked(wire: DotNetWire, entity: str, body: bytes) -> tuple[Link, object]:
+def _locked(wire: DotNetWire, entity: str, body: bytes) -> tuple[Link, Delivery]:
     sender = wire.sender(entity)
     assert isinstance(wire.send_message(sender, _message(body)).state, Accepted)
     receiver = wire.receiver(entity)
@@ -163,7 +165,7 @@ def test_session_receiver_by_id_reads_the_filter_and_locked_until_as_ticks(emula
         receiver = wire.receiver(SESSIONS, session=True, session_id="alpha")
         source = receiver.attach.source
         assert source.filter[SESSION_FILTER] == "alpha"
-        ticks = receiver.attach.properties[LOCKED_UNTIL_UTC]
+        ticks = (receiver.attach.properties or {})[LOCKED_UNTIL_UTC]
         assert type(ticks) is Long and ticks_to_unix(ticks) > time.time()
         wire.flow(receiver, 1)
         assert wire.receive(receiver).message.body_value() == b"s1"
