@@ -159,8 +159,9 @@ def test_single_and_batch_sends_are_accepted_and_arrive_in_order(emulator: Emula
         assert isinstance(state.state, Accepted) and state.settled
         receiver = wire.receiver(QUEUE, peek_lock=False)
         wire.flow(receiver, 4)
-        bodies = [wire.receive(receiver).message.body_value() for _ in range(4)]
-        assert bodies == [b"single", b"batch-0", b"batch-1", b"batch-2"]
+        deliveries = [wire.receive(receiver) for _ in range(4)]
+        assert [d.message.body_value() for d in deliveries] == [b"single", b"batch-0", b"batch-1", b"batch-2"]
+        assert all(d.settled for d in deliveries)  # receive-and-delete: settle-on-send, pre-settled transfers
 
 
 # ---------------------------------------------------------------------------------------------- receivers
