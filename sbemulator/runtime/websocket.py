@@ -52,8 +52,9 @@ log = logging.getLogger("sbemulator")
 
 WEBSOCKET_PATH = "/$servicebus/websocket"
 SUBPROTOCOL = "AMQPWSB10"
-# Also taken: "amqp", what the Go SDK's WebSocket example and tests ask for (azservicebus's
-# example_websockets_test.go); answered with the one the client asked for, AMQPWSB10 first.
+# Also taken: "amqp", what Microsoft.Azure.Amqp (the .NET SDK's AMQP library, the Functions host's;
+# its WebSocketTransportSettings) and the Go SDK's WebSocket example ask for. .NET's ClientWebSocket fails
+# an upgrade answered with a subprotocol it did not ask for: the answer names the one asked for.
 SUBPROTOCOLS = (SUBPROTOCOL, "amqp")
 # A client that connected gets this long to finish its HTTP upgrade request; the request's size is bounded
 # by wsproto's HTTP parser (h11: 16 KiB of headers).
@@ -243,9 +244,9 @@ class WebSocketAmqpProtocol(asyncio.Protocol):
             self._reject(404, f"No WebSocket endpoint at '{path}': AMQP over WebSockets is served on "
                               f"{WEBSOCKET_PATH}.")
             return
-        chosen = next((name for name in SUBPROTOCOLS if name in request.subprotocols), None)
+        chosen = next((p for p in SUBPROTOCOLS if p in request.subprotocols), None)
         if chosen is None:
-            self._reject(400, f"The WebSocket upgrade must ask for the subprotocol {SUBPROTOCOL} "
+            self._reject(400, f"The WebSocket upgrade must ask for the subprotocol {SUBPROTOCOL} (or amqp) "
                               "(Sec-WebSocket-Protocol).")
             return
         assert self.transport is not None
