@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-timeout", type=int, default=300, help="seconds per Python test")
     parser.add_argument("--file-timeout", type=int, default=2400, help="seconds per Python test file")
     parser.add_argument("--go-timeout", type=int, default=1800, help="seconds for the Go run")
+    parser.add_argument("--go-args", nargs="*", default=[], help="more go test arguments (e.g. -run Regexp)")
     parser.add_argument("--report", default=str(ROOT / "docs" / "conformance.md"))
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         module = fetch.go_module(CACHE, go)
         with emulator(CACHE) as running:
             print("Go tests:", flush=True)
-            outcomes += go_suite.run(module, running, go, args.go_timeout)
+            outcomes += go_suite.run(module, running, go, args.go_timeout, CACHE / "go-results", *args.go_args)
     outcomes = [classify(o) for o in outcomes]
     command = "make conformance" if args.suite == "all" else f"python -m conformance --suite {args.suite}"
     Path(args.report).write_text(render(outcomes, command, time.monotonic() - started))

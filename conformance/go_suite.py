@@ -1,8 +1,9 @@
 """Microsoft's Go SDK tests (azservicebus), unchanged, against a fresh sbemulator.
 
 They read their namespace from the environment the SDK's test-resources template outputs: connection
-strings (SAS; ``UseDevelopmentEmulator=true`` makes the SDK speak plain AMQP to the given host:port and
-HTTPS to the same host:port, which the relay splits by the first byte) and endpoints for Entra ID.
+strings (SAS; ``UseDevelopmentEmulator=true``: plain AMQP on 5672) and the endpoint for Entra ID
+(TLS on 5671), all on the run's loopback address, where the relay listens on Service Bus's ports
+(environment.py); DefaultAzureCredential gets its tokens from identity.py.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def environment(run: Running, address: str) -> dict[str, str]:
         "SERVICEBUS_CONNECTION_STRING_PREMIUM": "",
         "SSL_CERT_FILE": str(run.bundle),
         "AZURE_RECORD_MODE": "live",
+        # Entra ID's stand-in (identity.py): DefaultAzureCredential's managed identity, App Service style
+        "IDENTITY_ENDPOINT": run.identity.url, "IDENTITY_HEADER": run.identity.header,
     }
     for variable, name in (("SERVICEBUS_CONNECTION_STRING_NO_MANAGE", "SBCONF_NOMANAGE_KEY"),
                            ("SERVICEBUS_CONNECTION_STRING_SEND_ONLY", "SBCONF_SEND_KEY"),
@@ -34,12 +37,15 @@ def environment(run: Running, address: str) -> dict[str, str]:
     return env
 
 
-def run(module: Path, running: Running, go: str, timeout_s: int) -> list[Outcome]:
-    port = running.relay.sniff("127.0.0.1")
-    env = {**os.environ, **environment(running, f"127.0.0.1:{port}"), "GOFLAGS": "-mod=mod"}
-    cmd = [go, "test", "-json", "-count=1", "-p=1", f"-timeout={timeout_s}s", "./..."]
+def run(module: Path, running: Running, go: str, timeout_s: int, out: Path, *args: str) -> list[Outcome]:
+    """``go test -json`` over every package (one at a time: the machine may be small), its event stream
+    kept in ``out`` (go-test.json)."""
+    env = {**os.environ, **environment(running, running.address), "GOFLAGS": "-mod=mod"}
+    cmd = [go, "test", "-json", "-count=1", "-p=1", f"-timeout={timeout_s}s", *args, "./..."]
     proc = subprocess.run(cmd, cwd=module, env=env, capture_output=True, text=True, timeout=timeout_s + 300,
                           check=False)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "go-test.json").write_text(proc.stdout + proc.stderr)
     return parse(proc.stdout, module)
 
 
@@ -52,11 +58,13 @@ def parse(stream: str, module: Path) -> list[Outcome]:
         except ValueError:
             continue
         name, package = event.get("Test"), event.get("Package", "")
-        if not name or "/" in name:
+        if not name:
             continue
-        key = (package, name)
+        key = (package, name.split("/", 1)[0])
         if event.get("Action") == "output":
             output.setdefault(key, []).append(event.get("Output", ""))
+        if "/" in name:
+            continue
         elif event.get("Action") in ("pass", "fail", "skip"):
             outcomes[key] = event["Action"]
     prefix = "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"

@@ -1,11 +1,10 @@
 """azure-servicebus's live tests, unchanged, against a fresh sbemulator.
 
 The tests build ``<namespace>.servicebus.windows.net`` and dial it on 5671 (AMQP over TLS) and 443
-(HTTPS, WebSockets) with a credential from ``get_credential()``. The runner listens on those two ports
-on a loopback address of its own (TLS ended there for AMQP, passed through to the emulator's HTTPS
-port otherwise) and the plugin in pyshim/ resolves the host name to it; preparers and credentials are
-mapped onto the emulator's management API and keys. Files run side by side, a few at a time, each
-test bounded by pytest-timeout.
+(HTTPS, WebSockets) with a credential from ``get_credential()``. The runner listens on those ports on
+a loopback address of its own (environment.py) and the plugin in pyshim/ resolves the host name to
+it; preparers and credentials are mapped onto the emulator's management API and keys. Files run side
+by side, a few at a time, each test bounded by pytest-timeout.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .environment import HERE, HOST_SUFFIX, NAMESPACE, RULES, Running, loopback_alias, server_context
+from .environment import HERE, HOST_SUFFIX, NAMESPACE, RULES, Running
 from .results import Outcome
 
 SKIP_DIRS = ("perf_tests",)
@@ -55,13 +54,7 @@ def environment(run: Running, address: str, tests: Path) -> dict[str, str]:
 
 def run(root: Path, running: Running, out: Path, jobs: int, test_timeout_s: int,
         file_timeout_s: int) -> list[Outcome]:
-    address = loopback_alias()
-    context = server_context(running.tls_dir / "server.pem", running.tls_dir / "server-key.pem")
-    emu = running.emulator
-    assert emu.admin_port is not None
-    running.relay.terminate(address, 5671, context, emu.port)
-    running.relay.forward(address, 443, emu.admin_port)
-    env = {**os.environ, **environment(running, address, root / "tests")}
+    env = {**os.environ, **environment(running, running.address, root / "tests")}
     out.mkdir(parents=True, exist_ok=True)
 
     def one(path: Path) -> list[Outcome]:

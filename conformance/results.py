@@ -20,7 +20,7 @@ class Outcome:
 # with a reason that holds for every service an emulator can be: it needs Entra ID (the emulator checks
 # shared access signatures only), a Premium namespace, or it fails against any service (evidence given).
 NOT_APPLICABLE: list[tuple[str, str, str, str]] = [
-    ("go", "detail", r"DefaultAzureCredential|AzureCLICredential|ManagedIdentityCredential",
+    ("go", "detail", r"DefaultAzureCredential: failed to acquire a token",
      "Entra ID: the test signs in with azidentity (DefaultAzureCredential); the emulator takes SAS only"),
     ("go", "name", r"Premium", "Premium namespace (large messages, Premium-only settings)"),
 ]

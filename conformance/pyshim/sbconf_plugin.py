@@ -24,7 +24,6 @@ from typing import Any
 
 import certifi
 import pytest
-
 import sbconf_preparer
 
 sys.modules["uamqp"] = None  # type: ignore[assignment]  # import uamqp -> ImportError: not available

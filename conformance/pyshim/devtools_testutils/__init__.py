@@ -13,7 +13,8 @@ import functools
 import inspect
 import os
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from azure.core.credentials import AzureNamedKeyCredential
 
@@ -37,7 +38,7 @@ class ReservedResourceNameError(AzureTestError):
 
 
 class FakeResource:
-    def __init__(self, name: str, id: str = "", **kwargs: Any) -> None:  # noqa: A002
+    def __init__(self, name: str, id: str = "", **kwargs: Any) -> None:
         self.name = name
         self.id = id or name
         for key, value in kwargs.items():
@@ -143,7 +144,7 @@ class AzureMgmtPreparer:
     def _remove(self, name: str, kwargs: dict[str, Any]) -> None:
         try:
             self.remove_resource(name, **kwargs)
-        except Exception:  # noqa: BLE001 - clean-up only; the test's outcome stands
+        except Exception:
             pass
 
 
