@@ -9,6 +9,7 @@ playback mode, which these runs never use). Nothing here touches what a test ass
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import os
@@ -76,6 +77,15 @@ class AzureRecordedTestCase:
 
     def get_resource_name(self, name: str) -> str:
         return self.create_random_name(name)
+
+    @staticmethod
+    def await_prepared_test(test_fn: Callable[..., Any]) -> Callable[..., Any]:
+        """An async test run to completion on an event loop of its own (the real helper's job)."""
+
+        @functools.wraps(test_fn)
+        def run(test_class_instance: Any, *args: Any, **kwargs: Any) -> Any:
+            return asyncio.run(test_fn(test_class_instance, *args, **trim_kwargs(test_fn, kwargs)))
+        return run
 
     def get_settings_value(self, key: str) -> str:
         return os.environ.get(f"AZURE_{key}", os.environ.get(key, ""))
