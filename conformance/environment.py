@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import shutil
+import tempfile
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,7 +63,8 @@ def emulator(cache: Path) -> Iterator[Running]:
     """A fresh emulator (in memory), Service Bus's ports 5672, 5671 and 443 on a loopback address of the
     run's own, and the identity endpoint."""
     address = loopback_alias()
-    tls = cache / "tls"
+    cache.mkdir(parents=True, exist_ok=True)
+    tls = Path(tempfile.mkdtemp(prefix="tls-", dir=cache))  # a run's own: runs side by side do not share a CA
     bundle, cert, key = certificates(tls, address)
     with Emulator(config=str(HERE / "topology.json"), in_memory=True, tls_cert=cert, tls_key=key) as emu:
         assert emu.admin_port is not None
@@ -75,6 +78,7 @@ def emulator(cache: Path) -> Iterator[Running]:
         finally:
             identity.stop()
             relay.stop()
+            shutil.rmtree(tls, ignore_errors=True)
 
 
 def loopback_alias() -> str:

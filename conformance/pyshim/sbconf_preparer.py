@@ -75,6 +75,11 @@ class _Preparer(AzureMgmtPreparer):
         self.parameter_name = parameter_name
         self.options = kwargs
 
+    def provided(self) -> set[str]:
+        return {self.parameter_name, *(f"{self.parameter_name}_{suffix}" for suffix in
+                                       ("connection_string", "key_name", "primary_key")),
+                getattr(self, "parameter_name_for_location", "location")}
+
     def create_random_name(self) -> str:
         # Entity names: letters, digits, '-', '.', '_'; the tests' prefixes fit.
         return super().create_random_name().replace("_", "-")

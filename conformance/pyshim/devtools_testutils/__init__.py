@@ -125,8 +125,13 @@ class AzureMgmtPreparer:
     def remove_resource(self, name: str, **kwargs: Any) -> None:
         pass
 
+    def provided(self) -> set[str]:
+        """The keyword arguments this preparer passes (pytest must not look for fixtures of those names)."""
+        return set()
+
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         preparer = self
+        wrapper: Callable[..., Any]
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
             async def _async_wrapper(test_class_instance: Any, **kwargs: Any) -> Any:
@@ -135,16 +140,21 @@ class AzureMgmtPreparer:
                     return await fn(test_class_instance, **trim_kwargs(fn, merged))
                 finally:
                     preparer._remove(name, merged)
-            return _async_wrapper
-
-        @functools.wraps(fn)
-        def _wrapper(test_class_instance: Any, **kwargs: Any) -> Any:
-            name, merged = preparer._prepare(test_class_instance, kwargs)
-            try:
-                return fn(test_class_instance, **trim_kwargs(fn, merged))
-            finally:
-                preparer._remove(name, merged)
-        return _wrapper
+            wrapper = _async_wrapper
+        else:
+            @functools.wraps(fn)
+            def _wrapper(test_class_instance: Any, **kwargs: Any) -> Any:
+                name, merged = preparer._prepare(test_class_instance, kwargs)
+                try:
+                    return fn(test_class_instance, **trim_kwargs(fn, merged))
+                finally:
+                    preparer._remove(name, merged)
+            wrapper = _wrapper
+        signature = inspect.signature(fn)
+        provided = self.provided()
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[p for p in signature.parameters.values() if p.name not in provided])
+        return wrapper
 
     def _prepare(self, test_class_instance: Any, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.test_class_instance = test_class_instance
@@ -165,6 +175,9 @@ class _ResourceGroupPreparer(AzureMgmtPreparer):
         self.parameter_name = parameter_name
         self.parameter_name_for_location = parameter_name_for_location
         self.location = location
+
+    def provided(self) -> set[str]:
+        return {self.parameter_name, self.parameter_name_for_location}
 
     def create_resource(self, name: str, **kwargs: Any) -> dict[str, Any]:
         return {self.parameter_name: FakeResource(name=name, id=f"/resourceGroups/{name}"),
@@ -187,6 +200,9 @@ class PowerShellPreparer(AzureMgmtPreparer):
 
     def create_random_name(self) -> str:
         return ""
+
+    def provided(self) -> set[str]:
+        return set(self.fake_values)
 
     def create_resource(self, name: str, **kwargs: Any) -> dict[str, Any]:
         return {key: os.environ.get(key.upper(), value) for key, value in self.fake_values.items()}
