@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 import shutil
-import tempfile
 import ssl
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass

@@ -69,7 +69,7 @@ def run(root: Path, running: Running, out: Path, jobs: int, test_timeout_s: int,
                                   timeout=file_timeout_s, check=False)
             log = proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:
-            log = f"file timed out after {file_timeout_s} s\n{exc.stdout or ''}"
+            log = f"file timed out after {file_timeout_s} s\n{exc.stdout!r}"
         (out / (rel.replace("/", "__") + ".log")).write_text(log)
         print(f"  {rel}: {time.monotonic() - started:.0f} s", flush=True)
         return parse(xml, rel) if xml.exists() else [Outcome("python", rel, "(file)", "failed", log[-3000:])]

@@ -24,7 +24,7 @@ from typing import Any
 
 import certifi
 import pytest
-import sbconf_preparer
+import sbconf_preparer  # type: ignore[import-not-found]  # on PYTHONPATH at run time
 
 sys.modules["uamqp"] = None  # type: ignore[assignment]  # import uamqp -> ImportError: not available
 _BUNDLE = os.environ["SSL_CERT_FILE"]

@@ -18,7 +18,7 @@ from typing import Any
 from azure.mgmt.servicebus.models import AccessRights
 from azure.servicebus.management import AccessRights as AtomRights
 from azure.servicebus.management import AuthorizationRule, ServiceBusAdministrationClient
-from devtools_testutils import AzureMgmtPreparer, FakeResource
+from devtools_testutils import AzureMgmtPreparer, FakeResource  # type: ignore[import-not-found]
 
 SERVICEBUS_DEFAULT_AUTH_RULE_NAME = "RootManageSharedAccessKey"
 SERVICEBUS_NAMESPACE_PARAM = "servicebus_namespace"
@@ -201,9 +201,9 @@ class ServiceBusQueueAuthorizationRulePreparer(_Preparer):
             props = mgmt.get_queue(queue)
             props.authorization_rules = [*(props.authorization_rules or []), rule]
             mgmt.update_queue(props)
-            stored = next(r for r in mgmt.get_queue(queue).authorization_rules if r.key_name == name)
+            stored = next(r for r in mgmt.get_queue(queue).authorization_rules or [] if r.key_name == name)
         return {self.parameter_name: FakeResource(name=name),
-                f"{self.parameter_name}_connection_string": connection_string(name, stored.primary_key, queue)}
+                f"{self.parameter_name}_connection_string": connection_string(name, str(stored.primary_key), queue)}
 
 
 CachedServiceBusResourceGroupPreparer = functools.partial(ServiceBusResourceGroupPreparer, use_cache=True)

@@ -152,8 +152,8 @@ class AzureMgmtPreparer:
             wrapper = _wrapper
         signature = inspect.signature(fn)
         provided = self.provided()
-        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[p for p in signature.parameters.values() if p.name not in provided])
+        setattr(wrapper, "__signature__", signature.replace(  # noqa: B010 - pytest reads it
+            parameters=[p for p in signature.parameters.values() if p.name not in provided]))
         return wrapper
 
     def _prepare(self, test_class_instance: Any, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
