@@ -17,7 +17,7 @@ PYTEST_WORKERS ?= 8
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --maxschedchunk 1
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
-.PHONY: test demo lint unit integration bench emulator clean go-deps
+.PHONY: test demo lint unit integration bench emulator clean go-deps conformance
 
 $(PY_STAMP): requirements.txt requirements-dev.txt sbemulator/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,8 +58,14 @@ demo: $(PY_STAMP) $(NODE_STAMP)
 emulator: $(PY_STAMP)
 	$(BIN)/python -m sbemulator --config infra/servicebus.json $(ARGS)
 
+# Microsoft's Python SDK live tests and Go SDK tests, fetched at run time (into .conformance/, git-ignored),
+# run unchanged against a fresh emulator; writes docs/conformance.md (conformance/ says how). Not part of
+# `make test`: it takes tens of minutes and needs the package registries. CONFORMANCE_ARGS="--suite go" etc.
+conformance: $(PY_STAMP)
+	$(BIN)/python -m conformance $(CONFORMANCE_ARGS)
+
 bench: $(PY_STAMP)
 	$(BIN)/python -m bench.run_all
 
 clean:
-	rm -rf $(VENV) node_modules .sbemulator .pytest_cache .hypothesis
+	rm -rf $(VENV) node_modules .sbemulator .pytest_cache .hypothesis .conformance

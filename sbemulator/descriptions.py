@@ -68,6 +68,26 @@ API_2024_05 = "2024-05"
 API_VERSIONS = (API_2017_04, API_2021_05, API_2024_05)  # the Atom versions the SDKs send
 LATEST_API_VERSION = API_2024_05
 
+# Partitions of a partitioned Standard entity ("Partitioned queues and topics": 16 on Standard); its
+# MaxSizeInMegabytes is given per partition and reported for all of them (reported_max_size).
+PARTITIONS = 16
+
+
+def reported_max_size(max_size_in_megabytes: int, partitioned: bool) -> int:
+    """What a description reports: the size over all partitions of a partitioned entity."""
+    return max_size_in_megabytes * PARTITIONS if partitioned else max_size_in_megabytes
+
+
+def given_max_size(value: Any, partitioned: bool, choices: tuple[int, ...]) -> Any:
+    """A size in a request -> the per-partition size kept: a partitioned entity's description read back
+    and sent again (an update round trip) carries the reported total, which Service Bus reads as the
+    per-partition size it came from."""
+    if partitioned and isinstance(value, int) and not isinstance(value, bool) and value % PARTITIONS == 0 \
+            and value // PARTITIONS in choices:
+        return value // PARTITIONS
+    return value
+
+
 # Shared access rights ("Service Bus authentication and authorization with SAS": Manage implies Send
 # and Listen); the order is the one Service Bus lists them in.
 RIGHTS = ("Manage", "Send", "Listen")
@@ -137,6 +157,8 @@ PROPERTIES: tuple[Property, ...] = (
     # "Service Bus quotas", queue or topic size: 1, 2, 3, 4 or 5 GB on Standard (1 GB by default), 80 GB
     # only on Premium or with partitioning (which the emulator does not have). The config file keeps its
     # extension: any size from 1 MB, so that a test fills an entity with a few messages.
+    # A partitioned entity on Standard has 16 partitions of that size each, and its description reports
+    # the whole (4096 -> 65536): azservicebus admin_client_test.go TestAdminClient_QueueWithMaxValues.
     _p("MaxSizeInMegabytes", {Q: 2, T: 2}, Codec.INT, arm="maxSizeInMegabytes", field="max_size_in_megabytes",
        config_default=1024, api_default=1024, minimum=1, choices=(1024, 2048, 3072, 4096, 5120),
        bound_doc="the Standard tier allows 1024, 2048, 3072, 4096 or 5120 (1 to 5 GB)", enforced=True,

@@ -121,12 +121,20 @@ class AdminApp:
         token = request.headers.get("authorization", "")
         if not token:
             raise Unauthorized("MissingToken: the request has no Authorization header.")
+        if token[:7].lower() == "bearer ":
+            # A client signed in with a token credential sends its token as Bearer; the emulator verifies
+            # SAS tokens only, so one given that way is taken (docs/management.md, "Credentials").
+            token = token[7:].lstrip()
         try:
             return self.validator.validate(token, None, self.clock())
         except AuthError as exc:
             raise Unauthorized(str(exc)) from None
 
-    def _authorize(self, request: Request, entity_path: str = "") -> None:
+    def _authorize(self, request: Request, entity_path: str = "", denied: str | None = None,
+                   absent: bool = False) -> None:
+        """A valid token covering ``entity_path`` with the Manage right. Without Manage: 401 with
+        ``denied`` (Service Bus's text for the action, see _entity_denial), or 404 when ``absent`` (a GET
+        of a queue or topic that does not exist is 404 on Service Bus whatever the rights)."""
         grant = self._authenticate(request)
         # The JS SDK signs the full request URL, query included: the scope is its path.
         scope = grant.scope.split("?", 1)[0].strip("/")
@@ -137,7 +145,10 @@ class AdminApp:
         # The management plane needs the Manage right ("Service Bus authentication and authorization":
         # Manage is the right to manage the namespace's or the entity's topology).
         if not grant.allows(MANAGE):
-            raise Unauthorized(claims_required(MANAGE, f"sb://{request.headers.get('host', '')}/{entity_path}"))
+            if absent:
+                raise NotFound(f"The messaging entity '{self.ns.name}:{entity_path}' could not be found.")
+            resource = f"sb://{request.headers.get('host', '')}/{entity_path}"
+            raise Unauthorized(denied or claims_required(MANAGE, resource))
 
     # ------------------------------------------------------------------ Atom API
     def _atom(self, request: Request) -> Response | Pending:
@@ -157,7 +168,7 @@ class AdminApp:
             return Response(200, atom.render_namespace(self.ns.name, base, self.ns.started_at, now),
                             atom.ENTRY_CONTENT_TYPE)
         if head == "$resources" and len(segments) == 2:
-            self._authorize(request)
+            self._authorize(request, denied=_entity_denial(method))
             self._only(method, "GET")
             kind = {"queues": QUEUE, "topics": TOPIC}.get(segments[1].lower())
             if kind is None:
@@ -174,7 +185,8 @@ class AdminApp:
                 raise NotFound("A subscription path needs a topic.")
             return self._subscription_routes(request, topic, rest, base, host)
         entity = "/".join(segments)
-        self._authorize(request, entity)
+        self._authorize(request, entity, _entity_denial(method),
+                        absent=method in ("GET", "HEAD") and self.ns.kind_of(entity) is None)
         if method == "GET":
             kind = self.ns.kind_of(entity)
             if kind is None:
@@ -200,14 +212,15 @@ class AdminApp:
         method = request.method
         ns = self.ns
         if not rest:
-            self._authorize(request, topic)
+            self._authorize(request, topic, _subscription_denial("EnumerateSubscriptions", host, topic))
             self._only(method, "GET")
             infos = ns.list_entities(SUBSCRIPTION, topic)
             entries = [atom.entity_entry(i, base, host, ns.name, _api(request)) for i in infos]
             return self._feed(request, "Subscriptions", f"/{topic}/Subscriptions", entries, base)
         sub = rest[0]
         sub_path = f"{topic}/Subscriptions/{sub}"
-        self._authorize(request, sub_path)
+        operation = _SUBSCRIPTION_OPERATIONS.get((method, min(len(rest), 3)), "GetSubscription")
+        self._authorize(request, sub_path, _subscription_denial(operation, host, "/".join([sub_path, *rest[1:]])))
         if len(rest) == 1:
             if method == "GET":
                 info = ns.get(SUBSCRIPTION, sub_path)
@@ -433,3 +446,28 @@ def _int_query(query: dict[str, str], name: str, default: int) -> int:
     if number < 0:
         raise BadRequest(f"The query parameter {name} must not be negative.")
     return number
+
+
+# Service Bus's 401 texts for a key without Manage, per action (azservicebus admin_client_test.go,
+# TestAdminClient_LackPermissions_Queue, _Topic and _Subscription).
+def _entity_denial(method: str) -> str:
+    """A queue or topic, or their listings."""
+    if method in ("GET", "HEAD"):
+        return "Manage,EntityRead claims required for this operation."
+    if method == "DELETE":
+        return "Authorization failed for specified action: Manage,EntityDelete."
+    return "Authorization failed for specified action: Manage,EntityWrite."
+
+
+# (method, path depth below the subscription: 1 itself, 2 its rules, 3 one rule) -> the operation named
+_SUBSCRIPTION_OPERATIONS = {
+    ("GET", 1): "GetSubscription", ("HEAD", 1): "GetSubscription", ("PUT", 1): "CreateOrUpdateSubscription",
+    ("DELETE", 1): "DeleteSubscription", ("GET", 2): "EnumerateRules", ("GET", 3): "GetRule",
+    ("PUT", 3): "CreateOrUpdateRule", ("DELETE", 3): "DeleteRule",
+}
+
+
+def _subscription_denial(operation: str, host: str, path: str) -> str:
+    """A subscription, its listing or its rules."""
+    return (f"401 SubCode=40100: Unauthorized : Unauthorized access for '{operation}' operation on endpoint "
+            f"'sb://{host}/{path}'.")

@@ -45,6 +45,7 @@ from sbemulator.descriptions import (  # MAX_TIMESPAN and format_duration are al
     for_kind,
     format_duration,
     parse_duration,
+    reported_max_size,
     supported_at,
 )
 
@@ -66,7 +67,14 @@ _CORRELATION_FIELDS = tuple(p.name for p in CORRELATION_PROPERTIES)
 
 
 # ---------------------------------------------------------------------------------------- values
-def format_time(ts: float) -> str:
+# .NET's DateTime.MinValue, what Service Bus writes for a time that never happened (AccessedAt of an
+# entity never used).
+ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+def format_time(ts: float | None) -> str:
+    if ts is None:
+        return ZERO_TIME
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -316,6 +324,9 @@ def _forward(host: str, target: str | None, given: str | None = None) -> str | N
 
 
 def _authorization_rules(rules: tuple[AuthorizationRuleConfig, ...]) -> str:
+    """An entity's rules as Service Bus writes them: without CreatedTime and ModifiedTime (an update
+    response and a later GET equal the rules as sent: azservicebus admin_client_test.go,
+    TestAdminClient_UpdateQueue, TestAdminClient_UpdateTopic, TestAdminClient_QueueWithMaxValues)."""
     if not rules:
         return "<AuthorizationRules/>"
     out = []
@@ -324,8 +335,7 @@ def _authorization_rules(rules: tuple[AuthorizationRuleConfig, ...]) -> str:
         out.append(
             f'<AuthorizationRule i:type="SharedAccessAuthorizationRule"><ClaimType>{escape(r.claim_type)}</ClaimType>'
             f"<ClaimValue>{escape(r.claim_value)}</ClaimValue><Rights>{rights}</Rights>"
-            f"<CreatedTime>{format_time(r.created_at)}</CreatedTime><ModifiedTime>{format_time(r.modified_at)}"
-            f"</ModifiedTime><KeyName>{escape(r.key_name)}</KeyName><PrimaryKey>{escape(r.primary_key)}</PrimaryKey>"
+            f"<KeyName>{escape(r.key_name)}</KeyName><PrimaryKey>{escape(r.primary_key)}</PrimaryKey>"
             f"<SecondaryKey>{escape(r.secondary_key)}</SecondaryKey></AuthorizationRule>"
         )
     return f"<AuthorizationRules>{''.join(out)}</AuthorizationRules>"
@@ -365,6 +375,8 @@ def render_description(info: EntityInfo, host: str, api_version: str | None = No
             parts.append(_runtime_element(prop, info))
             continue
         value = getattr(cfg, prop.field) if prop.field else x[prop.atom]
+        if prop.atom == "MaxSizeInMegabytes":
+            value = reported_max_size(value, bool(x.get("EnablePartitioning")))
         if prop.codec is Codec.DURATION:
             value = format_duration(value)
         elif prop.codec is Codec.ENTITY:

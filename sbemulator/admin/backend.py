@@ -56,6 +56,7 @@ from sbemulator.descriptions import (
     Property,
     entity_name_problem,
     for_kind,
+    given_max_size,
 )
 
 from .errors import AdminError, BadRequest, Conflict, NotFound
@@ -92,7 +93,7 @@ class EntityInfo:
     size_in_bytes: int
     created_at: float
     updated_at: float
-    accessed_at: float
+    accessed_at: float | None  # None: never used (the zero time, 0001-01-01T00:00:00Z)
     subscription_count: int = 0
     default_rule: RuleConfig | None = None
 
@@ -187,7 +188,12 @@ class Namespace:
             extras["CorrelationFilterCount"] = sum(rc.filter_type == "Correlation" for rc in rules)
             extras["SqlFilterCount"] = len(rules) - extras["CorrelationFilterCount"]
         default_rule = next((rc for rc in view.rules if rc.name == DEFAULT_RULE), None)
-        accessed = max(meta.updated_at, min(view.last_enqueued_ms / 1000, self.clock()))
+        accessed: float | None = max(meta.updated_at, min(view.last_enqueued_ms / 1000, self.clock()))
+        if view.kind != SUBSCRIPTION and not view.last_enqueued_ms:
+            # A queue or topic nothing was sent to reports the zero time (azservicebus admin_client_test.go,
+            # TestAdminClient_QueueWithMaxValues: AccessedAt.IsZero()); a subscription its last update
+            # (TestAdminClient_ListSubscriptionRuntimeProperties: not zero).
+            accessed = None
         return EntityInfo(
             kind=view.kind, name=view.name, topic=view.topic, config=view.config, extras=extras,
             counts=view.counts.as_dict(), size_in_bytes=view.size_in_bytes, created_at=meta.created_at,
@@ -269,7 +275,8 @@ class Namespace:
             meta = self._meta_for(existing)
             if meta.extras.get("EnablePartitioning", False) != extras.get("EnablePartitioning", False):
                 # partitioning is chosen when an entity is created, never changed
-                raise BadRequest("The value of EnablePartitioning cannot be changed on an existing entity.")
+                # Service Bus's text (azservicebus admin_client_test.go, TestAdminClient_UpdateTopic)
+                raise BadRequest(f"Partitioning cannot be changed for {kind.capitalize()}. ")
             changed = not _same_config(existing.config, config) or meta.extras != extras
 
         def apply() -> None:
@@ -314,8 +321,11 @@ class Namespace:
         table describes them; what the description leaves out gets Service Bus's default."""
         values: dict[str, Any] = {"name": name}
         extras: dict[str, Any] = {}
+        partitioned = spec.get("EnablePartitioning") is True
         for prop in for_kind(kind):
             raw = spec.get(prop.atom)
+            if prop.atom == "MaxSizeInMegabytes":
+                raw = given_max_size(raw, partitioned, prop.choices or ())
             if prop.atom == "AuthorizationRules":
                 assert prop.field is not None  # the table gives every configured property its field
                 previous = existing.config.authorization_rules if existing is not None else ()

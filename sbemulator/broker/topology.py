@@ -316,8 +316,11 @@ class Topology:
                 # RequiresSession, RequiresDuplicateDetection ("Enable duplicate message detection": only
                 # when the queue or topic is created)
                 if prop.immutable and prop.field and getattr(ent.config, prop.field) != getattr(config, prop.field):
+                    # Service Bus's text (azservicebus admin_client_test.go, TestAdminClient_UpdateQueue
+                    # and TestAdminClient_UpdateSubscription)
                     raise InvalidOperationError(
-                        f"The value of {prop.atom} cannot be changed on an existing entity."
+                        f"The value for the {prop.atom} property of an existing {ent.kind.capitalize()} "
+                        "cannot be changed."
                     )
             before = ent.config
             self.record(lambda: self._reconfigure(ent, before))

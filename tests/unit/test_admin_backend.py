@@ -114,7 +114,8 @@ def test_counts_size_and_times(ns: Namespace, clock: Clock) -> None:
     info = ns.get("queue", "orders")
     assert info.counts["active"] == 3 and info.counts["scheduled"] == 1
     assert info.size_in_bytes == 40
-    assert info.created_at == ns.started_at and info.accessed_at >= info.updated_at
+    assert info.created_at == ns.started_at
+    assert info.accessed_at is not None and info.accessed_at >= info.updated_at  # sent to: not the zero time
 
 
 def test_admin_entities_and_updates_are_persisted(tmp_path, clock: Clock) -> None:

@@ -110,7 +110,10 @@ def test_authorization_rule_elements_follow_the_sdk_model() -> None:
 
     root = ET.fromstring(xml.replace("i:type", "type"))
     (rule,) = root
-    assert [atom._local(c.tag) for c in rule] == _sdk_order(AuthorizationRule)
+    # Service Bus leaves CreatedTime and ModifiedTime out of an entity's rules (azservicebus
+    # admin_client_test.go, TestAdminClient_UpdateQueue: the rules come back equal to those sent)
+    expected = [n for n in _sdk_order(AuthorizationRule) if n not in ("CreatedTime", "ModifiedTime")]
+    assert [atom._local(c.tag) for c in rule] == expected
 
 
 def test_every_config_field_is_in_the_table() -> None:

@@ -1,0 +1,1 @@
+from . import RESOURCE_GROUP_PARAM  # noqa: F401

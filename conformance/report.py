@@ -1,0 +1,65 @@
+"""docs/conformance.md: per suite and file, passed / failed / not applicable, and why each test that
+does not apply does not."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+from .fetch import GO_MODULE, GO_VERSION, PY_PACKAGE, PY_VERSION
+from .results import Outcome
+
+SUITES = {
+    "python": f"Python: {PY_PACKAGE} {PY_VERSION} live tests (its sdist's tests/)",
+    "go": f"Go: {GO_MODULE} {GO_VERSION} tests (the module's *_test.go)",
+}
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("=== RUN"):
+            return line.replace("|", "\\|")[:300]
+    return ""
+
+
+def render(outcomes: list[Outcome], command: str, seconds: float) -> str:
+    today = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Conformance: Microsoft's SDK test suites against sbemulator",
+        "",
+        "The emulator's fidelity report. Microsoft's own tests, written against real Service Bus, run",
+        "unchanged against a fresh sbemulator: the Python SDK's live tests and the Go SDK's tests, fetched at",
+        "run time from the package registries (nothing of them is kept in this repository). A shim maps",
+        "their surroundings and no assertion: the Python tests' resource preparers create entities through",
+        "the emulator's management API and their credential is the namespace's key; the Go tests read",
+        "connection strings with `UseDevelopmentEmulator=true` from the environment. `conformance/` says how.",
+        "",
+        f"Run: `{command}` on {today}, {seconds / 60:.0f} min.",
+        "",
+        "| Suite | Passed | Failed | Not applicable | Skipped by the test itself |",
+        "|---|---|---|---|---|",
+    ]
+    for suite, title in SUITES.items():
+        counts = Counter(o.result for o in outcomes if o.suite == suite)
+        if counts:
+            lines.append(f"| {title} | {counts['passed']} | {counts['failed']} | {counts['n/a']} | "
+                         f"{counts['skipped']} |")
+    for suite, title in SUITES.items():
+        mine = [o for o in outcomes if o.suite == suite]
+        if not mine:
+            continue
+        lines += ["", f"## {title}", "", "| File or package | Passed | Failed | Not applicable | Skipped |",
+                  "|---|---|---|---|---|"]
+        for group in sorted({o.group for o in mine}):
+            c = Counter(o.result for o in mine if o.group == group)
+            lines.append(f"| `{group}` | {c['passed']} | {c['failed']} | {c['n/a']} | {c['skipped']} |")
+        failed = [o for o in mine if o.result == "failed"]
+        if failed:
+            lines += ["", "Failed:", ""]
+            lines += [f"- `{o.group}::{o.name}`: {_first_line(o.detail)}" for o in failed]
+        na = [o for o in mine if o.result == "n/a"]
+        if na:
+            lines += ["", "Not applicable:", ""]
+            lines += [f"- `{o.group}::{o.name}`: {o.reason}" for o in na]
+    return "\n".join(lines) + "\n"
