@@ -15,6 +15,7 @@ import socket
 import struct
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -231,6 +232,13 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def prose(text: str, width: int = 110) -> str:
+    """Paragraphs wrapped for docs/ (no prose line there is over 120 characters:
+    tests/unit/test_doc_line_length.py); a paragraph is what blank lines separate."""
+    return "\n\n".join(textwrap.fill(paragraph, width, break_long_words=False, break_on_hyphens=False)
+                       for paragraph in text.split("\n\n"))
 
 
 def command_line() -> str:

@@ -53,6 +53,7 @@ from ._util import (
     machine,
     markdown_table,
     measure,
+    prose,
     send_in_batches,
     today,
     topology,
@@ -218,7 +219,7 @@ def report(results: list[PathResult], count: int, size: int, loads: tuple[str, s
     goals = markdown_table(["goal", "result", "numbers"],
                            [[g, "PASS" if ok else "FAIL", why] for g, ok, why in evaluate(results)])
     return (
-        f"{count:,} messages of {size} bytes per path through azure-servicebus (sync) against a fresh "
+        prose(f"{count:,} messages of {size} bytes per path through azure-servicebus (sync) against a fresh "
         "`python -m sbemulator` process per mode (`--in-memory`, then `--data-dir`); with `--repeat N`, N fresh "
         "starts per mode in turns, the median by msg/s reported. "
         f"Batch send counts two rounds ({2 * count:,} messages). Peek-lock uses prefetch 100 and "
@@ -230,9 +231,9 @@ def report(results: list[PathResult], count: int, size: int, loads: tuple[str, s
         "Loop `asyncio` is the standard event loop (the default); `uvloop` is `--loop uvloop`, measured only "
         "when the optional uvloop package is installed. `durable` is `--durability process` (the default), "
         "`durable-full` is `--durability full` (fsynced before confirmed); a mode marked (before) ran the "
-        "sbemulator of the `--baseline` source tree in the same run.\n\n"
-        f"{table}\n\n{goals}\n\n"
-        f"Command: `{command_line()}`  \nMachine: {machine()}  \n"
+        "sbemulator of the `--baseline` source tree in the same run.")
+        + f"\n\n{table}\n\n{goals}\n\n"
+        f"Command:  \n`{command_line()}`  \nMachine: {machine()}  \n"
         + (f"Disk: {fsyncs:,.0f} fsyncs/s (4 KiB write + fsync, the data directory's file system)  \n"
            if fsyncs is not None else "")
         + f"Load average (1, 5, 15 min; `uptime`): {loads[0]} before, {loads[1]} after  \nDate: {today()}"

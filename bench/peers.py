@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._util import REPO_ROOT, command_line, load_average, machine, markdown_table, today, write_section
+from ._util import REPO_ROOT, command_line, load_average, machine, markdown_table, prose, today, write_section
 from .peer_brokers import CACHE, Broker, Running, address, brokers, fsync_rate, session_cpu_seconds, session_rss_mib
 
 PHASES = ("send", "receive+accept", "send", "receive pre-settled")
@@ -187,15 +187,16 @@ def report(rows: list[tuple[Broker, str, dict[str, float]]], args: argparse.Name
         [[b.mode, label(b, v), r["send_broker"], r["accept_broker"], r["presettled_broker"], r["send_client"],
           r["accept_client"], r["presettled_client"]] for b, v, r in rows])
     return (
-        f"{args.messages:,} messages of {args.size} bytes per phase, credit {args.credit}, one python-qpid-proton "
-        f"client on loopback, median of {args.runs} fresh starts per row, every row in the same run. "
+        prose(f"{args.messages:,} messages of {args.size} bytes per phase, credit {args.credit}, one "
+        f"python-qpid-proton client on loopback, median of {args.runs} fresh starts per row, "
+        "every row in the same run. "
         "\"durable\" rows sync the journal before they confirm a send; \"no-fsync\" rows do not. The "
         "second send phase (not shown) refills the queue for the pre-settled receive. CPU is seconds per "
-        "10,000 messages (the broker's is every process of its session).\n\n"
-        f"{speed}\n\n{cpu}\n\n"
-        f"Disk: {fsyncs[0]:,.0f} fsyncs/s before, {fsyncs[1]:,.0f} after (4 KiB write + fsync for a second, in the "
-        "brokers' data directory; the disk is shared, so its rate moves).  \n"
-        f"Command: `{command_line()}`  \nMachine: {machine()}  \n"
+        "10,000 messages (the broker's is every process of its session).")
+        + f"\n\n{speed}\n\n{cpu}\n\n"
+        f"Disk: {fsyncs[0]:,.0f} fsyncs/s before, {fsyncs[1]:,.0f} after (4 KiB write + fsync for a second,\n"
+        "in the brokers' data directory; the disk is shared, so its rate moves).  \n"
+        f"Command:  \n`{command_line()}`  \nMachine: {machine()}  \n"
         f"Load average (1, 5, 15 min): {load_before} before, {load_after} after (the machine was shared)  \n"
         f"Date: {today()}"
     )

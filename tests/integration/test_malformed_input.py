@@ -208,15 +208,33 @@ def raw(shared_emulator: Emulator, ledger: Ledger) -> Iterator[RawClient]:
     [
         bytes(range(0xF0, 0x100)),  # garbage instead of a protocol header
         b"AMQP\x09\x01\x00\x00",  # AMQP 1.0.0 with an unknown protocol id
+    ],
+    ids=["garbage", "protocol-id-9"],
+)
+def test_wrong_protocol_header_gets_our_header_then_the_socket_closes(raw: RawClient, data: bytes) -> None:
+    """Spec 2.2: answer with the supported header, then close the socket. (An HTTP request or a TLS
+    ClientHello on the AMQP port is served as HTTP or TLS by default: tests/integration/test_one_port.py.)"""
+    raw.send(data)
+    assert raw.read_until_eof() == SASL_HEADER
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
         b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
         b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",  # a TLS ClientHello against the plain port
     ],
-    ids=["garbage", "protocol-id-9", "http", "tls"],
+    ids=["http", "tls"],
 )
-def test_wrong_protocol_header_gets_our_header_then_the_socket_closes(raw: RawClient, data: bytes) -> None:
-    """Spec 2.2: answer with the supported header, then close the socket."""
-    raw.send(data)
-    assert raw.read_until_eof() == SASL_HEADER
+def test_http_or_tls_on_an_amqp_only_port_gets_our_header_then_the_socket_closes(data: bytes) -> None:
+    """With the AMQP port serving AMQP only (``--amqp-port-only``), spec 2.2 again: our header, then close."""
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, one_port=False) as emu:
+        client = RawClient(emu.port)
+        try:
+            client.send(data)
+            assert client.read_until_eof() == SASL_HEADER
+        finally:
+            client.close()
 
 
 def test_truncated_protocol_header_then_socket_close(raw: RawClient) -> None:
