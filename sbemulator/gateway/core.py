@@ -208,6 +208,10 @@ class Gateway:
         self.write_paused = False
         self.blocked: set[EntityReceiverLink] = set()
         self._auth_timer: Any = call_later(limits.auth_timeout_s, self._auth_deadline_passed)
+        # When the earliest token this connection holds expires: its entity links are checked then
+        # (_tokens_expired). A real-time timer, as token expiry is (the SDKs sign with the machine's clock).
+        self._expiry_timer: Any = None
+        self._expiry_due = 0.0
         self.transaction_timeout_s = transaction_timeout_s
         self._transactions: TransactionCoordinator | None = None
         self._transaction_timer: Any = None
@@ -503,6 +507,9 @@ class Gateway:
             return
         self.closed = True
         self._cancel_auth_timer()
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
         self.blocked.clear()
         if self._transactions is not None:
             self._transactions.rollback_all()  # the connection is gone: nothing it did not commit applies
@@ -550,6 +557,63 @@ class Gateway:
             kept.append(grant)
         self.grants = kept
         self._cancel_auth_timer()
+        self._arm_token_expiry()
+
+    def _arm_token_expiry(self) -> None:
+        """Wake when the earliest token held expires (a renewal that outlasts it leaves the timer to find
+        nothing to do then, and re-arms it for the next one)."""
+        if self.closed or not self.grants:
+            return
+        due = min(grant.expires_at for grant in self.grants)
+        if self._expiry_timer is not None:
+            if self._expiry_due <= due:
+                return
+            self._expiry_timer.cancel()
+        self._expiry_due = due
+        self._expiry_timer = self.call_later(max(0.0, due - self.wall_clock()) + 0.01, self._tokens_expired)
+
+    def _tokens_expired(self) -> None:
+        """A token expired: every entity link it authorized and no other token still does is detached.
+
+        "AMQP 1.0 in Azure Service Bus", claims-based authorization: "When a token expires, Service Bus
+        promptly drops all links on the connection to the respective entity." The service detaches them
+        with amqp:link:detach-forced, "The link '...' is force detached. Code: RenewToken. Details:
+        Unauthorized access. 'Listen' claim(s) are required ..." (as reported in azure-sdk-for-python
+        issue 23487 and dapr components-contrib issue 809); the SDKs then put a new token and attach again.
+        A connection authenticated with SASL PLAIN holds no token and is not concerned."""
+        self._expiry_timer = None
+        if self.closed or self.connection.closed:
+            return
+        now = self.wall_clock()
+        self.grants = [grant for grant in self.grants if grant.expires_at > now]
+        if not self.plain_authenticated:
+            dropped = False
+            for session in list(self.connection.sessions_by_channel.values()):
+                for link in list(session.links_by_handle.values()):
+                    dropped |= self._drop_if_unauthorized(link)
+            if dropped:
+                self.request_flush(self)
+        self._arm_token_expiry()
+
+    def _drop_if_unauthorized(self, link: Link) -> bool:
+        """Detach an entity link whose right no unexpired token grants any longer; whether it did."""
+        handler = link.context
+        if isinstance(handler, EntityReceiverLink):
+            right, paths = LISTEN, [handler.path]
+        elif isinstance(handler, EntitySenderLink):
+            right, paths = SEND, [handler.path] if handler.via is None else [handler.via, handler.path]
+        else:
+            return False
+        for path in paths:
+            if right not in self.rights_for(path):
+                resource = _resource_uri(link.address, self.hostname, _auth_scope(path))
+                self.connection.detach(
+                    link, "amqp:link:detach-forced",
+                    f"The link '{link.name}' is force detached. Code: RenewToken. Details: "
+                    f"{claims_required(right, resource)}")
+                handler.on_detach()
+                return True
+        return False
 
     # ------------------------------------------------------------------ faults
     def fault(self, operation: str, entity: str = "", *, session: bool = False) -> Refusal | None:
