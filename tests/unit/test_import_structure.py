@@ -129,22 +129,23 @@ def _layer(module: str) -> str:
     parts = module.split(".")
     if parts[0] != "sbemulator" or len(parts) == 1:
         return parts[0]
-    layers = ("amqp", "filters", "broker", "store", "gateway", "runtime", "admin", "net")
+    layers = ("amqp", "filters", "broker", "store", "gateway", "runtime", "admin", "net", "scheduling")
     return parts[1] if len(parts) > 2 or parts[1] in layers else "root"
 
 
 # What each layer of the emulator may import (besides itself and the shared root modules config,
 # descriptions, auth, model and tracked, the collector-friendly dict). Read as "may depend on".
 ALLOWED = {
+    "scheduling": set(),  # the cooperative scheduler's core (jobs, budgets, slice settings): below every layer
     "amqp": set(),
     "filters": {"amqp"},  # the rule language: message values are AMQP's (filters compare amqp.types)
     # the store is the Store Protocol, for types
-    "broker": {"amqp", "filters"},
+    "broker": {"amqp", "filters", "scheduling"},
     "store": {"amqp"},  # it stores the messages of sbemulator.model (a root module) in AMQP encoding
-    "gateway": {"amqp", "filters", "broker"},
+    "gateway": {"amqp", "filters", "broker", "scheduling"},
     "net": set(),  # listening sockets that tell protocols apart by their first bytes
-    "admin": {"amqp", "filters", "broker", "gateway", "net"},
-    "runtime": {"amqp", "filters", "broker", "store", "gateway", "admin", "net"},
+    "admin": {"amqp", "filters", "broker", "gateway", "net", "scheduling"},
+    "runtime": {"amqp", "filters", "broker", "store", "gateway", "admin", "net", "scheduling"},
 }
 ROOT_MODULES = {"sbemulator.config", "sbemulator.descriptions", "sbemulator.auth", "sbemulator.model",
                 "sbemulator.tracked"}
