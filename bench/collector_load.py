@@ -31,6 +31,7 @@ from pathlib import Path
 from sbemulator.broker import Broker, ReceiveMode
 from sbemulator.config import parse_config
 from sbemulator.model import IncomingMessage
+from sbemulator.scheduling import Budget
 from sbemulator.store import MemoryStore, SqliteStore
 
 from ._util import load_average, machine, today
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     more = True
     while more:
         start = time.thread_time()
-        more = broker.tick(0.01)
+        more = broker.tick(Budget(0.01, commit_wanted=broker.store.commit_wanted))
         slices.append((time.thread_time() - start) * 1000)
     gc.enable()
 

@@ -3,7 +3,7 @@
 Why: every broker timer runs on the event loop. When a receiver holds 100,000 locks taken within one
 lock duration, they lapse together, and a tick that returns them all in one call keeps every other
 connection waiting for the whole batch (a canary's round trip would take as long). The runtime ticks
-with a budget (``runtime.server.BROKER_TICK_SLICE_S``) and yields between slices, so the worst wait
+with a budget (``Slices.slice_s``, sbemulator/scheduling/) and yields between slices, so the worst wait
 is one slice plus one timer.
 
 What it does, in process and without sockets (so the figure is the stall itself, not the noise of a
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from sbemulator.broker import Broker, IncomingMessage, ReceiveMode
 from sbemulator.config import parse_config
-from sbemulator.runtime.server import BROKER_TICK_SLICE_S
+from sbemulator.scheduling import DEFAULT_SLICES, Budget
 from sbemulator.store import SqliteStore
 
 TAKE = 128
@@ -68,7 +68,7 @@ def _measure(broker: Broker, budget_s: float | None) -> tuple[float, float, int]
     worst_wall, worst_cpu, calls, more = 0.0, 0.0, 0, True
     while more:
         wall, cpu = time.perf_counter(), time.process_time()
-        more = broker.tick(budget_s)
+        more = broker.tick(None if budget_s is None else Budget(budget_s, commit_wanted=broker.store.commit_wanted))
         worst_cpu = max(worst_cpu, time.process_time() - cpu)
         worst_wall = max(worst_wall, time.perf_counter() - wall)
         calls += 1
@@ -84,8 +84,8 @@ def main() -> None:
                              "full collections, which scan every live message, from the ticks' own work)")
     args = parser.parse_args()
     rows = []
-    sliced = f"slices of {BROKER_TICK_SLICE_S * 1000:.0f} ms"
-    for label, budget in (("one call (no budget)", None), (sliced, BROKER_TICK_SLICE_S)):
+    sliced = f"slices of {DEFAULT_SLICES.slice_s * 1000:.0f} ms"
+    for label, budget in (("one call (no budget)", None), (sliced, DEFAULT_SLICES.slice_s)):
         with tempfile.TemporaryDirectory() as tmp:
             broker, _clock = _broker(args.messages, Path(tmp) if args.durable else None)
             if args.no_gc:

@@ -6,7 +6,8 @@ SAS validator. See docs/management.md for what clients must be told (port, CA ce
 May import: the broker through ``sbemulator.broker.api.BrokerAPI`` and its public modules (errors,
 model, views, entity kinds; never a broker private), ``sbemulator.gateway.deliveries`` (to build a
 message as a client would), ``sbemulator.amqp``, ``sbemulator.config``, ``sbemulator.descriptions``,
-``sbemulator.auth``. Must not import the runtime.
+``sbemulator.auth``, ``sbemulator.scheduling`` (a purge is a job: the runtime's driver runs it, given
+as ``jobs``). Must not import the runtime.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from sbemulator.auth import SasValidator
 from sbemulator.broker.api import BrokerAPI
+from sbemulator.scheduling import JobRunner
 
 from .app import AdminApp
 from .backend import Namespace
@@ -51,6 +53,7 @@ class AdminServer:
         tls_cert: str | Path | None = None,
         tls_key: str | Path | None = None,
         commit: Any = None,
+        jobs: JobRunner | None = None,
         websocket: Upgrade | None = None,
         controls: Controls | None = None,
         like: AdminServer | None = None,
@@ -74,7 +77,8 @@ class AdminServer:
                 () if host in ("127.0.0.1", "0.0.0.0", "::", "localhost", "::1") else (host,))
             self.certificates = ensure_certificates(cert_dir, extra)
         # Entity times (created, updated, accessed) on the broker's clock, like its messages' times.
-        self.namespace = Namespace(broker, broker.config.name, clock=lambda: broker.now_ms() / 1000, commit=commit)
+        self.namespace = Namespace(broker, broker.config.name, clock=lambda: broker.now_ms() / 1000, commit=commit,
+                                   jobs=jobs)
         self.controls = controls or Controls(clock=lambda: broker.now_ms() / 1000)
         self.app = AdminApp(self.namespace, validator, controls=self.controls)
         # Loading the key and chain is most of what an endpoint costs to make (~10 ms): a namespace

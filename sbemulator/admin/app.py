@@ -302,7 +302,7 @@ class AdminApp:
             job = self.ns.begin_purge("/".join(rest[1:]))
 
             async def purged() -> Response:
-                removed = await job.run_async(self.ns.commit)
+                removed = await self.ns.run(job)
                 return Response(200, json.dumps({"purged": removed}).encode(), "application/json")
 
             return Pending(purged)

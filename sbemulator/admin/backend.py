@@ -58,6 +58,7 @@ from sbemulator.descriptions import (
     for_kind,
     given_max_size,
 )
+from sbemulator.scheduling import JobRunner
 
 from .errors import AdminError, BadRequest, Conflict, NotFound
 
@@ -149,8 +150,11 @@ class Namespace:
     """Management operations over one broker (one namespace)."""
 
     def __init__(self, broker: BrokerAPI, name: str = "sbemulatorns", clock: Callable[[], float] = time.time,
-                 commit: Callable[[], BrokerError | None] | None = None) -> None:
+                 commit: Callable[[], BrokerError | None] | None = None, jobs: JobRunner | None = None) -> None:
         self.broker = broker
+        # Runs a purge's slices with the event loop served between them (the runtime's scheduler); without
+        # one (a namespace used outside a server), the purge runs in one go.
+        self.jobs = jobs
         self.name = name
         self.clock = clock
         self.started_at = clock()
@@ -449,8 +453,7 @@ class Namespace:
 
     def begin_purge(self, path: str) -> PurgeJob:
         """:meth:`purge` in slices (broker/purge.py): the messages are out of the entity when this returns
-        (later sends are kept); ``run_async(self.commit)`` drops them and gives the count once the last
-        slice is committed."""
+        (later sends are kept); :meth:`run` drops them, committing after each slice."""
         try:
             return self.broker.begin_purge(path.strip("/"))
         except EntityNotFoundError:
@@ -458,7 +461,17 @@ class Namespace:
 
     async def purge_async(self, path: str) -> int:
         """:meth:`purge` with the event loop served between slices; the count once all are committed."""
-        return await self.begin_purge(path).run_async(self.commit)
+        return await self.run(self.begin_purge(path))
+
+    async def run(self, job: PurgeJob) -> int:
+        """Drop a purge's messages as a job of the scheduler (each slice committed, the event loop served
+        between them); the count once the last slice is committed."""
+        if self.jobs is not None:
+            await self.jobs.run(job)
+        else:
+            job.run()
+            self.commit()
+        return job.removed
 
     def reset(self) -> dict[str, int]:
         """Back to the configured topology: runtime-created entities deleted, config entities recreated
@@ -482,7 +495,7 @@ class Namespace:
         self._rule_times.clear()
         purged = 0
         for job in jobs:
-            purged += await job.run_async(self.commit)
+            purged += await self.run(job)
         return {"deleted": deleted, "purged": purged}
 
 

@@ -292,7 +292,7 @@ class Console:
                 key_name = session.key_name
 
                 async def purged() -> Response:
-                    done = {"purged": await job.run_async(self.data.ns.commit)}
+                    done = {"purged": await self.data.ns.run(job)}
                     log.info("console purge on %s by %s: %s", path, key_name, done)
                     return self._json(200, done)
 

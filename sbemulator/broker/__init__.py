@@ -4,7 +4,8 @@
 ``settlement``, ``timers``, ``wakeups``, ``inspection``; see :mod:`sbemulator.broker.core`), and
 ``api.BrokerAPI`` is what the rest of the emulator may call. The rule language is :mod:`sbemulator.filters`.
 
-May import: ``sbemulator.amqp`` (message values are AMQP's), ``sbemulator.filters``, ``sbemulator.config``,
+May import: ``sbemulator.amqp`` (message values are AMQP's), ``sbemulator.filters``, ``sbemulator.scheduling``
+(a purge, a deleted entity's cleanup and a timer run are its jobs), ``sbemulator.config``,
 ``sbemulator.descriptions``, and ``sbemulator.store.base`` for the Store Protocol's type. Must not
 import the gateway, the runtime or the admin plane (tests/unit/test_import_structure.py).
 """

@@ -24,6 +24,7 @@ from sbemulator.config import (
 )
 
 from ..model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMode
+from ..scheduling import Budget
 from .entity import EntityRef
 from .purge import PurgeJob as PurgeJob  # what begin_purge returns, for the admin plane (a public module)
 from .receiver import Receiver
@@ -65,9 +66,9 @@ class BrokerAPI(Protocol):
         an attribute, read after every commit (runtime/server.py ``fold_later``) without a call."""
         ...
 
-    def drop_step(self, slice_size: int = 0) -> None:
-        """Free one slice (PURGE_SLICE messages when 0) of deleted entities' messages: work the server
-        runs in callbacks of its own after a commit, as it folds the store's journal."""
+    def drop_step(self, budget: Budget | None = None) -> None:
+        """Free one slice of deleted entities' messages (``Slices.purge_items`` when no budget is given):
+        a job of the runtime's scheduler, run after a commit beside the store's folds."""
         ...
 
     def is_runtime_entity(self, path: str) -> bool:
@@ -230,7 +231,7 @@ class BrokerAPI(Protocol):
         """When :meth:`tick` next has work (clock seconds), or None."""
         ...
 
-    def tick(self, budget_s: float | None = None) -> bool:
-        """Process the due timers (lock, TTL and session-lock expiry, scheduled activation); with
-        ``budget_s`` at most about that much real time, returning True if due timers remain."""
+    def tick(self, budget: Budget | None = None) -> bool:
+        """Process the due timers (lock, TTL and session-lock expiry, scheduled activation); with a
+        ``budget`` one slice of them, returning True if due timers remain."""
         ...

@@ -71,6 +71,7 @@ from sbemulator.config import (
 )
 
 from ..model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMode
+from ..scheduling import Budget
 from .entity import NO_LIMIT, EntityRef
 from .errors import RuleError
 from .flow import MessageFlow
@@ -170,8 +171,8 @@ class Broker:
     def delete_entity(self, path: str) -> None:
         self._topology.delete_entity(path)
 
-    def drop_step(self, slice_size: int = 0) -> None:
-        self._topology.drop_step(slice_size)
+    def drop_step(self, budget: Budget | None = None) -> None:
+        self._topology.drop_step(budget)
 
     def is_runtime_entity(self, path: str) -> bool:
         """True for an entity the config file does not declare (created at run time)."""
@@ -408,12 +409,13 @@ class Broker:
         deadline = self._timers.next_deadline()
         return deadline / 1000.0 if deadline is not None else None
 
-    def tick(self, budget_s: float | None = None) -> bool:
+    def tick(self, budget: Budget | None = None) -> bool:
         """Process the due timers: lock expiry, TTL expiry, scheduled activation, session-lock expiry.
-        With ``budget_s``, stop once that much real time has gone and return True if due timers remain
-        (the runtime yields to the event loop, then ticks again); without it, run all of them."""
+        With a ``budget`` (sbemulator/scheduling/), stop once it is spent and return True if due timers
+        remain (the runtime's scheduler commits, yields to the event loop, then ticks again); without
+        it, run all of them."""
         with self._op:
-            return self._timers.run_due(self._now(), budget_s, commit_wanted=self.store.commit_wanted)
+            return self._timers.run_due(self._now(), budget)
 
 
 if TYPE_CHECKING:

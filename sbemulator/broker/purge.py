@@ -9,33 +9,29 @@ the event loop for 90-170 ms (issue #19, ``python -m bench.purge_hold``). A purg
   settlement finds no lock and gets ``MessageLockLostError``, as for a message no longer in the queue),
   counts leave them out, and a message sent, scheduled or dead-lettered into the container afterwards is
   kept. A purge removes exactly what was there when it began.
-* :meth:`PurgeJob.step` drops at most ``slice_size`` of the detached messages: their objects, the bytes
+* :meth:`PurgeJob.step` (a job of the scheduler, sbemulator/scheduling/) drops the detached messages a chunk
+  of ``Slices.purge_items`` at a time until its slice's budget is spent: their objects, the bytes
   they held against their entity's quota, and their stored rows (``Store.delete_messages`` with exactly
-  those sequence numbers, written with the next commit). Between steps the caller commits and lets the
-  event loop run (``run_async``); :meth:`run` does all steps in one go for callers that cannot wait.
+  those sequence numbers, written with the next commit). Between steps the runtime's driver commits and lets
+  the event loop run (``runtime.jobs.JobDriver.run``); :meth:`run` does all steps in one go for callers
+  that cannot wait.
 
 Durability: the rows of a slice go with the commit after it, so a process killed mid-purge loses only rows
 of messages the purge had already taken out (the rest, and everything sent meanwhile, stay); the purge's
 answer (its count) is given only after the last slice's commit, so no message reported purged comes back.
-Imports ``entity`` and ``model`` only; the store is reached through the Store protocol.
+Imports ``entity``, ``model`` and the scheduler's core only; the store is reached through the Store protocol.
 """
 
 from __future__ import annotations
 
-import asyncio
 from array import array
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
 from ..model import BrokerMessage
+from ..scheduling import Budget, run_to_end
 from ..tracked import TrackedDict
 from .entity import Entity
-
-# Messages dropped per slice: the longest slice of a purge of 100,000 (50,000 locked) took 4.5 ms of CPU in
-# memory and 8.8 ms durable, its rows' deletion included (bench.purge_hold); slices of 2,048 made a durable
-# canary's worst round trip 62-72 ms, two slices back to back. Tests make it tiny so that every slice
-# boundary is crossed.
-PURGE_SLICE = 1024
 
 
 class MessageStore(Protocol):
@@ -96,9 +92,18 @@ class PurgeJob:
     def done(self) -> bool:
         return not self._todo
 
-    def step(self, slice_size: int = 0) -> bool:
-        """Drop at most ``slice_size`` (PURGE_SLICE when 0) detached messages; True once none is left."""
-        budget = max(1, slice_size or PURGE_SLICE)
+    def step(self, budget: Budget) -> bool:
+        """One slice (a Job of sbemulator/scheduling/): chunks of ``budget.slices.purge_items`` detached
+        messages dropped until the budget is spent (at least one chunk); True once none is left."""
+        chunk = budget.slices.purge_items
+        while not self._drop(chunk):
+            if budget.spent():
+                return False
+        return True
+
+    def _drop(self, count: int) -> bool:
+        """Drop at most ``count`` detached messages; True once none is left."""
+        budget = max(1, count)
         store = self._store
         while self._todo and budget > 0:
             part = self._todo[-1]
@@ -144,16 +149,5 @@ class PurgeJob:
 
     def run(self) -> int:
         """Every remaining slice in one go (a caller that cannot let the event loop run between them)."""
-        while not self.step(1 << 62):
-            pass
-        return self.removed
-
-    async def run_async(self, commit: Callable[[], Any], slice_size: int = 0) -> int:
-        """Every remaining slice, committing after each and letting the event loop run between them; returns
-        the count once the last slice is committed."""
-        while not self.step(slice_size):
-            await asyncio.sleep(0)  # the slice's commit is a callback of its own, as the timer task's is
-            commit()
-            await asyncio.sleep(0)
-        commit()
+        run_to_end(self)
         return self.removed

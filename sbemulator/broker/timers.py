@@ -28,11 +28,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import operator
-import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from ..model import BrokerMessage, LockKey, MessageState
+from ..scheduling import Budget
 from .entity import Entity, Session
 
 _MIN_COMPACT = 8192
@@ -361,23 +361,21 @@ class Timers:
             return heap[0][0]
         return messages[0][0] if messages else None
 
-    def run_due(self, now: int, budget_s: float | None = None,
-                elapsed: Callable[[], float] = time.perf_counter,
-                commit_wanted: Callable[[], bool] | None = None) -> bool:
+    def run_due(self, now: int, budget: Budget | None = None) -> bool:
         """Fire the valid timers due at ``now``, earliest first (timers they add are run too if due).
 
-        With ``budget_s``, stop after the timer (or the compaction slice) during which that many seconds
-        (of ``elapsed``, real time whatever the broker's clock) have passed, or once ``commit_wanted``
-        says the store holds enough to commit, and return True if due work remains: the caller yields
-        to the event loop, commits, and calls again, so 100,000 locks lapsing at once are returned in
+        With a ``budget`` (a slice of the scheduler's, sbemulator/scheduling/), stop after the timer (or
+        the compaction slice) during which its time (real time, whatever the broker's clock) ran out, or
+        once it says the store holds enough to commit, and return True if due work remains: the driver
+        commits, lets the event loop run and calls again, so 100,000 locks lapsing at once are returned in
         slices instead of one stall. Without a budget, everything due runs and False is returned."""
-        stop = None if budget_s is None else elapsed() + budget_s
-        wanted = commit_wanted or _never
+        if budget is not None and not budget.bounded:
+            budget = None  # unbounded: everything due runs
         if self._compact_wanted or self._set_aside is not None:
             while not self._compact_messages_step():
-                if stop is not None and elapsed() >= stop:
+                if budget is not None and budget.time_spent():
                     return True
-            if stop is not None and elapsed() >= stop:
+            if budget is not None and budget.time_spent():
                 return True
         heap, messages = self._heap, self._messages  # a compaction starts only above, never in this loop
         while True:
@@ -390,10 +388,7 @@ class Timers:
                     timer.fire(now)
             else:
                 return False
-            if fired and stop is not None and (elapsed() >= stop or wanted()):
+            if fired and budget is not None and budget.spent():
                 return bool((heap and heap[0][0] <= now) or (messages and messages[0][0] <= now)
                             or self._compact_wanted)
 
-
-def _never() -> bool:
-    return False

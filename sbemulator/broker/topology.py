@@ -51,6 +51,7 @@ from sbemulator.config import (
 )
 from sbemulator.descriptions import MAX_TIMESPAN_SECONDS, entity_name_problem, for_kind
 
+from ..scheduling import Budget
 from .entity import (
     DEAD_LETTER,
     DLQ_SUFFIX,
@@ -377,10 +378,11 @@ class Topology:
             if job.detach():
                 self.drops.append(job)
 
-    def drop_step(self, slice_size: int = 0) -> None:
-        """Free one slice of deleted containers' messages (:meth:`_free_later`)."""
+    def drop_step(self, budget: Budget | None = None) -> None:
+        """Free one slice of deleted containers' messages (:meth:`_free_later`); without a budget, one
+        chunk of ``Slices.purge_items``."""
         with self._op:
-            if self.drops and self.drops[0].step(slice_size):
+            if self.drops and self.drops[0].step(budget if budget is not None else Budget(0.0)):
                 self.drops.pop(0)
 
     def _drop(self, ent: Entity, free_later: bool = False) -> Callable[[], None]:

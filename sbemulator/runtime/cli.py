@@ -256,6 +256,7 @@ async def serve(args: argparse.Namespace) -> int:
             cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
             admin = AdminServer(broker, server.validator, host=args.host, port=args.admin_port, cert_dir=cert_dir,
                                 tls_cert=args.tls_cert, tls_key=args.tls_key, commit=server.commit,
+                                jobs=server.jobs,
                                 limits=admin_limits_from(args),
                                 websocket=upgrade_factory(server), controls=controls_for(server),
                                 cert_hosts=certificate_hosts(args.host, args.public_host))

@@ -143,7 +143,7 @@ async def start_namespace(config: NamespaceConfig, *, key: str, host: str, optio
             from ..admin import AdminServer
 
             runtime.admin = AdminServer(broker, server.validator, host=host, port=admin_port,
-                                        like=admin_like, commit=server.commit,
+                                        like=admin_like, commit=server.commit, jobs=server.jobs,
                                         websocket=upgrade_factory(server), controls=controls_for(server))
             await runtime.admin.start()
             server.serve_http(runtime.admin.http.protocol, runtime.admin.ssl_context)
@@ -216,11 +216,13 @@ class Emulator:
         (``wss://``), a number also on a port of its own (``ws://``, what the Python SDK dials in emulator
         mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``; ``wss://`` too).
         ``admin_limits`` (``sbemulator.admin.HttpLimits``) bounds the management endpoint's requests and
-        connections. ``one_port=False`` (a server option) makes the AMQP port serve plain AMQP only, instead of AMQP,
-        amqps, HTTP(S) and WebSockets told apart by their first bytes. ``clock="manual"``
-        runs the broker on a clock that moves only through :meth:`advance` (docs/emulator.md, "A clock
-        you control"). ``snapshot`` starts it from a snapshot file (or its bytes, or the parsed object;
-        docs/emulator.md, "Snapshots"): refused at once (SnapshotError) when it cannot be read."""
+        connections. ``slices`` (a server option, ``sbemulator.scheduling.Slices``) sets how large the slices
+        of long work are (tests make them tiny). ``one_port=False`` (a server option) makes the AMQP port
+        serve plain AMQP only, instead of AMQP, amqps, HTTP(S) and WebSockets told apart by their first
+        bytes. ``clock="manual"`` runs the broker on a clock that moves only through :meth:`advance`
+        (docs/emulator.md, "A clock you control"). ``snapshot`` starts it from a snapshot file (or its
+        bytes, or the parsed object; docs/emulator.md, "Snapshots"): refused at once (SnapshotError)
+        when it cannot be read."""
         # Every namespace of the file (docs/emulator.md, "Several namespaces"): the first is this object's
         # own (connection_string, port, broker, admin), the others get free ports (emu.namespace(name)).
         self.configs = resolve_namespaces(config)
@@ -344,7 +346,8 @@ class Emulator:
                     self.admin = AdminServer(self.broker, self.server.validator, host=self.host, port=admin.port,
                                              cert_dir=admin.cert_dir, tls_cert=admin.tls_cert, tls_key=admin.tls_key,
                                              limits=admin.limits,
-                                             commit=self.server.commit, websocket=upgrade_factory(self.server),
+                                             commit=self.server.commit, jobs=self.server.jobs,
+                                             websocket=upgrade_factory(self.server),
                                              controls=controls_for(self.server))
                     _listen(loop, self.admin.start, "HTTPS management", self.host, admin.port,
                             "admin_port=0 picks a free port, admin_port=None serves none")

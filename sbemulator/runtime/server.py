@@ -22,20 +22,14 @@ from ..gateway.faults import Faults
 from ..gateway.limits import DEFAULT_LIMITS, Limits
 from ..net.listener import ProtocolFactory, Routes, SniffingListener
 from ..net.sniff import Protocol
+from ..scheduling import DEFAULT_SLICES, Slices
 from ..store.base import FULL, PROCESS, Store, StoreError
+from .background import EntityCleanup, StoreFolds, TimerRun
 from .collector import Collector
+from .jobs import JobDriver
 
 log = logging.getLogger("sbemulator")
 
-BROKER_TICK_MAX_S = 0.25
-# A tick that fires many timers (100,000 locks lapsing at once) stops after this much real time and
-# yields to the event loop before the next slice, so no connection waits for the whole batch.
-BROKER_TICK_SLICE_S = 0.01
-# A durable store's commit of what one slice changed can take several times the slice (each returned or
-# lapsed lock is a row to write): the slice's budget shrinks while slice and commit together take longer
-# than this, down to BROKER_TICK_SLICE_MIN_S, and grows back to BROKER_TICK_SLICE_S when they are quick.
-BROKER_TICK_STEP_S = 0.015
-BROKER_TICK_SLICE_MIN_S = 0.001
 READ_BUFFER_SIZE = 256 * 1024  # what asyncio reads at most per call with a plain Protocol
 
 
@@ -257,6 +251,7 @@ class AmqpServer:
         clock: Clock = time.time,
         faults: Faults | None = None,
         one_port: bool = True,
+        slices: Slices = DEFAULT_SLICES,
     ) -> None:
         self.broker = broker
         # One port for everything (docs/emulator.md, "One port"): the AMQP port also serves AMQP over TLS,
@@ -290,8 +285,13 @@ class AmqpServer:
         # it), which the timer task tells how long ago AMQP input arrived: ``reads`` counts reads.
         self.collector: Collector | None = None
         self.reads = 0
-        self._fold_scheduled = False
-        self._store_turn = False  # _fold: whose slice of deferred work is next
+        # Long work in slices (sbemulator/scheduling/): the broker's due timers, a deleted entity's messages
+        # freed, the store's folds, purges for the admin plane; one slice per callback, in turns.
+        self.slices = slices
+        self.jobs = JobDriver(self.commit, slices=slices, commit_wanted=store.commit_wanted)
+        self._cleanup = EntityCleanup(broker)
+        self._folds = StoreFolds(store)
+        self._reads_seen, self._last_input = -1, time.monotonic()
         # Group commit (``full`` durability, where a commit is an fsync): connections flushed in one loop turn
         # share one commit (join_group), made in a callback after the turn's input callbacks.
         self.group_commit = getattr(store, "durability", PROCESS) == FULL
@@ -314,6 +314,7 @@ class AmqpServer:
                 self.protocol, self.host, self.port, reuse_address=True, backlog=512
             )
             self.port = self._server.sockets[0].getsockname()[1]
+        self.jobs.bind(self.loop)
         self._ticker = self.loop.create_task(self._tick_forever())
         self.fold_later()  # what the last process left to clean up (a deleted entity's rows)
 
@@ -387,29 +388,15 @@ class AmqpServer:
         return None
 
     def fold_later(self) -> None:
-        """After a commit: the store's deferred work (a durable store's delivery journal, folded into
-        SQLite) as a callback of its own, before a commit finds the journal full and folds it on its way,
-        in the same callback as the work it commits."""
-        if (not self._fold_scheduled and self.loop is not None
-                and (self.broker.drops or self.store.fold_due())):
-            self._fold_scheduled = True
-            self.loop.call_soon(self._fold)
-
-    def _fold(self) -> None:
-        """One slice of deferred work, the broker's and the store's in turns; the rest in later callbacks
-        (a deleted entity's messages freed, its rows deleted: up to ~8 ms of CPU a slice each, and a slice
-        of rows up to ~20 ms of wall time when its commit checkpoints the WAL)."""
-        self._fold_scheduled = False
-        store_turn = (self._store_turn and self.store.fold_due()) or not self.broker.drops
-        self._store_turn = not store_turn
-        if not store_turn:
-            self.broker.drop_step()  # writes nothing: a deleted container's rows are the store's own work
-        elif self.store.fold_due():
-            try:
-                self.store.fold()
-            except StoreError:
-                return  # the journal keeps its records: the next commit folds it, or is refused and says why
-        self.fold_later()
+        """After a commit: the deferred work (a deleted entity's messages freed, a durable store's delivery
+        journal folded into SQLite) as jobs of the scheduler, in callbacks of their own, before a commit
+        finds the journal full and folds it on its way, in the same callback as the work it commits."""
+        if self.loop is None:
+            return
+        if self.broker.drops:
+            self.jobs.start(self._cleanup, commit=False)
+        if self.store.fold_due():
+            self.jobs.start(self._folds, commit=False)
 
     def store_failed(self, exc: StoreError) -> BrokerError:
         """A commit failed. A full disk stays full until space is freed: its sends are refused with
@@ -439,28 +426,34 @@ class AmqpServer:
         log.warning("the store writes again: sends are taken")
         self.store_failing = None
 
+    def _collect(self) -> bool:
+        """The cyclic collector's turn (runtime/collector.py), told when AMQP input last arrived in any
+        namespace of this clock; whether it collected."""
+        collector = self.collector
+        if collector is None:
+            return False
+        reads = sum(server.reads for server in self.clock_group)  # every namespace's input
+        if reads != self._reads_seen:
+            self._reads_seen, self._last_input = reads, time.monotonic()
+        return collector.tick(self._last_input)
+
     async def _tick_forever(self) -> None:
+        """Wait for the broker's next deadline, then run its due timers as a job of the scheduler (slices
+        of ``Slices.slice_s`` or less, each committed, connections served between them)."""
         self.broker.on_deadline_changed = self._wake.set
         clock = self.clock
         # A manual clock does not move while the ticker waits: a timer not yet due waits for an
         # advance (which wakes the ticker), not for its distance in real seconds.
         manual = isinstance(clock, ManualClock)
-        reads_seen, last_input = -1, time.monotonic()
-        budget = BROKER_TICK_SLICE_S
+        timers = TimerRun(self.broker, self._collect)
+        wait_s = self.slices.timer_wait_s
         while True:
-            collector = self.collector
-            if collector is not None:
-                reads = sum(server.reads for server in self.clock_group)  # every namespace's input
-                if reads != reads_seen:
-                    reads_seen, last_input = reads, time.monotonic()
-                if collector.tick(last_input):
-                    await asyncio.sleep(0)  # a collection is a callback of its own, never with the timers
+            if self._collect():
+                await asyncio.sleep(0)  # a collection is a callback of its own, never with the timers
             deadline = self.broker.next_deadline()
             now = clock()
-            if deadline is None or (manual and deadline > now):
-                delay = BROKER_TICK_MAX_S
-            else:
-                delay = min(BROKER_TICK_MAX_S, max(0.0, deadline - now))
+            waiting = deadline is None or (manual and deadline > now)
+            delay = wait_s if waiting else min(wait_s, max(0.0, deadline - now))  # type: ignore[operator]
             if delay > 0:
                 self._wake.clear()
                 try:
@@ -468,28 +461,13 @@ class AmqpServer:
                     continue  # an earlier timer appeared: recompute the delay
                 except TimeoutError:
                     pass
-            started = time.perf_counter()
             try:
-                # receivers with new work are told through on_available -> request_flush
-                self.broker.tick(budget)
+                await self.jobs.run(timers)
+            except asyncio.CancelledError:
+                raise
             except Exception:
-                log.exception("broker timer failed")
-            ticked = time.perf_counter()
-            # The commit is a step of its own (what the slice did is buffered meanwhile; a connection's
-            # flush commits before it writes), and its cost sets the next slice's budget.
-            await asyncio.sleep(0)
-            committed = time.perf_counter()
-            try:
-                self.commit()
-            except Exception:
-                log.exception("broker timer failed")
-            spent = (ticked - started) + (time.perf_counter() - committed)
-            if spent > BROKER_TICK_STEP_S:
-                budget = max(BROKER_TICK_SLICE_MIN_S, budget / 2)
-            elif spent < BROKER_TICK_STEP_S / 2:
-                budget = min(BROKER_TICK_SLICE_S, budget * 1.5)
-            # Yield even when the next timer is already due (a slice left some, or a timer came due
-            # meanwhile): connections are read and written between slices, not after the whole batch.
+                pass  # logged by the driver; the next deadline is looked at again
+            # Yield even when the next timer is already due: connections are read and written between runs.
             await asyncio.sleep(0)
 
     def advance_clock(self, seconds: float) -> float:
@@ -533,6 +511,7 @@ class AmqpServer:
                 await self._ticker
             except (asyncio.CancelledError, Exception):
                 pass
+        self.jobs.close()
         if self._server is not None:
             self._server.close()
         if self._listener is not None:

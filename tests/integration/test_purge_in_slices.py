@@ -1,9 +1,9 @@
 """A purge of thousands of messages works in slices (broker/purge.py), and the clients see one purge.
 
-The slices are made tiny (``PURGE_SLICE``), so a purge of a few thousand messages crosses hundreds of slice
-boundaries while another client sends and receives on the purged queue and on another one, all with the
-Python SDK over a socket. What must hold (issue #19; Service Bus's own purge is the portal's and Service Bus
-Explorer's "Purge messages", which removes the messages the entity holds):
+The slices are made tiny (``Slices(purge_items=7, slice_s=0)``: one chunk of 7 a slice), so a purge of a few
+thousand messages crosses hundreds of slice boundaries while another client sends and receives on the purged
+queue and on another one, all with the Python SDK over a socket. What must hold (issue #19; Service Bus's own
+purge is the portal's and Service Bus Explorer's "Purge messages", which removes the messages the entity holds):
 
 * a purge removes exactly what the entity held when it began, and returns that count: every message sent
   before it is gone and never delivered, every message sent after it began is kept and delivered once;
@@ -33,8 +33,8 @@ from azure.servicebus.exceptions import MessageLockLostError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbemulator import Emulator
-from sbemulator.broker import purge as purge_module
 from sbemulator.pytest_plugin import ServiceBusEmulator
+from sbemulator.scheduling import Slices
 from tests.fixtures.emulator import STANDARD_TOPOLOGY
 
 from .test_admin_http import call
@@ -43,14 +43,12 @@ COUNT = 2000
 SLICE = 7
 
 
-@pytest.fixture
-def tiny_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(purge_module, "PURGE_SLICE", SLICE)
+TINY = Slices(purge_items=SLICE, slice_s=0.0, slice_min_s=0.0)  # every slice one chunk of SLICE messages
 
 
 @pytest.fixture
-def emulator(tiny_slices: None) -> Iterator[Emulator]:
-    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True) as emu:
+def emulator() -> Iterator[Emulator]:
+    with Emulator(config=copy.deepcopy(STANDARD_TOPOLOGY), in_memory=True, slices=TINY) as emu:
         yield emu
 
 
@@ -153,9 +151,9 @@ def test_a_purge_in_slices_removes_what_was_there_and_keeps_what_came_after(emul
     assert sorted(traffic.other_received) == sorted(traffic.other_sent)
 
 
-def test_a_durable_purge_stays_purged_after_a_restart(tiny_slices: None, tmp_path: Path) -> None:
+def test_a_durable_purge_stays_purged_after_a_restart(tmp_path: Path) -> None:
     config = copy.deepcopy(STANDARD_TOPOLOGY)
-    with Emulator(config=config, in_memory=False, data_dir=tmp_path) as emu:
+    with Emulator(config=config, in_memory=False, data_dir=tmp_path, slices=TINY) as emu:
         with ServiceBusClient.from_connection_string(emu.connection_string) as sb:
             _fill(sb, "orders", 600, "m")
             with sb.get_queue_receiver("orders", prefetch_count=0) as receiver:

@@ -17,6 +17,7 @@ from sbemulator.broker import (
     ReceiveMode,
     SessionRequiredError,
 )
+from sbemulator.scheduling import Budget
 from tests.fixtures.broker import bodies, make_broker, msg, receiver
 
 Q = {"Name": "q", "Properties": {"LockDuration": "PT30S", "MaxDeliveryCount": 3}}
@@ -520,7 +521,7 @@ def test_settled_messages_do_not_pile_up_in_timers():
         b.send("q", [msg() for _ in range(100)])
         for d in r.take(100):
             r.complete(d.lock_token)
-        b.tick(budget_s=0.01)  # as the server's timer task does: a compaction runs in its slices
+        b.tick(Budget(0.01))  # as the server's timer task does: a compaction runs in its slices
     # 20,000 messages each left a TTL and a lock timer; compaction keeps only live ones
     assert len(b._timers) < 17_000
     # next_deadline drops STALE_POPS stale entries a call and answers 0 while more may follow (the timer

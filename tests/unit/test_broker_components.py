@@ -23,6 +23,7 @@ from sbemulator.broker.topology import Topology
 from sbemulator.broker.wakeups import Wakeups
 from sbemulator.config import QueueConfig
 from sbemulator.model import BrokerMessage, MessageState
+from sbemulator.scheduling import Budget
 from sbemulator.store import MemoryStore
 from tests.fixtures.broker import config, make_broker, msg, receiver
 
@@ -146,7 +147,7 @@ def test_timer_objects_and_message_entries_run_in_one_deadline_order() -> None:
     timers.add(LockExpiry(100, ent, host, locked, b"a" * 16))
     timers.add_message(EXPIRY, 300, ent, 1)  # not the earliest: no wake-up
     assert woken == [200, 100]
-    timers.run_due(250, 0.0)  # one that did something per slice
+    timers.run_due(250, Budget(0.0))  # one that did something per slice
     assert host.calls == [("lock_ended", 2, 250)]
     timers.run_due(250)
     assert host.calls == [("lock_ended", 2, 250), ("expire", 1, 250)]
@@ -193,11 +194,11 @@ def test_a_budgeted_run_stops_after_the_timer_that_spent_it_and_says_more_are_du
         token = bytes([seq]) * 16
         timers.add(LockExpiry(100 + seq, ent, host, _locked(ent, seq, token, 100 + seq), token))
     spent = iter([0.0, 0.004, 0.011, 0.0, 0.001, 0.002, 0.003])  # real seconds, as perf_counter reads
-    assert timers.run_due(200, 0.01, elapsed=lambda: next(spent)) is True  # budget spent on the second
+    assert timers.run_due(200, Budget(0.01, clock=lambda: next(spent))) is True  # budget spent on the second
     assert [c[1] for c in host.calls] == [1, 2]
-    assert timers.run_due(200, 0.01, elapsed=lambda: next(spent)) is False  # the other three fit
+    assert timers.run_due(200, Budget(0.01, clock=lambda: next(spent))) is False  # the other three fit
     assert [c[1] for c in host.calls] == [1, 2, 3, 4, 5]
-    assert timers.run_due(200, 0.01) is False and len(timers) == 0
+    assert timers.run_due(200, Budget(0.01)) is False and len(timers) == 0
 
 
 def test_a_broker_tick_with_a_budget_returns_lapsed_locks_in_slices() -> None:
@@ -211,7 +212,7 @@ def test_a_broker_tick_with_a_budget_returns_lapsed_locks_in_slices() -> None:
         taken += len(got)
     clock.advance(6)
     slices = 1
-    while b.tick(budget_s=0.0):  # a zero budget: one timer per slice
+    while b.tick(Budget(0.0)):  # a zero budget: one timer per slice
         slices += 1
     assert slices == 30
     assert len(receiver(b, "q").take(3000)) == 3000  # every lock lapsed, every message available again
@@ -300,7 +301,7 @@ def test_the_message_heap_is_compacted_in_slices_and_keeps_what_still_matters() 
         timers.add_message(EXPIRY, 1000 + seq, ent, seq)
     assert timers.next_deadline() == 0  # the compaction is due
     slices = 0
-    while timers.run_due(500, 0.0):  # nothing due yet at 500: every slice is the compaction's
+    while timers.run_due(500, Budget(0.0)):  # nothing due yet at 500: every slice is the compaction's
         slices += 1
         timers.add_message(EXPIRY, 1000 + count + 3 * slices, ent, count + 3 * slices)  # sends go on meanwhile
         ent.messages[count + 3 * slices] = _message(count + 3 * slices, expires_at_ms=1000 + count + 3 * slices)
@@ -323,7 +324,7 @@ def test_a_compaction_that_would_free_little_keeps_the_heap_and_loses_nothing() 
     for seq in range(1, count + 1):  # every one still stored
         ent.messages[seq] = _message(seq, expires_at_ms=1000 + seq)
         timers.add_message(EXPIRY, 1000 + seq, ent, seq)
-    while timers.run_due(500, 0.0):
+    while timers.run_due(500, Budget(0.0)):
         pass
     assert len(timers) == count and timers.next_deadline() == 1001
     timers.run_due(10 ** 9)

@@ -3,31 +3,30 @@
 Why: freeing 100,000 message objects at once, and summing a deleted subscription's message sizes for its
 topic's quota, held the event loop for tens of milliseconds. The topology takes the messages out of the
 deleted containers (``PurgeJob.detach``) and ``Broker.drop_step`` frees them; the server runs the steps in
-callbacks of its own (runtime/server.py ``_fold``).
+callbacks of its own (a job of the scheduler: runtime/background.py ``EntityCleanup``).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from sbemulator.broker import purge
 from sbemulator.broker.errors import EntityNotFoundError
+from sbemulator.scheduling import Budget, Slices
 from tests.fixtures.broker import make_broker, msg, receiver
 
 TOPICS = [{"Name": "t", "Subscriptions": [{"Name": "a"}, {"Name": "b"}]}]
 
 
-def _steps(b) -> int:
+def _steps(b, items: int = 1024) -> int:
     steps = 0
     while b.drops:
-        b.drop_step()
+        b.drop_step(Budget(0.0, slices=Slices(purge_items=items)))  # one chunk of ``items`` a step
         steps += 1
         assert steps < 10_000
     return steps
 
 
-def test_a_deleted_subscriptions_messages_are_freed_in_slices_and_its_topic_quota_given_back(monkeypatch):
-    monkeypatch.setattr(purge, "PURGE_SLICE", 50)
+def test_a_deleted_subscriptions_messages_are_freed_in_slices_and_its_topic_quota_given_back():
     b, _ = make_broker([], TOPICS)
     for start in range(0, 1000, 100):
         b.send("t", [msg(b"x" * 90) for _ in range(start, start + 100)])  # size 100 each, in both subscriptions
@@ -39,7 +38,7 @@ def test_a_deleted_subscriptions_messages_are_freed_in_slices_and_its_topic_quot
     b.delete_entity("t/Subscriptions/a")
     assert not sub.messages and not sub.locks  # out of the entity at once
     assert b.drops
-    assert _steps(b) >= 1000 // 50
+    assert _steps(b, 50) >= 1000 // 50
     assert topic.quota.held_bytes == 1000 * 100  # what b holds
     assert len(b.peek("t/Subscriptions/b", 0, 2000)) == 1000
 

@@ -11,6 +11,7 @@ from sbemulator.broker import (
     SessionCannotBeLockedError,
     SessionLockLostError,
 )
+from sbemulator.scheduling import Budget
 from tests.fixtures.broker import bodies, make_broker, msg, receiver
 
 SQ = {"Name": "sq", "Properties": {"RequiresSession": True, "LockDuration": "PT30S", "MaxDeliveryCount": 5}}
@@ -225,7 +226,7 @@ def test_a_session_receiver_closing_with_many_locks_returns_them_in_slices_then_
     other = receiver(b, "sq", session_id="h")  # the rest of the queue is served meanwhile
     assert bodies(other.take(5)) == [b"other"]
     slices = 1
-    while b.tick(budget_s=0.0):  # a zero budget: one slice per tick
+    while b.tick(Budget(0.0)):  # a zero budget: one slice per tick
         slices += 1
     assert slices == 4
     again = receiver(b, "sq", session_id="g")
@@ -276,7 +277,7 @@ def test_a_session_closing_in_slices_returns_each_slice_as_a_run_of_sequence_num
     runs = []
     while True:
         store.updated.clear()
-        more = b.tick(budget_s=0.0)  # one slice per tick
+        more = b.tick(Budget(0.0))  # one slice per tick
         runs.append(list(store.updated))
         if not more:
             break

@@ -11,12 +11,18 @@ from __future__ import annotations
 import pytest
 
 from sbemulator.broker import MessageLockLostError, ReceiveMode
+from sbemulator.scheduling import Budget, Slices
 from sbemulator.store import SqliteStore
 from tests.fixtures.broker import FakeClock, make_broker, msg, receiver
 
 QUEUES = [{"Name": "q", "Properties": {"MaxDeliveryCount": 5}}]
 TOPICS = [{"Name": "t", "Subscriptions": [{"Name": "s"}]}]
 
+
+
+def _slice(items: int) -> Budget:
+    """One chunk of ``items`` messages: a slice whose time is spent at once (Slices.purge_items)."""
+    return Budget(0.0, slices=Slices(purge_items=items))
 
 def _broker(path, clock, window: int = 2):
     return make_broker(QUEUES, TOPICS, clock=clock, store=SqliteStore(path, page_window=window))[0]
@@ -50,7 +56,7 @@ def test_a_purge_removes_what_was_there_when_it_began_and_keeps_what_came_after(
         r.complete(locked[0].lock_token)
     _send(b, "q", 4, start=100)  # sent while the purge runs: kept
     b.commit()
-    while not job.step(3):
+    while not job.step(_slice(3)):
         b.commit()
     b.commit()
     assert b.counts("q")["active"] == 4
@@ -75,7 +81,7 @@ def test_a_message_dead_lettered_during_a_purge_of_the_dead_letter_queue_is_kept
     job = b.begin_purge("q/$DeadLetterQueue")
     r.dead_letter(taken[2].lock_token, reason="late")  # its number lies between the purged ones
     b.commit()
-    while not job.step(1):
+    while not job.step(_slice(1)):
         b.commit()
     b.commit()
     assert job.removed == 4 and b.message_count("q/$DeadLetterQueue") == 1
@@ -96,7 +102,7 @@ def test_a_restart_in_the_middle_of_a_purge_keeps_what_it_had_not_dropped(tmp_pa
     job = b.begin_purge("q")
     _send(b, "q", 2, start=200)
     b.commit()
-    job.step(10)
+    job.step(_slice(10))
     b.commit()
     b.store._db.close()  # the process dies: nothing more is written (no close, no final commit)
     again = _broker(tmp_path / "sb.db", clock)
