@@ -37,6 +37,7 @@ from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
 from ..model import IncomingMessage, ReceiveMode
+from ..scheduling import DEFAULT_SLICES, Slices
 from .cbs import RefusalLog, audience_entity, handle_put_token
 from .deliveries import BATCH_MESSAGE_FORMAT, BatchDecoder, encode_delivery, incoming_messages
 from .faults import CONNECT, DROP, LATENCY, MANAGEMENT, PUT_TOKEN, RECEIVE, SETTLE, Faults, Refusal
@@ -67,16 +68,9 @@ MAX_BATCH_SIZE = Symbol("com.microsoft:max-message-batch-size")
 TRANSFER_DESTINATION = Symbol("com.microsoft:transfer-destination-address")
 DOTNET_EPOCH_TICKS = 621355968000000000
 SENDER_CREDIT = 1000  # per link, topped up once half is used; Service Bus grants about as much
-# A receiver granted much credit (100,000 at once) is served in slices: after a full take that ended
-# this much real time after the pump began, the pump stops and goes on at the next loop iteration,
-# after what the connection produced is written and other connections are served.
-PUMP_SLICE_S = 0.01
-PUMP_TAKE = 128  # messages taken from the broker at a time
-# Input that stands for more events than this (a disposition over a range of deliveries) is handled in
-# slices of DISPATCH_SLICE_S real time, checked every DISPATCH_SLICE events (Gateway._dispatch_backlog).
-DISPATCH_SLICE = 256
-DISPATCH_SLICE_S = 0.01
-BATCH_DECODE_SLICE = 64  # a batch's messages decoded between two checks of the slice's time (~3 ms)
+# How large the receiver pump's, the event backlog's and batch decoding's slices are: the namespace's
+# Slices (sbemulator/scheduling/slices.py: pump_take, pump_s, dispatch_events, dispatch_s,
+# batch_decode_items), given to each Gateway like its Limits.
 DEFAULT_SESSION_WAIT_MS = 60_000
 
 
@@ -144,6 +138,7 @@ class Gateway:
         transaction_timeout_s: float = DEFAULT_TIMEOUT_S,
         peer: str = "",
         limits: Limits = DEFAULT_LIMITS,
+        slices: Slices = DEFAULT_SLICES,
         over_capacity: bool = False,
         faults: Faults | None = None,
         hold_output: Callable[[float], None] | None = None,
@@ -163,6 +158,7 @@ class Gateway:
         self.hold_output = hold_output
         self.abort = abort
         self.limits = limits
+        self.slices = slices  # how large this connection's slices of long work are (the pump, the backlog)
         # The namespace already has limits.max_connections connections: this one is refused at its open.
         self.over_capacity = over_capacity
         self.validator = validator
@@ -331,7 +327,7 @@ class Gateway:
     def _dispatch(self, events: list) -> None:
         connection = self.connection
         # A disposition over 100,000 deliveries, or a batch of 1,500 messages to decode
-        if connection.in_slices or len(events) > DISPATCH_SLICE:
+        if connection.in_slices or len(events) > self.slices.dispatch_events:
             connection.in_slices = False
             self._backlog.extend(events)
             self._dispatch_backlog()
@@ -353,7 +349,8 @@ class Gateway:
         one frame that stands for 100,000 settlements holds no other connection for all of them."""
         backlog = self._backlog
         connection = self.connection
-        stop = time.perf_counter() + DISPATCH_SLICE_S
+        slices = self.slices
+        stop = time.perf_counter() + slices.dispatch_s
         while backlog or (connection.held_input and not self.closed):
             if not backlog:  # the frames that came after the range, now that it is expanded to its end
                 backlog.extend(connection.receive_data(b""))
@@ -362,7 +359,7 @@ class Gateway:
             first = backlog[0]
             kind = type(first)
             if kind is ev.DeliveryRangeStateChanged:  # the next slice of the range, then the rest
-                chunk = self.connection.expand_range(first, DISPATCH_SLICE)
+                chunk = self.connection.expand_range(first, slices.dispatch_events)
                 if first.done:
                     backlog.popleft()
             elif kind is ev.MessageReceived and _decoded_in_slices(first):
@@ -377,7 +374,7 @@ class Gateway:
                     self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
             else:
                 chunk = []
-                while backlog and len(chunk) < DISPATCH_SLICE:
+                while backlog and len(chunk) < slices.dispatch_events:
                     event = backlog[0]
                     kind = type(event)
                     if kind is ev.DeliveryRangeStateChanged or (kind is ev.MessageReceived
@@ -417,7 +414,7 @@ class Gateway:
         if decoder is None or decoder.payload is not event.payload:
             decoder = self._decoding = BatchDecoder(event.payload)
         if not decoder.done:
-            return decoder.step(BATCH_DECODE_SLICE)  # the time is checked, then the next step or the send
+            return decoder.step(self.slices.batch_decode_items)  # the time is checked, then the next step or the send
         self._backlog.popleft()
         self._decoding = None
         handler = event.link.context
@@ -1210,9 +1207,11 @@ class EntityReceiverLink(LinkHandler):
         peek_lock = self.mode is ReceiveMode.PEEK_LOCK
         gateway = self.gateway
         # A pump that may take more than one take's worth times its slice from its start, so the slice is
-        # PUMP_SLICE_S plus at most one take (before, the first take of 128 came on top of it: 15-19 ms
+        # Slices.pump_s plus at most one take (before, the first take of 128 came on top of it: 15-19 ms
         # a slice on this project's machines); a smaller one reads no clock unless its take was full.
-        stop = time.perf_counter() + PUMP_SLICE_S if link.link_credit > PUMP_TAKE else 0.0
+        slices = gateway.slices
+        take_n = slices.pump_take
+        stop = time.perf_counter() + slices.pump_s if link.link_credit > take_n else 0.0
         while conn.can_send(link):
             if gateway.output_full():
                 # Backpressure: nothing more is taken from the broker (no locks, no delivery counts)
@@ -1221,7 +1220,7 @@ class EntityReceiverLink(LinkHandler):
                 self.receiver.set_waiting(False)
                 return
             try:
-                batch = self.receiver.take(min(link.link_credit, PUMP_TAKE, link.session.remote_incoming_window))
+                batch = self.receiver.take(min(link.link_credit, take_n, link.session.remote_incoming_window))
             except BrokerError as exc:  # the session lock expired: this link is over
                 conn.detach(link, exc.condition, exc.description or str(exc))
                 self._release()
@@ -1241,10 +1240,10 @@ class EntityReceiverLink(LinkHandler):
                  d.lock_key)
                 for d in batch
             ], settled=not peek_lock)
-            if len(batch) == PUMP_TAKE:  # a full take: more may follow, so the slice's time is checked
+            if len(batch) == take_n:  # a full take: more may follow, so the slice's time is checked
                 now = time.perf_counter()
                 if not stop:
-                    stop = now + PUMP_SLICE_S
+                    stop = now + slices.pump_s
                 # the slice also ends once the store wants a commit of the locks taken so far (the flush
                 # after this pump commits them; a durable commit's time grows with what it writes)
                 if (now >= stop or gateway.broker.commit_wanted()) and conn.can_send(link):

@@ -69,6 +69,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             transaction_timeout_s=self.server.transaction_timeout_s,
             peer=str(peer),
             limits=limits,
+            slices=self.server.slices,
             over_capacity=len(self.server.connections) >= limits.max_connections,
             faults=self.server.faults,
             hold_output=self.hold_output,

@@ -29,14 +29,29 @@ class Slices:
     purge_items: int = 1024
     # The longest the broker's timer task sleeps before it looks at its deadlines again (seconds).
     timer_wait_s: float = 0.25
+    # A receiver granted much credit (100,000 at once) is served in slices: after a full take of
+    # ``pump_take`` messages that ended ``pump_s`` after the pump began, the pump stops and goes on at the
+    # next loop iteration, after what the connection produced is written and other connections are served.
+    pump_take: int = 128
+    pump_s: float = 0.01
+    # Input that stands for more events than ``dispatch_events`` (a disposition over a range of deliveries)
+    # is handled in slices of ``dispatch_s``, the time checked every ``dispatch_events`` events, with the
+    # connection's reading paused meanwhile (gateway/core.py ``Gateway._dispatch_backlog``).
+    dispatch_events: int = 256
+    dispatch_s: float = 0.01
+    # A large batch's messages decoded between two looks at the slice's time (~3 ms).
+    batch_decode_items: int = 64
 
     def __post_init__(self) -> None:
         if not (self.slice_s >= 0 and self.step_s >= 0 and self.slice_min_s >= 0 and self.timer_wait_s > 0):
             raise ValueError(f"Slice times must be non-negative (the timer wait positive): {self!r}")
         if self.slice_min_s > self.slice_s:
             raise ValueError(f"slice_min_s ({self.slice_min_s}) is larger than slice_s ({self.slice_s})")
-        if self.purge_items < 1:
-            raise ValueError(f"purge_items must be at least 1, not {self.purge_items}")
+        for name in ("purge_items", "pump_take", "dispatch_events", "batch_decode_items"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.pump_s < 0 or self.dispatch_s < 0:
+            raise ValueError(f"Slice times must be non-negative: {self!r}")
 
 
 DEFAULT_SLICES = Slices()

@@ -27,8 +27,8 @@ from azure.servicebus import (
 
 from sbemulator import Emulator
 from sbemulator.amqp.message import ParsedMessage
-from sbemulator.gateway import core as gateway_core
 from sbemulator.gateway import deliveries
+from sbemulator.scheduling import Slices
 from tests.fixtures.emulator import queue, sliced_emulator, topology
 
 QUEUE = "orders"
@@ -36,9 +36,9 @@ PER_BATCH = 1200  # ~170 KB of SDK messages: well over BATCH_IN_SLICES
 
 
 @pytest.fixture
-def sliced(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
+def sliced() -> Iterator[Emulator]:
     """An emulator whose slices end after every 16 messages of a batch."""
-    yield from sliced_emulator(monkeypatch, DISPATCH_SLICE_S=0.0, BATCH_DECODE_SLICE=16)
+    yield from sliced_emulator(dispatch_s=0.0, batch_decode_items=16)
 
 
 def _batch(sender: ServiceBusSender, start: int, count: int) -> ServiceBusMessageBatch:
@@ -145,19 +145,17 @@ def test_a_batch_with_an_undecodable_message_is_refused_whole(sliced: Emulator, 
 
 
 @pytest.mark.slow
-def test_a_big_prefetch_is_delivered_in_order_and_its_locks_outlive_the_closed_receiver(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    # A receiver prefetching thousands is served a slice per take (PUMP_SLICE_S shrunk to nothing), in
+def test_a_big_prefetch_is_delivered_in_order_and_its_locks_outlive_the_closed_receiver() -> None:
+    # A receiver prefetching thousands is served a slice per take (Slices.pump_s shrunk to nothing), in
     # sequence order, each message delivered once (delivery count 0). Closing it leaves its locks in
     # place ("Message transfers, locks, and settlement": a lock lasts its lock duration; the receiver's
     # close does not give it back), so the messages come back once the locks lapse, counted once
     # (delivery count 1). The close no longer visits every lock; this is what it must keep.
-    monkeypatch.setattr(gateway_core, "PUMP_SLICE_S", 0.0)
-    monkeypatch.setattr(gateway_core, "DISPATCH_SLICE_S", 0.0)
     count, name = 3000, "prefetched"
     # A lock long enough that the first receive ends before any lapses on a loaded machine.
     config = topology(queues=[queue(name, LockDuration="PT8S", MaxDeliveryCount=5)])
-    with Emulator(config=config, in_memory=True, admin_port=None) as emu, \
+    sliced = Slices(pump_s=0.0, dispatch_s=0.0)
+    with Emulator(config=config, in_memory=True, admin_port=None, slices=sliced) as emu, \
             ServiceBusClient.from_connection_string(emu.connection_string) as client:
         with client.get_queue_sender(name) as sender:
             for start in range(0, count, PER_BATCH):

@@ -1,8 +1,8 @@
 """Work that stands for thousands of messages is done in slices, and nothing changes for the client.
 
-A receiver granted thousands of credits is served a slice at a time (gateway ``PUMP_SLICE_S``), and
+A receiver granted thousands of credits is served a slice at a time (``Slices.pump_s``), and
 one disposition over a range of thousands of deliveries is handled a slice at a time with the
-connection's reading paused (``DISPATCH_SLICE_S``), so no other connection waits for the whole batch
+connection's reading paused (``Slices.dispatch_s``), so no other connection waits for the whole batch
 (issue #19: the canary benchmark, ``python -m bench.canary_stall``, measures that; no test times
 it). These tests shrink the slices to nothing, so every slice boundary is crossed, and check what
 the client sees over a raw AMQP socket: every message delivered once and in order, the range's
@@ -34,7 +34,7 @@ from sbemulator.amqp.performatives import (
     Transfer,
 )
 from sbemulator.amqp.types import UByte, UInt
-from sbemulator.gateway import core as gateway_core
+from sbemulator.scheduling import DEFAULT_SLICES
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, sliced_emulator
 
 from .test_batch_in_slices import _receive_all
@@ -46,9 +46,9 @@ UINT_MAX = 0xFFFFFFFF
 
 
 @pytest.fixture
-def sliced(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
+def sliced() -> Iterator[Emulator]:
     """An emulator whose slices end after every full take and every 256 events."""
-    yield from sliced_emulator(monkeypatch, PUMP_SLICE_S=0.0, DISPATCH_SLICE_S=0.0)
+    yield from sliced_emulator(pump_s=0.0, dispatch_s=0.0)
 
 
 def _fill(emu: Emulator, count: int) -> None:
@@ -189,7 +189,7 @@ def test_a_durable_store_commits_what_a_receiver_takes_in_batches_and_folds_betw
             _abandon_range_and_detach(raw, ids[0], ids[-1])
         _assert_each_back_once_counted_once(_receive_all(emu, COUNT))
     # 1,500 locks and 1,500 abandons, committed a batch at a time: a pump stops after the full take
-    # (PUMP_TAKE) that reached the batch, a range settlement after the slice of DISPATCH_SLICE events
-    largest = max(gateway_core.PUMP_TAKE, gateway_core.DISPATCH_SLICE) + sqlite.COMMIT_BATCH
+    # (Slices.pump_take) that reached the batch, a range settlement after the slice of dispatch_events events
+    largest = max(DEFAULT_SLICES.pump_take, DEFAULT_SLICES.dispatch_events) + sqlite.COMMIT_BATCH
     assert max(commits) <= largest, commits
     assert folds, "the journal was never folded in a step of its own"
