@@ -71,7 +71,7 @@ from sbemulator.config import (
 )
 
 from ..model import BrokerMessage, Delivery, IncomingMessage, Outcome, ReceiveMode
-from ..scheduling import Budget
+from ..scheduling import DEFAULT_SLICES, Budget, Slices
 from .entity import NO_LIMIT, EntityRef
 from .errors import RuleError
 from .flow import MessageFlow
@@ -92,18 +92,19 @@ if TYPE_CHECKING:
 
 
 class Broker:
-    def __init__(self, config: NamespaceConfig, store: Store, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: NamespaceConfig, store: Store, clock: Callable[[], float] = time.time,
+                 slices: Slices = DEFAULT_SLICES) -> None:
         self.config = config
         self.store = store
         self.clock = clock
         self._wakeups = wakeups = Wakeups()
         self._op = wakeups.operation
-        self._timers = timers = Timers()
+        self._timers = timers = Timers(slices)
         # The topology ends the receivers of an entity it deletes or suspends: the flow's job, and the
         # flow reads the topology's entities, so the topology is told through a late-bound call.
         self._topology = topology = Topology(config, store, wakeups, lambda ent, error: flow.end_receivers(ent, error))
         self.drops = topology.drops  # the same list, kept by the topology (BrokerAPI.drops)
-        self._flow = flow = MessageFlow(store, clock, topology.entities, topology.entity, timers, wakeups)
+        self._flow = flow = MessageFlow(store, clock, topology.entities, topology.entity, timers, wakeups, slices)
         flow.namespace = config.name
         self._sessions = sessions = flow.sessions
         self._settlement = settlement = Settlement(store, clock, topology.entity, flow, sessions, wakeups)

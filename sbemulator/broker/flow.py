@@ -56,6 +56,7 @@ from ..model import (
     MessageState,
     ReceiveMode,
 )
+from ..scheduling import DEFAULT_SLICES, Slices
 from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import (
     ArgumentError,
@@ -109,8 +110,6 @@ _VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
 _BYTES_LE_ORDER = ((0, 3), (1, 2), (2, 1), (3, 0), (4, 5), (5, 4), (6, 7), (7, 6))
 _LOCK_POOL = 256  # lock tokens made per getrandom call
 _SPLIT_POOL = struct.Struct("16s" * _LOCK_POOL).unpack  # 256 bytes objects of 16, cut in C
-# A session receiver closing with more locks than this returns them in slices of this many (timers).
-RETURN_SLICE = 512
 _BY_SEQUENCE = operator.attrgetter("sequence_number")
 _SEND_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_SEND_DISABLED})
 _RECEIVE_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_RECEIVE_DISABLED})
@@ -127,8 +126,12 @@ class MessageFlow:
         lookup: Callable[[str], Entity],
         timers: Timers,
         wakeups: Wakeups,
+        slices: Slices = DEFAULT_SLICES,
     ) -> None:
         self.store = store
+        # A session receiver closing with more locks than Slices.return_locks returns them in slices of
+        # this many (timers due now, each a slice of the broker's timer run).
+        self._return_slice = slices.return_locks
         self.clock = clock
         self._entities = entities
         self._entity = lookup
@@ -1031,7 +1034,7 @@ class MessageFlow:
             # not settled does not count a delivery (a lapsed session lock does, even if its timer has
             # not run yet): the messages' locks are the session's, which the close gives up.
             counted = s.locked_until_ms <= now
-            if len(r.locks) > RETURN_SLICE:
+            if len(r.locks) > self._return_slice:
                 self._return_in_slices(ent, r, now, counted)
                 return
             self.return_locks(ent, r, now, counted=counted)
@@ -1039,7 +1042,7 @@ class MessageFlow:
 
     def _return_in_slices(self, ent: Entity, r: Receiver, now: int, counted: bool) -> None:
         """A session receiver closing with many locks (100,000 took a second of CPU in one go): its locks
-        are returned by timers due now, RETURN_SLICE at a time, between which the event loop serves
+        are returned by timers due now, ``Slices.return_locks`` at a time, between which the event loop serves
         every other connection; the session stays the closed receiver's until the last slice, so the
         next receiver of the session gets its messages in order. Here only the lock keys are cut into
         slices (sorting 100,000 messages took 200 ms), in the order they were taken, so that a slice is
@@ -1048,9 +1051,10 @@ class MessageFlow:
         keys = list(r.locks)
         r.locks.clear()
         timers, sessions = self._timers, self._sessions
-        for start in range(0, len(keys), RETURN_SLICE):
-            last = start + RETURN_SLICE >= len(keys)
-            timers.add(LockReturn(now, ent, self, keys[start:start + RETURN_SLICE], r, counted,
+        size = self._return_slice
+        for start in range(0, len(keys), size):
+            last = start + size >= len(keys)
+            timers.add(LockReturn(now, ent, self, keys[start:start + size], r, counted,
                                   (lambda: sessions.release_session(ent, r)) if last else None))
 
     def end_receivers(self, ent: Entity, error: BrokerError) -> None:

@@ -32,14 +32,10 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from ..model import BrokerMessage, LockKey, MessageState
-from ..scheduling import Budget
+from ..scheduling import DEFAULT_SLICES, Budget, Slices
 from .entity import Entity, Session
 
 _MIN_COMPACT = 8192
-COMPACT_CHUNK = 4096  # message entries a slice of the message heap's compaction looks at
-# Stale entries next_deadline drops from the heaps' fronts per call: 4,096 pops from a heap of 100,000
-# took 10-15 ms, run in the same timer-task step as a 10 ms tick (the canary's purge phase: 41-50 ms)
-STALE_POPS = 1024
 _BY_SEQUENCE = operator.attrgetter("sequence_number")
 
 EXPIRY = 0  # a message's time to live runs out (an entry of the message heap)
@@ -213,12 +209,17 @@ class Timers:
     compacted when it has doubled since the last compaction. With 100,000s of entries that is too long
     for one go (a send that crossed the threshold with 262,000 entries took 145 ms), so a compaction runs
     in slices in :meth:`run_due`: the full heap is set aside (new entries go to a fresh one), scanned
-    ``COMPACT_CHUNK`` entries at a time, and what still matters is merged back with one ``heapify`` (when
+    ``Slices.compact_chunk`` entries at a time, and what still matters is merged back with one ``heapify`` (when
     more than half still matters, the set-aside heap is kept instead and the new entries pushed into it).
     The set-aside entries do not fire meanwhile (a TTL or scheduled time is honoured a few event-loop
     iterations late, never early); :meth:`next_deadline` says 0 (due now) until the merge."""
 
-    def __init__(self) -> None:
+    def __init__(self, slices: Slices = DEFAULT_SLICES) -> None:
+        # Slices.compact_chunk: message entries a slice of the message heap's compaction looks at.
+        # Slices.stale_pops: stale entries next_deadline drops from the heaps' fronts per call (4,096 pops
+        # from a heap of 100,000 took 10-15 ms, run in the same timer-task step as a 10 ms tick).
+        self._compact_chunk = slices.compact_chunk
+        self._stale_pops = slices.stale_pops
         self._heap: list[tuple[int, int, Timer]] = []
         self._messages: list[MessageEntry] = []
         self._seq = itertools.count()
@@ -284,7 +285,7 @@ class Timers:
             self._messages = []
             self._scanned = 0
         start = self._scanned
-        chunk = aside[start:start + COMPACT_CHUNK]
+        chunk = aside[start:start + self._compact_chunk]
         self._scanned = start + len(chunk)
         message_of = self._message_of
         self._survivors.extend([e for e in chunk if message_of(e) is not None])
@@ -338,11 +339,11 @@ class Timers:
 
     def next_deadline(self) -> int | None:
         """The earliest deadline of a timer that still matters (ms), or None; 0 while the message
-        heap's compaction has slices to run, or when ``STALE_POPS`` stale entries were dropped from the
+        heap's compaction has slices to run, or when ``Slices.stale_pops`` stale entries were dropped from the
         front and more may follow (the caller asks again after yielding)."""
         if self._compact_wanted or self._set_aside is not None:
             return 0
-        pops = STALE_POPS  # a purge leaves 100,000 stale entries at the front: 400 ms to pop in one go
+        pops = self._stale_pops  # a purge leaves 100,000 stale entries at the front: 400 ms to pop in one go
         heap = self._heap
         while heap and not heap[0][2].valid():
             heapq.heappop(heap)

@@ -22,6 +22,7 @@ from ..broker.core import Broker
 from ..config import NamespaceConfig, load_namespaces, parse_namespaces
 from ..descriptions import entity_name_problem
 from ..gateway.faults import Faults
+from ..scheduling import DEFAULT_SLICES
 from ..store.base import PROCESS
 from ..store.memory import MemoryStore
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, SqliteStore
@@ -104,7 +105,7 @@ def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | No
         parsed = read_snapshot(snapshot)
         check_loads(config, SeededStore(parsed), broker_clock)  # refused whole, before the store has any of it
         store = seed_store(store, parsed, durable=not in_memory)
-    broker = Broker(config, store, clock=broker_clock)
+    broker = Broker(config, store, clock=broker_clock, slices=server_options.get("slices", DEFAULT_SLICES))
     # A token's resource must name one of the emulator's own hosts (auth.py; ``hostnames``: the names
     # clients reach it by besides loopback and ``host``, the CLI's --hostname).
     validator = SasValidator(sas_rules(config, sas_key), entity_rules=broker.authorization_rules,

@@ -524,7 +524,7 @@ def test_settled_messages_do_not_pile_up_in_timers():
         b.tick(Budget(0.01))  # as the server's timer task does: a compaction runs in its slices
     # 20,000 messages each left a TTL and a lock timer; compaction keeps only live ones
     assert len(b._timers) < 17_000
-    # next_deadline drops STALE_POPS stale entries a call and answers 0 while more may follow (the timer
+    # next_deadline drops Slices.stale_pops stale entries a call and answers 0 while more may follow (the timer
     # task then asks again after yielding): at most a bounded number of calls reach the empty heap
     for _ in range(len(b._timers) // 1024 + 2):
         deadline = b.next_deadline()

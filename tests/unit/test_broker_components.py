@@ -23,7 +23,7 @@ from sbemulator.broker.topology import Topology
 from sbemulator.broker.wakeups import Wakeups
 from sbemulator.config import QueueConfig
 from sbemulator.model import BrokerMessage, MessageState
-from sbemulator.scheduling import Budget
+from sbemulator.scheduling import DEFAULT_SLICES, Budget
 from sbemulator.store import MemoryStore
 from tests.fixtures.broker import config, make_broker, msg, receiver
 
@@ -287,13 +287,12 @@ def test_the_topology_owns_the_entities_and_ends_the_receivers_of_one_it_deletes
 
 
 def test_the_message_heap_is_compacted_in_slices_and_keeps_what_still_matters() -> None:
-    # a compaction of 262,000 entries in one go held a send for 145 ms: now COMPACT_CHUNK per slice
-    from sbemulator.broker import timers as timers_module
+    # a compaction of 262,000 entries in one go held a send for 145 ms: now Slices.compact_chunk per slice
 
     ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
     timers = Timers()
     timers.bind_messages({"q": ent}, host)
-    count = 3 * timers_module.COMPACT_CHUNK
+    count = 3 * DEFAULT_SLICES.compact_chunk
     timers._compact_messages_at = count - 1
     for seq in range(1, count + 1):
         if seq % 3 == 0:  # a third still stored; the others were completed (stale entries)
@@ -314,12 +313,11 @@ def test_the_message_heap_is_compacted_in_slices_and_keeps_what_still_matters() 
 
 
 def test_a_compaction_that_would_free_little_keeps_the_heap_and_loses_nothing() -> None:
-    from sbemulator.broker import timers as timers_module
 
     ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
     timers = Timers()
     timers.bind_messages({"q": ent}, host)
-    count = 2 * timers_module.COMPACT_CHUNK
+    count = 2 * DEFAULT_SLICES.compact_chunk
     timers._compact_messages_at = count - 1
     for seq in range(1, count + 1):  # every one still stored
         ent.messages[seq] = _message(seq, expires_at_ms=1000 + seq)
@@ -333,12 +331,11 @@ def test_a_compaction_that_would_free_little_keeps_the_heap_and_loses_nothing() 
 
 def test_stale_entries_at_the_front_are_dropped_a_slice_per_call() -> None:
     # after a purge every entry at the front is stale: popping 100,000 of them in one call took 400 ms
-    from sbemulator.broker import timers as timers_module
 
     ent, host = Entity(key="q", path="q", kind=QUEUE), FakeHost()
     timers = Timers()
     timers.bind_messages({"q": ent}, host)
-    stale = 2 * timers_module.STALE_POPS + 10
+    stale = 2 * DEFAULT_SLICES.stale_pops + 10
     timers._compact_messages_at = 10 * stale  # no compaction here: the front alone
     for seq in range(1, stale + 1):  # purged: no message behind them
         timers.add_message(EXPIRY, 1000 + seq, ent, seq)

@@ -11,7 +11,7 @@ from sbemulator.broker import (
     SessionCannotBeLockedError,
     SessionLockLostError,
 )
-from sbemulator.scheduling import Budget
+from sbemulator.scheduling import DEFAULT_SLICES, Budget
 from tests.fixtures.broker import bodies, make_broker, msg, receiver
 
 SQ = {"Name": "sq", "Properties": {"RequiresSession": True, "LockDuration": "PT30S", "MaxDeliveryCount": 5}}
@@ -212,10 +212,9 @@ def test_close_does_not_count_a_delivery_but_a_lapsed_lock_does():
 def test_a_session_receiver_closing_with_many_locks_returns_them_in_slices_then_frees_the_session():
     # issue #19: 100,000 locks returned in one go held the event loop for a second; the next owner
     # still gets the session's messages in order, uncounted ("Message sessions", delivery count)
-    from sbemulator.broker.flow import RETURN_SLICE
 
     b, _ = make_broker([SQ])
-    n = 3 * RETURN_SLICE + 5
+    n = 3 * DEFAULT_SLICES.return_locks + 5
     b.send("sq", [msg(str(i).encode(), session_id="g") for i in range(n)])
     send_groups(b, ("h", "other"))
     first = receiver(b, "sq", session_id="g")
@@ -237,9 +236,8 @@ def test_a_session_receiver_closing_with_many_locks_returns_them_in_slices_then_
 
 def test_a_session_closing_in_slices_whose_lock_lapses_meanwhile_is_free_once():
     b, clock = make_broker([SQ])
-    from sbemulator.broker.flow import RETURN_SLICE
 
-    n = RETURN_SLICE + 1
+    n = DEFAULT_SLICES.return_locks + 1
     b.send("sq", [msg(b"m", session_id="g") for _ in range(n)])
     first = receiver(b, "sq", session_id="g")
     assert len(first.take(n)) == n
@@ -255,7 +253,6 @@ def test_a_session_closing_in_slices_returns_each_slice_as_a_run_of_sequence_num
     # 512 was scattered over the whole queue; a durable store then rewrote ~500 pages per slice (a fold
     # of 22 ms CPU and 54 ms wall each, against 7 ms for neighbouring rows). In the order they were taken,
     # each slice is a run of consecutive sequence numbers.
-    from sbemulator.broker.flow import RETURN_SLICE
     from sbemulator.store.sqlite import SqliteStore
 
     class RecordingStore(SqliteStore):
@@ -269,7 +266,7 @@ def test_a_session_closing_in_slices_returns_each_slice_as_a_run_of_sequence_num
 
     store = RecordingStore()
     b, _ = make_broker([SQ], store=store)
-    n = 4 * RETURN_SLICE
+    n = 4 * DEFAULT_SLICES.return_locks
     b.send("sq", [msg(b"m", session_id="g") for _ in range(n)])
     first = receiver(b, "sq", session_id="g")
     taken = [d.message.sequence_number for d in first.take(n)]
@@ -281,7 +278,7 @@ def test_a_session_closing_in_slices_returns_each_slice_as_a_run_of_sequence_num
         runs.append(list(store.updated))
         if not more:
             break
-    assert [len(run) for run in runs] == [RETURN_SLICE] * 4
+    assert [len(run) for run in runs] == [DEFAULT_SLICES.return_locks] * 4
     for run in runs:
         assert run == list(range(run[0], run[0] + len(run)))
     assert sorted(seq for run in runs for seq in run) == sorted(taken)
