@@ -150,6 +150,7 @@ def prepared_server(config: Path, recording: Recording, *,
         server, _broker = build(load_config(str(config)), in_memory=in_memory, data_dir=data_dir, sas_key=None,
                                 host="127.0.0.1", port=0)
         server.loop = loop  # callbacks it schedules are never run: a replay has no timers to wait for
+        server.jobs.bind(loop)  # (what start() does) the set-up's folds run in its loop turns below, as the server's
         transport = _CountingTransport()
         protocols: dict[int, _AmqpProtocol] = {}
 
