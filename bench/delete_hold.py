@@ -12,9 +12,9 @@ folder (``--durable``, the read-ahead window as the emulator's default, so most 
 open. Then the delete as the management endpoint does it (``begin_change``, ``delete_entity``, a commit,
 ``end_change``, a commit: admin/backend.py ``stored``), the bench's own references to the queue dropped inside
 the same piece (so what the delete frees at once is freed there), then the server's deferred-work callbacks
-(runtime/server.py ``_fold``: a ``drop_step`` or a ``Store.fold``, in turns) until none is due. Each piece is
-timed with the collector off, in thread CPU time (which the machine's load does not lengthen) and wall time
-(a durable commit's I/O included). On a checkout before the slices the delete is the only piece.
+(the scheduler's jobs, runtime/background.py: a ``drop_step`` or a ``Store.fold``, in turns) until none is
+due. Each piece is timed with the collector off, in thread CPU time (which the machine's load does not
+lengthen) and wall time (a durable commit's I/O included). On a checkout before the slices the delete is the only piece.
 
 ``python -m bench.delete_hold [--durable] [--messages N]``
 """

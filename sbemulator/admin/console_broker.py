@@ -195,7 +195,7 @@ class ConsoleBroker:
 
     def begin_purge(self, path: str, sub_queue: str) -> PurgeJob:
         """:meth:`purge` in slices: the messages are out of the entity when this returns, the job drops
-        them (``run_async``, committing after each slice)."""
+        them (``Namespace.run``: a job of the runtime's scheduler, committed after each slice)."""
         view = self._view(path, QUEUE, TOPIC, SUBSCRIPTION)
         if sub_queue == "all":
             return self.ns.begin_purge(view.path)

@@ -190,7 +190,7 @@ class Inspection:
     def begin_purge(self, path: str, *, sub_queues: bool = True) -> PurgeJob:
         """:meth:`purge` as a :class:`~.purge.PurgeJob`: the messages are out of the entity when this
         returns (what was there now, not what is sent later), and dropped by the job's slices
-        (``step`` / ``run_async``), so a purge of 100,000 never holds the event loop for long."""
+        (a job of the runtime's scheduler), so a purge of 100,000 never holds the event loop for long."""
         with self._op:
             ent = self._entity(path)
             if ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER) or not sub_queues:
@@ -212,8 +212,8 @@ class Inspection:
 
     def begin_reset(self) -> tuple[int, list[PurgeJob]]:
         """:meth:`reset` with its purges in slices: the topology is the config file's and every entity
-        empty when this returns; the jobs drop the messages (``run_async``). Returns how many entities were
-        deleted, and the jobs."""
+        empty when this returns; the jobs drop the messages (jobs of the runtime's scheduler). Returns how
+        many entities were deleted, and the jobs."""
         with self._op:
             deleted = self._topology.restore_file_topology()
             jobs = [self.begin_purge(e.path) for e in list(self._entities.values()) if e.kind in (QUEUE, TOPIC)]
