@@ -453,8 +453,8 @@ class AmqpServer:
                 await asyncio.sleep(0)  # a collection is a callback of its own, never with the timers
             deadline = self.broker.next_deadline()
             now = clock()
-            waiting = deadline is None or (manual and deadline > now)
-            delay = wait_s if waiting else min(wait_s, max(0.0, deadline - now))  # type: ignore[operator]
+            delay = (wait_s if deadline is None or (manual and deadline > now)
+                     else min(wait_s, max(0.0, deadline - now)))
             if delay > 0:
                 self._wake.clear()
                 try:
