@@ -36,14 +36,23 @@ class TimerRun:
 
 
 class EntityCleanup:
-    """Deleted entities' messages freed (``BrokerAPI.drop_step``) until none is left."""
+    """Deleted entities' messages freed (``BrokerAPI.drop_step``) until none is left. ``scheduled`` is True
+    from the server's start of it to its last slice: the server asks nothing more of the broker meanwhile
+    (an attribute, read after every commit)."""
 
     def __init__(self, broker: BrokerAPI) -> None:
         self._broker = broker
+        self.scheduled = False
 
     def step(self, budget: Budget) -> bool:
-        self._broker.drop_step(budget)  # writes nothing: a deleted container's rows are the store's own work
-        return not self._broker.drops
+        done = True
+        try:
+            self._broker.drop_step(budget)  # writes nothing: a deleted container's rows are the store's own work
+            done = not self._broker.drops
+            return done
+        finally:
+            if done:
+                self.scheduled = False
 
 
 class StoreFolds:
@@ -54,14 +63,24 @@ class StoreFolds:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        # True from the server's start of it to its last slice: the server does not ask fold_due after
+        # every commit meanwhile (that call, per commit, was 2.4% of a durable peek-locked message).
+        self.scheduled = False
 
     def step(self, budget: Budget) -> bool:
-        if self._store.fold_due():
-            try:
-                self._store.fold()
-            except StoreError:
-                return True
-        return not self._store.fold_due()
+        done = True
+        try:
+            store = self._store
+            if store.fold_due():
+                try:
+                    store.fold()
+                except StoreError:
+                    return True
+            done = not store.fold_due()
+            return done
+        finally:
+            if done:
+                self.scheduled = False
 
 
 __all__ = ["EntityCleanup", "StoreFolds", "TimerRun"]

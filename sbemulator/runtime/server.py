@@ -394,10 +394,13 @@ class AmqpServer:
         finds the journal full and folds it on its way, in the same callback as the work it commits."""
         if self.loop is None:
             return
-        if self.broker.drops:
-            self.jobs.start(self._cleanup, commit=False)
-        if self.store.fold_due():
-            self.jobs.start(self._folds, commit=False)
+        cleanup, folds = self._cleanup, self._folds
+        if not cleanup.scheduled and self.broker.drops:
+            cleanup.scheduled = True
+            self.jobs.start(cleanup, commit=False)
+        if not folds.scheduled and self.store.fold_due():
+            folds.scheduled = True
+            self.jobs.start(folds, commit=False)
 
     def store_failed(self, exc: StoreError) -> BrokerError:
         """A commit failed. A full disk stays full until space is freed: its sends are refused with
