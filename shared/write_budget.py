@@ -289,13 +289,18 @@ class SharedWritePacer:
                         self.compensated += 1
                         return
                     break
-        with self._lease_lock:  # the budget's cached ETag is shared by this instance's leases
-            left = before - self._clock()
-            result = self.budget.lease(1, max_ahead=left) if left > 0 else left
-        if isinstance(result, Lease) and result.first < before:
-            with self._lock:
-                self.compensated += 1
-            return
+        while (left := before - self._clock()) > 0:
+            with self._lease_lock:  # the budget's cached ETag is shared by this instance's leases
+                # no refusal for distance (a slot past `before` is only a wasted one): a wait means
+                # lost races, so try again while a slot before the end of the second can still be had
+                result = self.budget.lease(1, max_ahead=left + 60.0)
+            if isinstance(result, Lease):
+                if result.first < before:
+                    with self._lock:
+                        self.compensated += 1
+                    return
+                break
+            self._sleep(min(result, max(0.0, before - self._clock())))
         with self._lock:
             self.uncompensated += 1
         log.warning("write budget %s: a write returned %.2f s after its slot and no slot before the end of its "
