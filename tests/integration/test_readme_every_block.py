@@ -108,6 +108,21 @@ def test_the_tests_named_for_readme_commands_exist() -> None:
     assert named and [name for name in named if not (REPO_ROOT / name).is_file()] == []
 
 
+#: Files the README names that a command writes, and which command.
+WRITTEN_BY = {"out/demo/demo.png": "make demo", "docs/conformance.md": "make conformance"}
+
+
+def test_every_path_the_readme_names_exists_or_is_written_by_a_command_it_names() -> None:
+    text = README.read_text()
+    named = set(re.findall(r"(?<![\w/.])((?:docs|tests|infra|shared|devhost|sbemulator|functions|consumers|bench|sender"
+                           r"|out)/[\w./*-]*[\w*])", text))
+    assert len(named) >= 10, named
+    missing = [name for name in sorted(named) if not any(REPO_ROOT.glob(name)) and name not in WRITTEN_BY]
+    assert missing == []
+    for name, command in WRITTEN_BY.items():
+        assert name in named and command in text, (name, command)
+
+
 def _stop_group(process: subprocess.Popen[str], sig: int) -> int | None:
     """Send ``sig`` to the command's process group (as a terminal's Ctrl-C does); its exit code, or None."""
     try:
