@@ -247,7 +247,7 @@ def summary(host: Host, collector: TelemetryCollector, start: float, end: float,
                       f"{sum(1 for e in during if e.role == role)}" for role in host.scaler.apps)
             if host.scaler else "fixed pools"),
         "invocations (function: succeeded / failed, on how many instance slots; an instance stopped and "
-        "started again in its slot counts once): " + ", ".join(
+        "started again in its slot counts once, a live instance that got no message not at all): " + ", ".join(
             f"{f} {c['succeeded']} / {c['failed']} on {c['instances']}" for f, c in sorted(stats.items())),
         f"chart: {out}",
     ]
