@@ -19,6 +19,7 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -170,7 +171,8 @@ def test_make_emulator_with_args_runs_as_written(tmp_path: Path) -> None:
     it prints (as the official emulator does on 5300) and exits cleanly on Ctrl-C."""
     [command] = [c for c in readme_commands() if c.startswith("make emulator ARGS=")]
     args = [arg.replace("--port 5673", "--port 0") for arg in shlex.split(command)]
-    args[1:1] = ["-o", ".venv/.installed"]  # the venv this test runs in: never rebuilt from within a test
+    # the Python this test runs on (make's own venv under `make test`), never rebuilt from within a test
+    args[1:1] = ["-o", ".venv/.installed", f"BIN={Path(sys.executable).parent}"]
     process = subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=True, env=dict(os.environ, SBEMULATOR_RUN_DIR=str(tmp_path)))
     try:
