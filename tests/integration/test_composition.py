@@ -9,14 +9,19 @@ Shared Access Signatures" (a connection string signs its tokens with the rule's 
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import socket
 from pathlib import Path
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbemulator import Emulator
+from sbemulator.config import NamespaceConfig
 from sbemulator.gateway.limits import Limits
 from sbemulator.runtime.cli import options_from, parse_args
-from sbemulator.runtime.composition import AdminOptions, NamespaceOptions, WebSocketOptions
+from sbemulator.runtime.composition import AdminOptions, ListenError, NamespaceOptions, WebSocketOptions
+from sbemulator.runtime.namespace_group import NamespaceGroup
 
 ROOT_KEY_IN_FILE = {"UserConfig": {"Namespaces": [
     {"Name": "keyed-ns", "Queues": [{"Name": "work", "Properties": {}}],
@@ -63,3 +68,26 @@ def test_a_root_key_set_in_the_file_is_the_one_in_the_connection_string() -> Non
                 received = receiver.receive_messages(max_message_count=1, max_wait_time=5)
                 assert [str(message) for message in received] == ["signed with the file's key"]
                 receiver.complete_message(received[0])
+
+
+def test_a_websocket_port_that_is_not_required_is_reported_and_the_rest_serves() -> None:
+    """The command line's default WebSocket port (443, privileged and often taken) only warns: the
+    namespace still starts, AMQP accepts connections, and the refusal names the port (README, --websocket-port)."""
+    async def start_beside(taken: int) -> tuple[ListenError | None, bool]:
+        group = NamespaceGroup()
+        first = await group.start([NamespaceConfig()], NamespaceOptions(
+            websocket=WebSocketOptions(taken, required=False)))
+        try:
+            _reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", first.port), 5)
+            writer.close()
+            return first.websocket_refused, first.websocket is None
+        finally:
+            await group.stop()
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused, no_listener = asyncio.run(start_beside(port))
+    assert no_listener and refused is not None and refused.errno == errno.EADDRINUSE
+    assert f"cannot listen on 127.0.0.1:{port} (AMQP over WebSockets)" in str(refused.strerror)
