@@ -21,6 +21,7 @@ from .collector import Collector
 from .composition import AdminOptions, ListenError, ListenHints, NamespaceOptions, WebSocketOptions
 from .environment import EnvironmentError_, admin_port_from, config_from
 from .namespace_group import NamespaceGroup
+from .namespaces import DEFAULT_AMQP_PORT
 from .public import certificate_hosts, shown_host
 from .ready import ready_info, remove_ready, version, write_ready
 from .snapshot import read_snapshot
@@ -28,7 +29,7 @@ from .websocket import WEBSOCKET_PATH
 
 STARTED = time.perf_counter()
 LOOPS = ("asyncio", "uvloop")
-DEFAULT_PORT = 5672
+DEFAULT_PORT = DEFAULT_AMQP_PORT
 DEFAULT_ADMIN_PORT = 5300
 DEFAULT_WEBSOCKET_PORT = 443  # what the SDKs dial for AMQP over WebSockets
 

@@ -24,10 +24,11 @@ from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME
 from ..config import NamespaceConfig
 
 NAMESPACES_DIR = "namespaces"
+DEFAULT_AMQP_PORT = 5672  # what an Endpoint without a port means to every SDK
 
 
 def connection_string(host: str, port: int, key_name: str = DEFAULT_KEY_NAME, key: str = DEFAULT_KEY) -> str:
-    endpoint = f"sb://{host}" if port == 5672 else f"sb://{host}:{port}"
+    endpoint = f"sb://{host}" if port == DEFAULT_AMQP_PORT else f"sb://{host}:{port}"
     return (
         f"Endpoint={endpoint};SharedAccessKeyName={key_name};SharedAccessKey={key};"
         "UseDevelopmentEmulator=true;"
