@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,30 +22,16 @@ from sbemulator import Emulator
 from sbemulator.runtime.launcher import start_emulator_process
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, receive
 from tests.fixtures.filesystem import fill_filesystem
+from tests.fixtures.tmpfs import mount_tmpfs, small_tmpfs
 
 BODY = "x" * (16 * 1024)
 MAX_SENDS = 400  # 6.4 MB of bodies: more than the file system holds
 
 
-def _mount(target: Path, size: str, remount: bool = False) -> subprocess.CompletedProcess:
-    options = f"remount,size={size}" if remount else f"size={size}"
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
-                          capture_output=True, text=True, timeout=30)
-
-
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (the fault-injection tests cover the rest)")
-    target = tmp_path / "fs"
-    target.mkdir()
-    mounted = _mount(target, "3m")
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path, "3m", "the fault-injection tests cover the rest") as target:
         yield target
-    finally:
-        subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=30)
 
 
 def _drain(client: ServiceBusClient, wait: float = 2) -> list[str]:
@@ -82,7 +66,7 @@ def test_a_filling_disk_refuses_sends_keeps_every_acknowledged_one_and_recovers(
             assert acknowledged
 
             # Space comes back (the file system grows); the same connection and sender go on.
-            assert _mount(small_fs, "64m", remount=True).returncode == 0
+            assert mount_tmpfs(small_fs, "64m", remount=True).returncode == 0
             for i in range(MAX_SENDS, MAX_SENDS + 20):
                 sender.send_messages(ServiceBusMessage(BODY, message_id=f"m{i}"))
                 acknowledged.append(f"m{i}")
@@ -145,7 +129,7 @@ def test_sigterm_on_a_full_disk_keeps_every_confirmed_settlement_and_each_acknow
     assert status == 0, output
     assert "Traceback" not in output
     (small_fs / "filler").unlink()
-    assert _mount(small_fs, "64m", remount=True).returncode == 0
+    assert mount_tmpfs(small_fs, "64m", remount=True).returncode == 0
     again = start_emulator_process("--config", config, "--data-dir", str(data), "--no-websocket", "--no-admin")
     try:
         with ServiceBusClient.from_connection_string(again.connection_string) as client:

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,29 +31,16 @@ from sbemulator import Emulator
 from sbemulator.runtime.launcher import start_emulator_process
 from tests.fixtures.emulator import STANDARD_TOPOLOGY
 from tests.fixtures.filesystem import fill_filesystem
+from tests.fixtures.tmpfs import small_tmpfs
 from tests.integration.test_store_faults import Faults, faults  # noqa: F401  (the fixture)
 
 SENT = 3000  # more completions than the delivery journal holds (64 KiB, ~2,200 of them) while nothing folds
 
 
-def _mount(target: Path, options: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
-                          capture_output=True, text=True, timeout=30)
-
-
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (the injected faults below cover the rest)")
-    target = tmp_path / "fs"
-    target.mkdir()
-    mounted = _mount(target, "size=8m")
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path, "8m", "the injected faults below cover the rest") as target:
         yield target
-    finally:
-        subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=30)
 
 
 def _send(client: ServiceBusClient, count: int) -> list[str]:
