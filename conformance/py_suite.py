@@ -56,6 +56,8 @@ def run(root: Path, running: Running, out: Path, jobs: int, test_timeout_s: int,
         file_timeout_s: int) -> list[Outcome]:
     env = {**os.environ, **environment(running, running.address, root / "tests")}
     out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob("*.xml"), *out.glob("*.log")]:  # a report holds one run, never an older one's files
+        stale.unlink()
 
     def one(path: Path) -> list[Outcome]:
         rel = path.relative_to(root / "tests").as_posix()
@@ -89,4 +91,16 @@ def parse(xml: Path, rel: str) -> list[Outcome]:
             elif child.tag == "skipped":
                 result, detail = "skipped", child.get("message", "")
         results.append(Outcome("python", rel, name, result, detail[-3000:]))
+    return results
+
+
+def load(out: Path) -> list[Outcome]:
+    """The outcomes of the run whose files ``out`` holds (``--report-only``): each file's JUnit XML, or a
+    failure of the whole file where only its log is there (it timed out)."""
+    results: list[Outcome] = []
+    for log in sorted(out.glob("*.log")):
+        rel = log.name.removesuffix(".log").replace("__", "/")
+        xml = log.with_name(log.name.removesuffix(".log") + ".xml")
+        results += parse(xml, rel) if xml.exists() else [
+            Outcome("python", rel, "(file)", "failed", log.read_text()[-3000:])]
     return results
