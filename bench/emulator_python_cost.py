@@ -31,7 +31,7 @@ from pathlib import Path
 from azure.servicebus import ServiceBusClient, ServiceBusReceiveMode
 
 from sbemulator.config import load_config
-from sbemulator.runtime.emulator import build
+from sbemulator.runtime.composition import NamespaceOptions, compose
 from sbemulator.runtime.server import _AmqpProtocol
 
 from ._util import Deadline, config_file, emulator, topology
@@ -147,8 +147,7 @@ def prepared_server(config: Path, recording: Recording, *,
     phase's reads (each with the protocol instance of its connection) and the counting transport."""
     with tempfile.TemporaryDirectory(prefix="sbbench-replay-") as data_dir:
         loop = asyncio.new_event_loop()
-        server, _broker = build(load_config(str(config)), in_memory=in_memory, data_dir=data_dir, sas_key=None,
-                                host="127.0.0.1", port=0)
+        server = compose(load_config(str(config)), NamespaceOptions(in_memory=in_memory, data_dir=data_dir)).server
         server.loop = loop  # callbacks it schedules are never run: a replay has no timers to wait for
         transport = _CountingTransport()
         protocols: dict[int, _AmqpProtocol] = {}

@@ -30,6 +30,7 @@ from sbemulator.auth import parse_rights
 from sbemulator.descriptions import (
     CORRELATION_PROPERTIES,
     QUEUE,
+    STATUS_ACTIVE,
     SUBSCRIPTION,
     TOPIC,
     AuthorizationRuleConfig,
@@ -100,12 +101,6 @@ class RuleConfig:
     # SqlRuleAction ``parameters``), keyed by name with its ``@``.
     filter_parameters: dict[str, Any] | None = None
     action_parameters: dict[str, Any] | None = None
-
-
-STATUS_ACTIVE = "Active"
-STATUS_DISABLED = "Disabled"
-STATUS_SEND_DISABLED = "SendDisabled"
-STATUS_RECEIVE_DISABLED = "ReceiveDisabled"
 
 
 @dataclass(frozen=True)

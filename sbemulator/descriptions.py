@@ -54,7 +54,7 @@ __all__ = [
     "supported_at",
 ]
 
-QUEUE = "queue"  # the broker's kind names (sbemulator.broker.entity)
+QUEUE = "queue"  # entity kinds, as the broker, the management plane and snapshots name them
 TOPIC = "topic"
 SUBSCRIPTION = "subscription"
 KINDS = (QUEUE, TOPIC, SUBSCRIPTION)
@@ -105,7 +105,11 @@ class Codec(enum.Enum):
     RUNTIME = "runtime"  # read-only: counts, sizes, times; rendered from the entity's state
 
 
-STATUSES = ("Active", "Disabled", "SendDisabled", "ReceiveDisabled")
+STATUS_ACTIVE = "Active"  # EntityStatus, as Service Bus spells it (Config.json, Atom, ARM)
+STATUS_DISABLED = "Disabled"
+STATUS_SEND_DISABLED = "SendDisabled"
+STATUS_RECEIVE_DISABLED = "ReceiveDisabled"
+STATUSES = (STATUS_ACTIVE, STATUS_DISABLED, STATUS_SEND_DISABLED, STATUS_RECEIVE_DISABLED)
 NEVER = None  # a duration default meaning TimeSpan.MaxValue (AutoDeleteOnIdle)
 
 

@@ -45,8 +45,8 @@ from .broker.clock import CLOCK_MODES, REAL
 from .config import ConfigError, NamespaceConfig, load_config
 from .gateway.faults import Faults
 from .missing_entity import explain, missing_entity
+from .runtime.composition import NamespaceRuntime
 from .runtime.emulator import Emulator
-from .runtime.namespaces import NamespaceRuntime
 
 CONFIG_OPTION = "--sbemulator-config"
 CONFIG_INI = "sbemulator_config"
@@ -106,14 +106,21 @@ class ServiceBusNamespace:
     def key(self) -> str:
         return self.runtime.key
 
+    @property
+    def _management(self) -> Any:
+        """The namespace's management plane (admin.backend.Namespace): the plugin's emulator serves it."""
+        admin = self.runtime.admin
+        assert admin is not None, "the emulator was started without its management endpoint"
+        return admin.namespace
+
     def entity_paths(self) -> list[str]:
         """Every queue and topic (subscriptions are purged with their topic)."""
-        return self.emulator.call(_queues_and_topics, self.runtime.admin.namespace)
+        return self.emulator.call(_queues_and_topics, self._management)
 
     def purge(self, *entities: str) -> int:
         """Remove every message (dead-lettered and scheduled ones too) from the given queues or topics,
         or from all of them when none is given. Returns how many messages were removed."""
-        namespace = self.runtime.admin.namespace
+        namespace = self._management
         paths = list(entities) or self.entity_paths()
         return self.emulator.call(_purge_all, namespace, paths)
 
@@ -147,7 +154,7 @@ class ServiceBusNamespace:
 
     def reset(self) -> None:
         """Back to the configured topology: entities created at run time are deleted, every message goes."""
-        self.emulator.call(self.runtime.admin.namespace.reset_async)
+        self.emulator.call(self._management.reset_async)
 
 
 class ServiceBusEmulator(ServiceBusNamespace):

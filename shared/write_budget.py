@@ -13,9 +13,13 @@ its slots.
 
 What follows:
 
-- **the cap holds for any number of instances**: slots are globally unique and 1 / (0.95 C) apart
-  (``headroom``: 5 % kept back for the jitter between a write's start and its arrival at the store),
-  and a write starts only within ``grace`` (half a slot) after its slot, whoever holds them;
+- **the cap holds at the store for any number of instances**: slots are globally unique and
+  1 / (0.95 C) apart, and a write starts at or after its slot. A write reaches the store somewhere
+  between its start and its return, so a write that returns late may be counted in a later second
+  than its slot; ``headroom`` (5 %) lets every write land up to h / (1 - h) seconds (53 ms) after its
+  slot, and a write that returned later than that is paid for with a slot nobody uses, before its
+  slot's second is over (:meth:`SharedWritePacer.slot` says why that keeps every 1-s window at the
+  store at or under C);
 - **one instance can use all of it**: alone, it leases every slot;
 - **a killed instance's share comes back on its own**: a lease is a range of time, at most
   ``max_ahead`` + one batch beyond the moment it was taken, and it lapses with the time; nobody
@@ -151,6 +155,10 @@ class SharedWritePacer:
     has writers (waiting or writing: its demand), at most ``batch``. A slot missed by more than ``grace`` (a thread woke
     late) is dropped, not used late: using it would squeeze two writes closer than 1 / C.
 
+    A write that returns more than ``late_after`` seconds after its slot may have reached the store
+    in a later second than its slot's: it is paid for by leaving one more slot unused (see
+    :meth:`slot`).
+
     A wait ends after ``max_wait`` seconds with :class:`WriteBudgetTimeout`, never with a write
     outside the budget. Without that bound, clocks that disagree would keep a writer waiting for
     ever: on a clock running ahead of the budget's, every slot leased is already past and dropped
@@ -179,6 +187,11 @@ class SharedWritePacer:
         self._active = 0  # writers inside slot(), waiting or writing: this instance's demand
         self._round_trip = 0.0  # smoothed lease latency: slots are leased that far in the future
         self.dropped = 0
+        #: how late after its slot a write may return and still be within the headroom: the slots of
+        #: 1 + late_after seconds number at most the cap (h / (1 - h) s: 53 ms at the default 5 %)
+        self.late_after = max(0.0, self.rate * budget.interval - 1.0)
+        self.compensated = 0  # late writes paid for with an unused slot
+        self.uncompensated = 0  # late writes no slot could be left unused for in time (logged)
 
     def _next_slot(self, deadline: float) -> float:
         dropped_before = self.dropped
@@ -226,9 +239,22 @@ class SharedWritePacer:
         """Wait for a leased slot, then hold it for one write; yields the time waited.
 
         Raises :class:`WriteBudgetTimeout` when no slot comes within ``max_wait``.
+
+        Why the cap holds at the store, not only at the slots: the store counts a write when it
+        arrives, at some moment L between the write's start (at or after its slot s) and its return
+        R. Take any 1-s window [x, x + 1). A write counted in it either has its slot within the
+        1 + late_after seconds (x - late_after, x + 1), or returned more than late_after after its
+        slot with s <= x - late_after < x <= L. Each write of the second kind left a slot k unused
+        with R <= k < s + 1 (so x <= L <= R <= k < s + 1 <= x + 1: k lies in the window too), one slot
+        per write. So the writes the window counts are at most the slots, used or unused, of an
+        interval of 1 + late_after seconds: at most (1 + late_after) x 0.95 C = C. The unused slot is
+        the earliest of this instance's own leased slots at or after R (no request), else one more
+        leased from the budget; a write that took so long that no slot before s + 1 can be had (about
+        a second) is logged, and counted in ``uncompensated``.
         """
         with self._lock:
             self._active += 1
+        used: float | None = None
         try:
             started = self._clock()
             deadline = started + self.max_wait
@@ -240,11 +266,47 @@ class SharedWritePacer:
             delay = at - self._clock()
             if delay > 0:
                 self._sleep(delay)
+            used = at
             yield self._clock() - started
         finally:
             with self._lock:
                 self._active -= 1
+            if used is not None:  # the write may have reached the store even if it raised
+                self._pay_if_late(used)
+
+    def _pay_if_late(self, slot: float) -> None:
+        """Leave one slot in [now, slot + 1) unused when the write returned more than ``late_after``
+        after ``slot`` (see :meth:`slot`)."""
+        returned = self._clock()
+        if returned - slot < self.late_after:
+            return
+        before = slot + 1.0
+        with self._lock:
+            for held in self._slots:  # ascending: slots are leased in order
+                if held >= returned:
+                    if held < before:
+                        self._slots.remove(held)
+                        self.compensated += 1
+                        return
+                    break
+        while (left := before - self._clock()) > 0:
+            with self._lease_lock:  # the budget's cached ETag is shared by this instance's leases
+                # no refusal for distance (a slot past `before` is only a wasted one): a wait means
+                # lost races, so try again while a slot before the end of the second can still be had
+                result = self.budget.lease(1, max_ahead=left + 60.0)
+            if isinstance(result, Lease):
+                if result.first < before:
+                    with self._lock:
+                        self.compensated += 1
+                    return
+                break
+            self._sleep(min(result, max(0.0, before - self._clock())))
+        with self._lock:
+            self.uncompensated += 1
+        log.warning("write budget %s: a write returned %.2f s after its slot and no slot before the end of its "
+                    "second could be left unused: the store may have counted more than %g writes in that second",
+                    self.budget.name, returned - slot, self.rate)
 
     def stats(self) -> dict[str, Any]:
         return {"updates": self.budget.updates, "reads": self.budget.reads, "conflicts": self.budget.conflicts,
-                "dropped": self.dropped}
+                "dropped": self.dropped, "compensated": self.compensated, "uncompensated": self.uncompensated}

@@ -79,6 +79,9 @@ def write_chart(path: Path, *, start: float, end: float, consumer: dict[str, lis
         latency.annotate("drain", (drain_at - start, 0.7), xycoords=("data", "axes fraction"), fontsize=7,
                          color="grey")
     latency.set_yscale("log")
+    if slo_ms:  # a decade above the highest SLO line, so it runs below the burst and event labels, not through them
+        bottom, top = latency.get_ylim()
+        latency.set_ylim(bottom, max(top, 10 * max(slo_ms.values())))
     latency.set_ylabel("latency at the consumer (ms)")
     latency.set_title(f"Priority ({strategy}): latency per priority over the last {WINDOW} s "
                       "(p50 solid, p95 dashed, SLO dotted)")

@@ -97,13 +97,20 @@ def per_second(times: list[float], start: float, end: float) -> list[int]:
 
 def peak_sliding(times: list[float], window: float = 1.0) -> int:
     """Most events in any half-open window of ``window`` seconds (stricter than fixed buckets)."""
+    return busiest_window(times, window)[0]
+
+
+def busiest_window(times: list[float], window: float = 1.0) -> tuple[int, float]:
+    """(most events in any half-open window of ``window`` seconds, when the first such window starts);
+    (0, nan) for no events."""
     ordered = sorted(times)
-    best, left = 0, 0
+    best, at, left = 0, math.nan, 0
     for right, moment in enumerate(ordered):
         while moment - ordered[left] >= window:
             left += 1
-        best = max(best, right - left + 1)
-    return best
+        if right - left + 1 > best:
+            best, at = right - left + 1, ordered[left]
+    return best, at
 
 
 def rate_last(times: list[float], seconds: float, now: float | None = None) -> float:

@@ -1,9 +1,11 @@
 """A build backend that builds out of the source tree: setuptools, run on a copy in a temporary folder.
 
 setuptools writes ``build/`` and ``*.egg-info`` next to the sources it builds, so ``pip install
-./sbemulator`` left both in a checkout. Building a wheel (and its metadata) here copies the package
-folder to a temporary one first and builds there; an editable install (``pip install -e``) must point
-at the sources, so it is setuptools' own, in place (its egg-info is git-ignored).
+./sbemulator`` left both in a checkout. Every hook of a wheel or sdist build here copies the package
+folder to a temporary one first and runs there: the build itself, its metadata, and the question of
+what the build requires (setuptools answers it by running ``egg_info``, which writes the egg-info:
+pip asks it first, in an isolated build). An editable install (``pip install -e``) must point at the
+sources, so it is setuptools' own, in place (its egg-info is git-ignored).
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ from setuptools import build_meta as _setuptools  # type: ignore[import-untyped]
 from setuptools.build_meta import (  # type: ignore[import-untyped]  # noqa: F401  (re-exported hooks)
     build_editable,
     get_requires_for_build_editable,
-    get_requires_for_build_sdist,
-    get_requires_for_build_wheel,
     prepare_metadata_for_build_editable,
 )
 
@@ -64,3 +64,13 @@ def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: d
     metadata_directory = _absolute(metadata_directory)
     with _in_a_copy():
         return _setuptools.prepare_metadata_for_build_wheel(metadata_directory, config_settings)
+
+
+def get_requires_for_build_wheel(config_settings: dict[str, Any] | None = None) -> list[str]:
+    with _in_a_copy():
+        return list(_setuptools.get_requires_for_build_wheel(config_settings))
+
+
+def get_requires_for_build_sdist(config_settings: dict[str, Any] | None = None) -> list[str]:
+    with _in_a_copy():
+        return list(_setuptools.get_requires_for_build_sdist(config_settings))

@@ -22,11 +22,21 @@ from sbemulator.amqp.message import parse_message as parse_sections
 from sbemulator.amqp.performatives import Header, Properties
 from sbemulator.amqp.types import Symbol, Timestamp, UInt
 from sbemulator.broker.api import PurgeJob
-from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import BrokerError, EntityNotFoundError, MessageNotFoundError
 from sbemulator.broker.views import SUB_QUEUES, EntityView, SessionView
 from sbemulator.config import RuleConfig
-from sbemulator.descriptions import MAX_TIMESPAN_SECONDS, STATUSES, Codec, by_atom, by_field, for_kind, parse_duration
+from sbemulator.descriptions import (
+    MAX_TIMESPAN_SECONDS,
+    QUEUE,
+    STATUSES,
+    SUBSCRIPTION,
+    TOPIC,
+    Codec,
+    by_atom,
+    by_field,
+    for_kind,
+    parse_duration,
+)
 from sbemulator.gateway.deliveries import SCHEDULED_ENQUEUE_TIME, incoming_messages
 from sbemulator.model import BrokerMessage, Delivery, MessageState, Outcome, ReceiveMode
 
@@ -41,7 +51,7 @@ MAX_RECEIVE = 50  # messages one console receive takes
 MAX_HELD_SESSIONS = 16  # session receivers the console keeps open for peek-locked messages (oldest closed)
 SETTLE_ACTIONS = {"complete": Outcome.COMPLETED, "abandon": Outcome.ABANDONED, "defer": Outcome.DEFERRED,
                   "deadletter": Outcome.DEAD_LETTERED}
-DEAD_LETTER_SUB_QUEUES = ("deadletter", "transferdeadletter")
+DEAD_LETTER_SUB_QUEUES = tuple(SUB_QUEUES)  # both sub-queues hold dead-lettered messages
 
 class ConsoleBroker:
     def __init__(self, namespace: Namespace) -> None:

@@ -188,7 +188,7 @@ class HttpServer:
 
     def protocol(self) -> asyncio.BaseProtocol:
         """A connection's protocol (plain, or inside TLS): h11 on asyncio streams, served by ``_serve``.
-        Another listener can hand it connections too (the AMQP port's, runtime/emulator.py)."""
+        Another listener can hand it connections too (the AMQP port's, runtime/composition.py)."""
         reader = asyncio.StreamReader(limit=2 ** 16)
         return asyncio.StreamReaderProtocol(reader, self._serve)
 

@@ -106,12 +106,12 @@ from .states import (
     refusal,
 )
 from .types import Array, Symbol, UByte, UInt, ULong, UShort
+from .windows import UINT_MAX
 
 log = logging.getLogger("sbemulator.amqp")
 
 _ACCEPTED = Accepted()  # the state of every completion; it has no fields, so one instance serves all
 
-UINT_MAX = windows.UINT_MAX
 _LIST_CODES = frozenset((0x45, 0xC0, 0xD0))  # list0, list8, list32
 _FRAME_BODIES = {cls.CODE: cls for cls in (*PERFORMATIVES, *SASL_FRAMES)}
 

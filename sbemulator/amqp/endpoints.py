@@ -12,8 +12,7 @@ from typing import Any
 from ..tracked import TrackedDict
 from .performatives import RCV_FIRST, ROLE_RECEIVER, SND_MIXED, Attach, Begin, Transfer
 from .states import ACTIVE, CLOSED, NO_LINK, NO_SESSION, State
-
-UINT_MAX = 0xFFFFFFFF
+from .windows import UINT_MAX
 
 
 class Link:

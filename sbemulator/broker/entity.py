@@ -15,6 +15,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+# The kinds are defined once, in descriptions.py; re-exported for the broker's modules.
+from ..descriptions import QUEUE as QUEUE
+from ..descriptions import SUBSCRIPTION as SUBSCRIPTION
+from ..descriptions import TOPIC as TOPIC
 from ..model import BrokerMessage
 from ..tracked import TrackedDict
 from .paging import ColdIndex
@@ -23,9 +27,6 @@ from .views import DEAD_LETTER_QUEUE, TRANSFER_DEAD_LETTER_QUEUE
 # Receivers (receiver.Receiver) are typed Any here: receiver depends on this module, not the reverse.
 Receiver = Any
 
-QUEUE = "queue"
-TOPIC = "topic"
-SUBSCRIPTION = "subscription"
 DEAD_LETTER = "deadletter"
 TRANSFER_DEAD_LETTER = "transfer_deadletter"
 

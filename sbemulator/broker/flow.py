@@ -43,7 +43,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from sbemulator.config import STATUS_DISABLED, STATUS_RECEIVE_DISABLED, STATUS_SEND_DISABLED
+from sbemulator.descriptions import STATUS_DISABLED, STATUS_RECEIVE_DISABLED, STATUS_SEND_DISABLED
 
 from ..model import (
     MAX_HEADER_SIZE,

@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from ..descriptions import KINDS
 from ..model import BrokerMessage, MessageState
 from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import EntityNotFoundError, InvalidOperationError, MessageNotFoundError
@@ -54,7 +55,7 @@ from .topology import Topology
 from .views import EntityView, MessageCounts, Resubmission, SessionView
 from .wakeups import Wakeups
 
-_MAIN_KINDS = (QUEUE, TOPIC, SUBSCRIPTION)
+_MAIN_KINDS = KINDS  # queues, topics, subscriptions: not their sub-queues
 _DEAD_LETTER_PROPERTIES = ("DeadLetterReason", "DeadLetterErrorDescription")
 
 

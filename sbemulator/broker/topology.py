@@ -40,8 +40,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sbemulator.config import (
-    STATUS_DISABLED,
-    STATUS_RECEIVE_DISABLED,
     AuthorizationRuleConfig,
     NamespaceConfig,
     QueueConfig,
@@ -49,7 +47,13 @@ from sbemulator.config import (
     SubscriptionConfig,
     TopicConfig,
 )
-from sbemulator.descriptions import MAX_TIMESPAN_SECONDS, entity_name_problem, for_kind
+from sbemulator.descriptions import (
+    MAX_TIMESPAN_SECONDS,
+    STATUS_DISABLED,
+    STATUS_RECEIVE_DISABLED,
+    entity_name_problem,
+    for_kind,
+)
 
 from .entity import (
     DEAD_LETTER,

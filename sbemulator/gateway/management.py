@@ -26,7 +26,7 @@ from ..broker.errors import (
     ServerBusyError,
 )
 from ..broker.transactions import StagedSettlement
-from ..model import ReceiveMode
+from ..model import Outcome, ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
 from .settling import refusal
@@ -86,6 +86,16 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _outcome(body: Any) -> Outcome:
+    """The request's ``disposition-status`` as the settlement it names (``Outcome``'s values are the
+    statuses Service Bus spells on the wire); any other status is the client's mistake (400)."""
+    status = _required_text(body, "disposition-status")
+    try:
+        return Outcome(status)
+    except ValueError:
+        raise BadRequest(f"Unknown disposition status {status!r}.") from None
 
 
 def _required_text(body: Any, name: str) -> str:
@@ -188,8 +198,7 @@ class ManagementHandler:
             body = request.body_value()
             props_to_modify = _field(body, "properties-to-modify", required=False)
             stage(_StagedDisposition(
-                self.broker, entity_path, _uuids(_field(body, "lock-tokens")),
-                _required_text(body, "disposition-status"),
+                self.broker, entity_path, _uuids(_field(body, "lock-tokens")), _outcome(body),
                 _text(_field(body, "deadletter-reason", required=False)),
                 _text(_field(body, "deadletter-description", required=False)),
                 {str(k): v for k, v in props_to_modify.items()} if isinstance(props_to_modify, dict) else None,
@@ -209,7 +218,7 @@ class ManagementHandler:
         return MgmtReply(200, "OK", {"expirations": Array(tuple(Timestamp(e) for e in expirations), "timestamp")})
 
     def _update_disposition(self, path: str, body: Any) -> MgmtReply:
-        status = _required_text(body, "disposition-status")
+        status = _outcome(body)
         tokens = _uuids(_field(body, "lock-tokens"))
         props = _field(body, "properties-to-modify", required=False)
         session_id = _text(_field(body, "session-id", required=False))
@@ -380,11 +389,9 @@ class ManagementHandler:
 class _StagedDisposition:
     """An update-disposition waiting for its transaction's commit (a broker.transactions.StagedSettlement)."""
 
-    def __init__(self, broker: BrokerAPI, path: str, tokens: list[uuid.UUID], status: str | None,
+    def __init__(self, broker: BrokerAPI, path: str, tokens: list[uuid.UUID], status: Outcome,
                  reason: str | None, description: str | None, properties: dict | None,
                  session_id: str | None) -> None:
-        if status not in ("completed", "abandoned", "defered", "suspended"):
-            raise BadRequest(f"Unknown disposition status {status!r}.")
         self.broker = broker
         self.path = path
         self.tokens = tokens

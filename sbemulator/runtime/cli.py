@@ -12,23 +12,24 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..auth import DEFAULT_KEY_NAME
-from ..broker.clock import CLOCK_MODES, REAL
+from ..broker.clock import CLOCK_MODES, REAL, make_clock
 from ..config import ConfigError, load_namespaces
 from ..gateway.limits import DEFAULT_LIMITS, Limits
 from ..store.base import DURABILITY_MODES, PROCESS, StoreError
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, DataDirError
 from .collector import Collector
-from .emulator import DEFAULT_DATA_DIR, build, connection_string, controls_for, sas_keys, start_namespace
+from .composition import AdminOptions, ListenError, ListenHints, NamespaceOptions, WebSocketOptions
 from .environment import EnvironmentError_, admin_port_from, config_from
-from .namespaces import NamespaceRuntime, namespace_data_dir
+from .namespace_group import NamespaceGroup
+from .namespaces import DEFAULT_AMQP_PORT
 from .public import certificate_hosts, shown_host
 from .ready import ready_info, remove_ready, version, write_ready
-from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
+from .snapshot import read_snapshot
+from .websocket import WEBSOCKET_PATH
 
 STARTED = time.perf_counter()
 LOOPS = ("asyncio", "uvloop")
-DEFAULT_PORT = 5672
+DEFAULT_PORT = DEFAULT_AMQP_PORT
 DEFAULT_ADMIN_PORT = 5300
 DEFAULT_WEBSOCKET_PORT = 443  # what the SDKs dial for AMQP over WebSockets
 
@@ -68,8 +69,28 @@ def limits_from(args: argparse.Namespace) -> Limits:
     return Limits(**given) if given else DEFAULT_LIMITS
 
 
-class ListenError(Exception):
-    """A port could not be bound; the message names the option that moves it."""
+# What a refused port's message says moves it (runtime/composition.py's ListenError).
+CLI_HINTS = ListenHints(
+    amqp="--port N moves it (0 picks a free port)",
+    admin="--admin-port N moves it (0 picks a free port), --no-admin turns it off",
+    websocket="--websocket-port N moves it (0 picks a free port), --no-websocket turns it off",
+)
+
+
+def options_from(args: argparse.Namespace) -> NamespaceOptions:
+    """The namespace options the command line asks for (runtime/composition.py builds every namespace
+    from them, the file's other namespaces from ``for_namespace``)."""
+    admin = None if args.no_admin else AdminOptions(
+        port=args.admin_port, tls_cert=args.tls_cert, tls_key=args.tls_key, limits=admin_limits_from(args),
+        cert_hosts=certificate_hosts(args.host, args.public_host))
+    websocket = None if args.no_websocket else WebSocketOptions(args.websocket_port,
+                                                                required=args.websocket_port_given)
+    return NamespaceOptions(
+        in_memory=args.in_memory, data_dir=args.data_dir, durability=args.durability, page_window=args.page_window,
+        sas_key=args.sas_key, host=args.host, port=args.port, public_host=shown_host(args.host, args.public_host),
+        hostnames=tuple(args.hostname), one_port=not args.amqp_port_only, limits=limits_from(args),
+        clock=make_clock(args.clock), snapshot=None if args.snapshot is None else read_snapshot(args.snapshot),
+        admin=admin, websocket=websocket, hints=CLI_HINTS)
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -226,82 +247,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-async def _listen(start: Any, what: str, host: str, port: int, flag: str) -> None:
-    try:
-        await start()
-    except OSError as exc:
-        raise ListenError(f"cannot listen on {host}:{port} ({what}): {exc.strerror or exc}; "
-                          f"{flag}") from None
-
-
 async def serve(args: argparse.Namespace) -> int:
     configs = load_namespaces(args.config)
-    config = configs[0]
-    server, broker = build(
-        config, in_memory=args.in_memory, data_dir=args.data_dir, sas_key=args.sas_key,
-        host=args.host, port=args.port, clock=args.clock, snapshot=args.snapshot, limits=limits_from(args),
-        page_window=args.page_window, hostnames=args.hostname, one_port=not args.amqp_port_only,
-        durability=args.durability,
-    )
-    admin = None
-    websocket = None
-    extras: list[NamespaceRuntime] = []  # the file's other namespaces, on free ports (runtime/namespaces.py)
-    try:
-        await _listen(server.start, "AMQP", args.host, args.port, "--port N moves it (0 picks a free port)")
-        if not args.no_admin:  # admin wiring
-            from pathlib import Path
-
-            from ..admin import AdminServer
-
-            cert_dir = None if args.in_memory else Path(args.data_dir or DEFAULT_DATA_DIR) / "tls"
-            admin = AdminServer(broker, server.validator, host=args.host, port=args.admin_port, cert_dir=cert_dir,
-                                tls_cert=args.tls_cert, tls_key=args.tls_key, commit=server.commit,
-                                limits=admin_limits_from(args),
-                                websocket=upgrade_factory(server), controls=controls_for(server),
-                                cert_hosts=certificate_hosts(args.host, args.public_host))
-            await _listen(admin.start, "HTTPS management", args.host, args.admin_port,
-                          "--admin-port N moves it (0 picks a free port), --no-admin turns it off")
-            server.serve_http(admin.http.protocol, admin.ssl_context)
-        if not args.no_websocket:
-            websocket = WebSocketListener(server, args.host, args.websocket_port,
-                                          ssl_context=None if admin is None else admin.ssl_context)
-            try:
-                await _listen(websocket.start, "AMQP over WebSockets", args.host, args.websocket_port,
-                              "--websocket-port N moves it (0 picks a free port), --no-websocket turns it off")
-            except ListenError as exc:
-                if args.websocket_port_given:
-                    raise
-                # The default, 443, is privileged and often taken: without it the emulator still serves
-                # everything else (WebSockets too, on the management port), so say so and go on.
-                print(f"sbemulator: warning: {exc}; WebSockets are still served on the management port",
-                      file=sys.stderr, flush=True)
-                websocket = None
-        group = [server]
-        server.clock_group = group
-        for extra in configs[1:]:
-            options = dict(in_memory=args.in_memory, clock=server.clock, limits=limits_from(args),
-                           page_window=args.page_window, hostnames=args.hostname,
-                           one_port=not args.amqp_port_only, durability=args.durability,
-                           data_dir=None if args.in_memory else namespace_data_dir(args.data_dir or DEFAULT_DATA_DIR,
-                                                                                   extra.name))
-            runtime = await start_namespace(extra, key=sas_keys(extra, args.sas_key)[DEFAULT_KEY_NAME],
-                                            host=args.host, options=options,
-                                            admin_like=admin,
-                                            admin_port=None if admin is None else 0)
-            runtime.host = shown_host(args.host, args.public_host)  # the name clients use, as the first one
-            runtime.join_clock(group)
-            extras.append(runtime)
-    except BaseException:
-        for runtime in reversed(extras):
-            await runtime.stop()
-        if websocket is not None:
-            await websocket.stop()
-        if admin is not None:
-            await admin.stop()
-            admin.cleanup()
-        await server.stop()
-        broker.close()
-        raise
+    namespaces = NamespaceGroup()  # the file's first namespace on the given ports, the others on free ones
+    first = await namespaces.start(configs, options_from(args))
+    server, admin, websocket = first.server, first.admin, first.websocket
+    if first.websocket_refused is not None:
+        # The default, 443, is privileged and often taken: without it the emulator still serves
+        # everything else (WebSockets too, on the management port), so say so and go on.
+        print(f"sbemulator: warning: {first.websocket_refused.strerror}; WebSockets are still served on the "
+              "management port", file=sys.stderr, flush=True)
+    extras = list(namespaces)[1:]
     # Signal handlers before the ready line: a supervisor may send SIGTERM as soon as it reads it.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -310,15 +266,13 @@ async def serve(args: argparse.Namespace) -> int:
     if args.gc == "idle":  # after start-up: what it loaded is frozen, full collections wait for idle moments
         server.collector = Collector()
         server.collector.start()
-    keys = sas_keys(config, args.sas_key)
-    key_name = "RootManageSharedAccessKey"
-    shown = shown_host(args.host, args.public_host)
+    shown = first.host
     elapsed = time.perf_counter() - STARTED
     # The other namespaces follow the first one's connection string, " | namespace NAME: <string>" each
     # (a connection string has no spaces); their management endpoints come before the first one's.
     others = "".join(f" | namespace {runtime.name}: {runtime.connection_string}" for runtime in extras)
-    connection = connection_string(shown, server.port, key_name, keys[key_name])
-    websocket_url = None if websocket is None else f"ws://{shown}:{websocket.port}{WEBSOCKET_PATH}"
+    connection = first.connection_string
+    websocket_url = first.websocket_url
     # The same facts for tools: a file tools beside it read (runtime/ready.py), written before the ready
     # line so whoever reads that line finds the file; and a JSON line on request.
     info = ready_info(host=args.host, port=server.port, connection_string=connection,
@@ -343,20 +297,12 @@ async def serve(args: argparse.Namespace) -> int:
         await stop.wait()
     finally:
         remove_ready(ready_path)
-    for runtime in reversed(extras):
-        await runtime.stop()
-    if websocket is not None:
-        await websocket.stop()
-    if admin is not None:  # admin wiring
-        await admin.stop()
-        admin.cleanup()
-    await server.stop()
-    if server.collector is not None:
-        server.collector.stop()
     try:
-        broker.close()
+        await namespaces.stop()
     except StoreError as exc:  # a full disk at shutdown: say what was not written, no traceback
         print(f"sbemulator: warning: {exc}", file=sys.stderr, flush=True)
+    if server.collector is not None:
+        server.collector.stop()
     print("sbemulator stopped", flush=True)
     return 0
 
@@ -368,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
             return runner.run(serve(args))
     except ListenError as exc:
-        print(f"sbemulator: {exc}", file=sys.stderr)
+        print(f"sbemulator: {exc.strerror}", file=sys.stderr)
         return 1
     except DataDirError as exc:  # in use by another emulator, read-only, full: one line, what to do
         print(f"sbemulator: {exc}", file=sys.stderr)

@@ -9,43 +9,34 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import inspect
-import os
 import threading
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasRule, SasValidator, own_hosts, parse_rights
+from ..auth import DEFAULT_KEY_NAME
 from ..broker.clock import Clock, ManualClock, clock_mode, make_clock, to_datetime
-from ..broker.core import Broker
 from ..config import NamespaceConfig, load_namespaces, parse_namespaces
 from ..descriptions import entity_name_problem
 from ..gateway.faults import Faults
+from ..gateway.limits import DEFAULT_LIMITS, Limits
 from ..store.base import PROCESS
-from ..store.memory import MemoryStore
-from ..store.sqlite import DEFAULT_PAGE_WINDOW, SqliteStore
-from .namespaces import (
+from .composition import (
+    DEFAULT_DATA_DIR,
+    AdminOptions,
+    NamespaceOptions,
     NamespaceRuntime,
-    admin_connection_string,
-    connection_string,
-    generate_key,
-    namespace_data_dir,
-    renamed,
+    ServerTuning,
+    WebSocketOptions,
+    sas_keys,
 )
+from .namespace_group import NamespaceGroup
+from .namespaces import admin_connection_string, connection_string, generate_key, renamed
 from .server import AmqpServer
-from .snapshot import (
-    MAX_SNAPSHOT_BYTES,
-    SeededStore,
-    check_loads,
-    import_snapshot,
-    read_snapshot,
-    seed_store,
-    snapshot_file,
-)
-from .websocket import WEBSOCKET_PATH, WebSocketListener, upgrade_factory
+from .snapshot import import_snapshot, read_snapshot
+from .websocket import WEBSOCKET_PATH, WebSocketListener
 
-DEFAULT_DATA_DIR = ".sbemulator"
+__all__ = ["DEFAULT_DATA_DIR", "ConfigSource", "Emulator", "connection_string", "resolve_config", "resolve_namespaces"]
 
 
 ConfigSource = str | Path | dict | NamespaceConfig | None
@@ -67,92 +58,6 @@ def resolve_namespaces(config: ConfigSource) -> tuple[NamespaceConfig, ...]:
     return load_namespaces(config)
 
 
-def sas_keys(config: NamespaceConfig, sas_key: str | None) -> dict[str, str]:
-    return {rule.key_name: rule.key for rule in sas_rules(config, sas_key)}
-
-
-def sas_rules(config: NamespaceConfig, sas_key: str | None) -> list[SasRule]:
-    """The namespace's rules: RootManageSharedAccessKey (every right; ``--sas-key`` sets its key) and
-    the config file's ``SasKeys``."""
-    rules = {DEFAULT_KEY_NAME: SasRule(DEFAULT_KEY_NAME, sas_key or DEFAULT_KEY)}
-    for entry in config.sas_keys:
-        rules[entry.key_name] = SasRule(entry.key_name, entry.key, parse_rights(entry.rights))
-    if sas_key:
-        rules[DEFAULT_KEY_NAME] = SasRule(DEFAULT_KEY_NAME, sas_key, rules[DEFAULT_KEY_NAME].rights)
-    return list(rules.values())
-
-
-def build(config: NamespaceConfig, *, in_memory: bool, data_dir: str | Path | None,
-          sas_key: str | None, host: str, port: int, clock: str | Clock | None = None,
-          snapshot: str | Path | bytes | dict | None = None, page_window: int | None = None,
-          hostnames: Iterable[str] = (), durability: str = PROCESS,
-          **server_options: Any) -> tuple[AmqpServer, Any]:
-    """Wire store, broker and server together (shared by the CLI and ``Emulator``). ``clock``:
-    ``"real"`` (default), ``"manual"`` or a clock callable (broker/clock.py). ``snapshot``: a snapshot
-    (a file, its bytes or the parsed object, sbemulator/runtime/snapshot.py) the broker starts from. ``page_window``:
-    available messages per durable queue or subscription held in memory (broker/paging.py; None: the
-    default). ``durability``: ``"process"`` (default) or ``"full"`` (store/base.py, docs/emulator.md)."""
-    broker_clock = make_clock(clock)
-    store: Any
-    if in_memory:
-        store = MemoryStore()
-    else:
-        directory = Path(data_dir or DEFAULT_DATA_DIR)
-        store = SqliteStore(directory / "sbemulator.db",
-                            DEFAULT_PAGE_WINDOW if page_window is None else page_window, durability=durability)
-    if snapshot is not None:
-        parsed = read_snapshot(snapshot)
-        check_loads(config, SeededStore(parsed), broker_clock)  # refused whole, before the store has any of it
-        store = seed_store(store, parsed, durable=not in_memory)
-    broker = Broker(config, store, clock=broker_clock)
-    # A token's resource must name one of the emulator's own hosts (auth.py; ``hostnames``: the names
-    # clients reach it by besides loopback and ``host``, the CLI's --hostname).
-    validator = SasValidator(sas_rules(config, sas_key), entity_rules=broker.authorization_rules,
-                             hosts=own_hosts(host, hostnames))
-    server = AmqpServer(broker, store, validator, host=host, port=port, clock=broker_clock, **server_options)
-    return server, broker
-
-
-def controls_for(server: AmqpServer) -> Any:
-    """What the management plane may control (admin/control.py): the broker's clock, how to move it
-    (a manual clock only), the injected faults, and snapshot export and import."""
-    from ..admin.control import Controls
-
-    manual = isinstance(server.clock, ManualClock)
-    broker = server.broker
-    assert isinstance(broker, Broker)  # the runtime built it (an import replaces the broker's state)
-    return Controls(clock=server.clock, advance=server.advance_clock if manual else None, faults=server.faults,
-                    snapshot=lambda: snapshot_file(broker, broker.config.name),
-                    import_snapshot=lambda data: import_snapshot(broker, read_snapshot(data)),
-                    max_snapshot_bytes=MAX_SNAPSHOT_BYTES)
-
-
-async def start_namespace(config: NamespaceConfig, *, key: str, host: str, options: dict[str, Any],
-                          admin_like: Any = None, admin_port: int | None = None) -> NamespaceRuntime:
-    """Build and start one more namespace on the running loop: ``options`` are :func:`build`'s (the
-    emulator's, with this namespace's data directory); its AMQP port is a free one, and so is its HTTPS
-    port when ``admin_port`` is not None (0 for a free one), sharing ``admin_like``'s TLS (the first
-    namespace's CA and certificate). Nothing is left listening when it fails."""
-    faults = Faults(config.name)
-    server, broker = build(config, **dict(options, sas_key=key, host=host, port=0, faults=faults,
-                                          snapshot=None))
-    runtime = NamespaceRuntime(config=config, server=server, broker=broker, host=host, key=key, faults=faults)
-    try:
-        await server.start()
-        if admin_port is not None:
-            from ..admin import AdminServer
-
-            runtime.admin = AdminServer(broker, server.validator, host=host, port=admin_port,
-                                        like=admin_like, commit=server.commit,
-                                        websocket=upgrade_factory(server), controls=controls_for(server))
-            await runtime.admin.start()
-            server.serve_http(runtime.admin.http.protocol, runtime.admin.ssl_context)
-    except BaseException:
-        await runtime.stop()
-        raise
-    return runtime
-
-
 def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
     """Cancel and wait for whatever still runs on the loop before it closes, as ``asyncio.run`` does.
 
@@ -167,28 +72,6 @@ def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(asyncio.wait(tasks, timeout=5))
     loop.run_until_complete(loop.shutdown_asyncgens())
 
-
-@dataclass(frozen=True)
-class _AdminOptions:
-    """How the HTTPS management endpoint is started (``port`` None: not at all, 0: a free port)."""
-
-    port: int | None
-    tls_cert: str | Path | None
-    tls_key: str | Path | None
-    cert_dir: Path | None
-    limits: Any = None  # admin.HttpLimits (None: the defaults)
-
-
-
-def _listen(loop: asyncio.AbstractEventLoop, start: Callable[[], Awaitable[Any]], what: str, host: str, port: int,
-            hint: str) -> None:
-    """Start one listener; a port that cannot be bound is an OSError (as before) whose message names the
-    listener and the argument that moves it, as the command line's names its option."""
-    try:
-        loop.run_until_complete(start())
-    except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise OSError(exc.errno, f"cannot listen on {host}:{port} ({what}): {reason}; {hint}") from None
 
 class Emulator:
     """A running emulator on its own thread and event loop."""
@@ -209,18 +92,29 @@ class Emulator:
         websocket_port: int | None = None,
         clock: str | Clock | None = None,
         snapshot: str | Path | bytes | dict | None = None,
-        **server_options: Any,
+        page_window: int | None = None,
+        durability: str = PROCESS,
+        hostnames: Iterable[str] = (),
+        one_port: bool = True,
+        limits: Limits = DEFAULT_LIMITS,
+        **tuning: Any,
     ) -> None:
         """``port``/``admin_port``/``websocket_port`` 0 pick free ports; ``admin_port=None`` serves no HTTPS
         management endpoint; ``websocket_port`` None serves AMQP over WebSockets only on the HTTPS endpoint
         (``wss://``), a number also on a port of its own (``ws://``, what the Python SDK dials in emulator
         mode: point it there with ``custom_endpoint_address=emu.websocket_endpoint``; ``wss://`` too).
         ``admin_limits`` (``sbemulator.admin.HttpLimits``) bounds the management endpoint's requests and
-        connections. ``one_port=False`` (a server option) makes the AMQP port serve plain AMQP only, instead of AMQP,
+        connections. ``one_port=False`` makes the AMQP port serve plain AMQP only, instead of AMQP,
         amqps, HTTP(S) and WebSockets told apart by their first bytes. ``clock="manual"``
         runs the broker on a clock that moves only through :meth:`advance` (docs/emulator.md, "A clock
         you control"). ``snapshot`` starts it from a snapshot file (or its bytes, or the parsed object;
-        docs/emulator.md, "Snapshots"): refused at once (SnapshotError) when it cannot be read."""
+        docs/emulator.md, "Snapshots"): refused at once (SnapshotError) when it cannot be read.
+        ``page_window``, ``durability``, ``hostnames`` and ``limits`` are the command line's
+        ``--page-window``, ``--durability``, ``--hostname`` and AMQP limit flags; ``tuning``: the AMQP
+        server's ``max_frame_size``, ``idle_timeout_ms``, ``transaction_timeout_s`` (composition.ServerTuning)."""
+        unknown = sorted(set(tuning) - set(ServerTuning.__annotations__))
+        if unknown:
+            raise TypeError(f"Emulator() got unexpected keyword arguments: {', '.join(unknown)}")
         # Every namespace of the file (docs/emulator.md, "Several namespaces"): the first is this object's
         # own (connection_string, port, broker, admin), the others get free ports (emu.namespace(name)).
         self.configs = resolve_namespaces(config)
@@ -229,20 +123,21 @@ class Emulator:
         self.clock: Clock = make_clock(clock)
         # Injected faults (docs/emulator.md, "Fault injection"): emu.faults.add(...) from any thread.
         self.faults = Faults(self.config.name)
+        # One options object for every namespace (runtime/composition.py): the others derive theirs.
+        self.options = NamespaceOptions(
+            in_memory=in_memory, data_dir=data_dir, durability=durability, page_window=page_window,
+            sas_key=sas_key, host=host, port=port, hostnames=tuple(hostnames), one_port=one_port, limits=limits,
+            tuning=cast(ServerTuning, tuning),  # its keys are checked above
+            clock=self.clock, snapshot=self.snapshot,
+            admin=None if admin_port is None else AdminOptions(admin_port, tls_cert, tls_key, admin_limits),
+            websocket=None if websocket_port is None else WebSocketOptions(websocket_port))
         self.websocket_port: int | None = websocket_port
         self.websocket: WebSocketListener | None = None
-        # --- admin (HTTPS management) wiring: admin_port None disables it, 0 picks a free port.
         self.admin_port: int | None = admin_port
         self.admin: Any = None
-        self._admin_options = _AdminOptions(admin_port, tls_cert, tls_key,
-                                            None if in_memory else Path(data_dir or DEFAULT_DATA_DIR) / "tls",
-                                            admin_limits)
-        # --- end admin wiring
         self.host = host
         self.key_name = DEFAULT_KEY_NAME
-        self.key = sas_key or DEFAULT_KEY
-        self._options = dict(in_memory=in_memory, data_dir=data_dir, sas_key=sas_key, host=host, port=port,
-                             clock=self.clock, snapshot=self.snapshot, faults=self.faults, **server_options)
+        self.key = sas_keys(self.config, sas_key)[DEFAULT_KEY_NAME]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -250,8 +145,7 @@ class Emulator:
         self.server: AmqpServer | None = None
         self.broker: Any = None
         self.port: int = port
-        self._namespaces: dict[str, NamespaceRuntime] = {}  # by lower-case name, in start order
-        self._clock_group: list[AmqpServer] = []  # every namespace's server: one advance moves all
+        self._namespaces = NamespaceGroup()
 
     @property
     def connection_string(self) -> str:
@@ -332,95 +226,33 @@ class Emulator:
         loop = asyncio.new_event_loop()
         self._loop = loop
         try:
-            self.server, self.broker = build(self.config, **self._options)
-            _listen(loop, self.server.start, "AMQP", self.host, self.server.port,
-                    "port=0 picks a free port")
-            self.port = self.server.port
-            try:
-                admin = self._admin_options
-                if admin.port is not None:  # admin wiring
-                    from ..admin import AdminServer
-
-                    self.admin = AdminServer(self.broker, self.server.validator, host=self.host, port=admin.port,
-                                             cert_dir=admin.cert_dir, tls_cert=admin.tls_cert, tls_key=admin.tls_key,
-                                             limits=admin.limits,
-                                             commit=self.server.commit, websocket=upgrade_factory(self.server),
-                                             controls=controls_for(self.server))
-                    _listen(loop, self.admin.start, "HTTPS management", self.host, admin.port,
-                            "admin_port=0 picks a free port, admin_port=None serves none")
-                    self.admin_port = self.admin.port
-                    self.server.serve_http(self.admin.http.protocol, self.admin.ssl_context)
-                if self.websocket_port is not None:
-                    self.websocket = WebSocketListener(
-                        self.server, self.host, self.websocket_port,
-                        ssl_context=None if self.admin is None else self.admin.ssl_context)
-                    _listen(loop, self.websocket.start, "AMQP over WebSockets", self.host, self.websocket_port,
-                            "websocket_port=0 picks a free port, websocket_port=None serves none")
-                    self.websocket_port = self.websocket.port
-                primary = NamespaceRuntime(config=self.config, server=self.server, broker=self.broker,
-                                           host=self.host, key=self.key, faults=self.faults, admin=self.admin)
-                self._register(primary)
-                for extra in self.configs[1:]:
-                    key = sas_keys(extra, self._options["sas_key"])[DEFAULT_KEY_NAME]
-                    self._register(loop.run_until_complete(self._start_namespace(extra, key)))
-            except BaseException:
-                self._shut_down(loop)
-                raise
+            first = loop.run_until_complete(self._namespaces.start(self.configs, self.options, faults=self.faults))
         except BaseException as exc:  # report start-up failures to the caller's thread
             self._error = exc
             self._ready.set()
             loop.close()
             return
+        self.server, self.broker, self.admin, self.websocket = first.server, first.broker, first.admin, first.websocket
+        self.port = first.port
+        self.admin_port = first.admin_port
+        self.websocket_port = None if first.websocket is None else first.websocket.port
         self._ready.set()
         try:
             loop.run_forever()
         finally:
-            self._shut_down(loop)
+            loop.run_until_complete(self._namespaces.stop())
             _cancel_remaining_tasks(loop)
             loop.close()
-
-    def _shut_down(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Stop the namespaces added after the first (newest first), then the first one's listeners."""
-        for runtime in reversed(list(self._namespaces.values())[1:]):
-            loop.run_until_complete(runtime.stop())
-        self._namespaces.clear()
-        if self.websocket is not None:
-            loop.run_until_complete(self.websocket.stop())
-        if self.admin is not None:  # admin wiring
-            loop.run_until_complete(self.admin.stop())
-            self.admin.cleanup()
-        if self.server is not None:
-            loop.run_until_complete(self.server.stop())
-        if self.broker is not None:
-            self.broker.close()
-
-    # --- several namespaces (runtime/namespaces.py; docs/emulator.md, "Several namespaces")
-    def _register(self, runtime: NamespaceRuntime) -> None:
-        runtime.join_clock(self._clock_group)
-        self._namespaces[runtime.name.lower()] = runtime
-
-    def _start_namespace(self, config: NamespaceConfig, key: str) -> Any:
-        options = {k: v for k, v in self._options.items() if k != "faults"}
-        if not self._options["in_memory"]:
-            options["data_dir"] = namespace_data_dir(self._options["data_dir"] or DEFAULT_DATA_DIR, config.name)
-        return start_namespace(config, key=key, host=self.host, options=options, admin_like=self.admin,
-                               admin_port=None if self.admin is None else 0)
 
     @property
     def namespaces(self) -> tuple[NamespaceRuntime, ...]:
         """Every running namespace, the first (this object's own) first."""
-        return tuple(self._namespaces.values())
+        return tuple(self._namespaces)
 
     def namespace(self, name: str | None = None) -> NamespaceRuntime:
         """A running namespace by name (case-insensitive; None: the first): its ``connection_string``,
         ``admin_connection_string``, ``ca_path``, ``broker``, ``faults``. KeyError when there is none."""
-        if name is None:
-            return next(iter(self._namespaces.values()))
-        try:
-            return self._namespaces[name.lower()]
-        except KeyError:
-            known = ", ".join(runtime.name for runtime in self._namespaces.values())
-            raise KeyError(f"no namespace {name!r} in this emulator (it has: {known})") from None
+        return self._namespaces.get(name)
 
     def add_namespace(self, name: str, config: ConfigSource = None, *, sas_key: str | None = None,
                       timeout: float = 10.0) -> NamespaceRuntime:
@@ -434,29 +266,14 @@ class Emulator:
         if problem is not None:
             raise ValueError(f"invalid namespace name {name!r}: {problem}")
         base = self.config if config is None else resolve_config(config)
-        namespace_config = renamed(base, name)
-        key = sas_key or generate_key()
-
-        async def start() -> NamespaceRuntime:
-            if name.lower() in self._namespaces:  # checked on the loop: two callers cannot both add it
-                raise ValueError(f"the emulator already has a namespace named {name!r}")
-            runtime = await self._start_namespace(namespace_config, key)
-            self._register(runtime)
-            return runtime
-
-        return self._on_loop(start(), timeout)
+        options = self.options.for_namespace(name, sas_key or generate_key())
+        # checked on the loop by the group: two callers cannot both add it
+        return self._on_loop(self._namespaces.add(renamed(base, name), options), timeout)
 
     def remove_namespace(self, name: str, timeout: float = 10.0) -> None:
         """Stop a namespace added after the first and free what it held (its ports, broker and memory;
         a durable one's files stay in the data directory and open again when it is added again)."""
-        async def stop() -> None:
-            runtime = self.namespace(name)
-            if runtime.server is self.server:
-                raise ValueError("the emulator's first namespace cannot be removed: stop the emulator")
-            del self._namespaces[name.lower()]
-            await runtime.stop()
-
-        self._on_loop(stop(), timeout)
+        self._on_loop(self._namespaces.remove(name), timeout)
 
     def _on_loop(self, coroutine: Any, timeout: float) -> Any:
         if self._loop is None:
@@ -477,7 +294,7 @@ class Emulator:
             if inspect.isawaitable(result):
                 result = await result
             server.commit()
-            for runtime in list(self._namespaces.values()):  # fn may have changed any namespace
+            for runtime in self._namespaces:  # fn may have changed any namespace
                 if runtime.server is not server:
                     runtime.server.commit()
             return result

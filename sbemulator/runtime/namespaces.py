@@ -17,20 +17,18 @@ unchanged); every other one lives in ``<data dir>/namespaces/<name>/``.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ..auth import DEFAULT_KEY, DEFAULT_KEY_NAME
 from ..config import NamespaceConfig
-from ..gateway.faults import Faults
-from .server import AmqpServer
 
 NAMESPACES_DIR = "namespaces"
+DEFAULT_AMQP_PORT = 5672  # what an Endpoint without a port means to every SDK
 
 
 def connection_string(host: str, port: int, key_name: str = DEFAULT_KEY_NAME, key: str = DEFAULT_KEY) -> str:
-    endpoint = f"sb://{host}" if port == 5672 else f"sb://{host}:{port}"
+    endpoint = f"sb://{host}" if port == DEFAULT_AMQP_PORT else f"sb://{host}:{port}"
     return (
         f"Endpoint={endpoint};SharedAccessKeyName={key_name};SharedAccessKey={key};"
         "UseDevelopmentEmulator=true;"
@@ -39,8 +37,7 @@ def connection_string(host: str, port: int, key_name: str = DEFAULT_KEY_NAME, ke
 
 def admin_connection_string(host: str, admin_port: int, key_name: str, key: str) -> str:
     """For ServiceBusAdministrationClient: a namespace's key with its HTTPS management port (always
-    written out: the admin client has no default port to fall back on). One copy for ``Emulator``
-    and ``NamespaceRuntime``."""
+    written out: the admin client has no default port to fall back on)."""
     return (f"Endpoint=sb://{host}:{admin_port};SharedAccessKeyName={key_name};"
             f"SharedAccessKey={key};UseDevelopmentEmulator=true;")
 
@@ -60,66 +57,3 @@ def generate_key() -> str:
 def renamed(config: NamespaceConfig, name: str) -> NamespaceConfig:
     """``config``'s entities and keys under the namespace name ``name``."""
     return config if config.name == name else replace(config, name=name)
-
-
-@dataclass(eq=False)
-class NamespaceRuntime:
-    """One running namespace: its AMQP listener (``server``, with its broker and store), its HTTPS
-    management listener (``admin``, or None) and the key of RootManageSharedAccessKey."""
-
-    config: NamespaceConfig
-    server: AmqpServer
-    broker: Any
-    host: str
-    key: str
-    faults: Faults
-    admin: Any = None
-    key_name: str = DEFAULT_KEY_NAME
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    @property
-    def connection_string(self) -> str:
-        """For the data-plane SDK clients: this namespace's AMQP port."""
-        return connection_string(self.host, self.port, self.key_name, self.key)
-
-    @property
-    def admin_url(self) -> str | None:
-        return None if self.admin is None else self.admin.url(self.host)
-
-    @property
-    def admin_port(self) -> int | None:
-        return None if self.admin is None else self.admin.port
-
-    @property
-    def admin_connection_string(self) -> str | None:
-        """For ServiceBusAdministrationClient: the same key, this namespace's HTTPS port."""
-        return None if self.admin is None else admin_connection_string(self.host, self.admin.port, self.key_name,
-                                                                       self.key)
-
-    @property
-    def ca_path(self) -> str | None:
-        return None if self.admin is None else str(self.admin.ca_path)
-
-    def join_clock(self, group: list[AmqpServer]) -> None:
-        """Share ``group`` (the servers on one clock): an advance through any of them moves all."""
-        if self.server not in group:
-            group.append(self.server)
-        self.server.clock_group = group
-
-    async def stop(self) -> None:
-        """Close its listeners and connections, then its store (after the last commit)."""
-        group = self.server.clock_group
-        if self.server in group and len(group) > 1:
-            group.remove(self.server)
-        if self.admin is not None:
-            await self.admin.stop()
-            self.admin.cleanup()
-        await self.server.stop()
-        self.broker.close()

@@ -35,6 +35,8 @@ from ..amqp import codec
 from ..broker.core import Broker
 from ..broker.errors import BrokerError
 from ..broker.topology import description_json, runtime_record
+from ..broker.views import SUB_QUEUES as VIEW_SUB_QUEUES
+from ..descriptions import KINDS
 from ..model import BrokerMessage, MessageState
 from ..store.base import IndexEntry
 from ..store.memory import MemoryStore
@@ -48,9 +50,9 @@ FORMAT = "sbemulator-snapshot"
 VERSION = 1
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024  # the file (export refuses to write more, import to read more)
 PAGE = 1000  # messages read per peek while exporting
-SUB_QUEUES = {"active": "", "deadletter": "/$DeadLetterQueue", "transferdeadletter": "/$Transfer/$DeadLetterQueue"}
+# A message's "subQueue" in the file, and what it appends to its entity's path (broker/views.py's sub-queues).
+SUB_QUEUES = {"active": "", **{name: f"/{suffix}" for name, suffix in VIEW_SUB_QUEUES.items()}}
 STATES = {"active": MessageState.ACTIVE, "deferred": MessageState.DEFERRED, "scheduled": MessageState.SCHEDULED}
-KINDS = ("queue", "topic", "subscription")
 
 
 class SnapshotError(ValueError):

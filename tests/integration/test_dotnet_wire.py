@@ -12,6 +12,7 @@ azure-amqp (Microsoft.Azure.Amqp 2.x, ``Microsoft.Azure.Amqp/Amqp/...``) or azur
 
 from __future__ import annotations
 
+import ssl
 import time
 import uuid
 
@@ -35,6 +36,7 @@ from sbemulator.amqp.performatives import (
 )
 from sbemulator.amqp.types import Described, Int, Long, Symbol, Timestamp, UInt, ULong
 from tests.fixtures.dotnet_wire import BATCH_FORMAT, Delivery, DotNetWire, Link, connect
+from tests.integration.test_malformed_input import RawClient
 
 QUEUE = "orders"
 
@@ -291,3 +293,24 @@ def test_a_batched_range_disposition_settles_each_delivery_in_it(emulator: Emula
         wire.flow(mgmt_peek, 4)
         with pytest.raises(TimeoutError):  # r3 is still locked by the first receiver; r0-r2 are gone
             wire.receive(mgmt_peek, timeout=1.5)
+
+
+# ---------------------------------------------------------------------------------------------- TLS
+def test_amqps_as_the_tls_transport_opens_it_sends_and_receives(emulator: Emulator) -> None:
+    """azure-amqp ``Amqp/Transport/TlsTransportSettings.cs`` and ``TlsTransport``: a TLS handshake (SNI the
+    endpoint's host) on the connection, then the SASL header with MSSBCBS and the AMQP header inside it
+    (``AmqpConnectionScope.CreateTransportSettingsForTcp``: an ``amqps`` endpoint wraps the TCP settings in
+    TLS). The emulator serves TLS on its AMQP port, with its own CA's certificate."""
+    assert emulator.ca_path is not None
+    raw = RawClient(emulator.port)
+    context = ssl.create_default_context(cafile=str(emulator.ca_path))
+    raw.sock = context.wrap_socket(raw.sock, server_hostname="localhost")
+    with DotNetWire(emulator.port, raw=raw) as wire:
+        wire.connect()
+        reply = wire.put_token(wire.entity_uri(QUEUE), emulator.key_name, emulator.key, resource=f"amqps://{wire.host}/")
+        assert reply.application_properties["status-code"] == 202
+        sender = wire.sender(QUEUE)
+        _send(wire, sender, b"over tls")
+        receiver = wire.receiver(QUEUE, peek_lock=False)
+        wire.flow(receiver, 1)
+        assert wire.receive(receiver).message.body_value() == b"over tls"

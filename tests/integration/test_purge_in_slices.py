@@ -202,7 +202,9 @@ def test_a_purge_lets_the_event_loop_run_between_its_slices(emulator: Emulator) 
             await counter
         return removed, turns - before
 
-    removed, turns = emulator.call(purge_while_counting, emulator.namespace().admin.namespace)
+    admin = emulator.namespace().admin
+    assert admin is not None
+    removed, turns = emulator.call(purge_while_counting, admin.namespace)
     assert removed == 700
     assert turns >= 700 // SLICE - 1  # a turn at least between every two of its 100 slices
 

@@ -28,7 +28,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusQuotaExceededError, ServiceBusServerBusyError
 
-import sbemulator.runtime.emulator as emulator_module
+import sbemulator.runtime.composition as composition_module
 from sbemulator import Emulator
 from sbemulator.store.sqlite import SqliteStore
 from tests.fixtures.emulator import STANDARD_TOPOLOGY, receive
@@ -79,7 +79,7 @@ def faults(monkeypatch: pytest.MonkeyPatch) -> Faults:
         faults.dbs.append(db)
         return s
 
-    monkeypatch.setattr(emulator_module, "SqliteStore", store)
+    monkeypatch.setattr(composition_module, "SqliteStore", store)
     return faults
 
 

@@ -19,7 +19,7 @@ import uuid
 
 from sbemulator import Emulator
 from sbemulator.amqp.message import encode_message
-from sbemulator.amqp.performatives import Accepted, Detach, Header, Properties
+from sbemulator.amqp.performatives import Accepted, Detach, Error, Header, Properties
 from tests.fixtures.dotnet_wire import DotNetWire
 
 QUEUE = "orders"
@@ -36,11 +36,12 @@ def _short_token(wire: DotNetWire, emu: Emulator, entity: str = QUEUE) -> None:
     assert reply.application_properties["status-code"] == 202, reply.application_properties
 
 
-def _forced_detach(wire: DotNetWire, channel: int, handle: int) -> Detach:
+def _forced_detach(wire: DotNetWire, channel: int, handle: int) -> Error:
+    """The error of the detach the emulator sends when the link's token expires."""
     detach: Detach = wire.wait_body(Detach, channel=channel, handle=handle, timeout=SHORT_S + 10)
     assert detach.closed
     assert detach.error is not None
-    return detach
+    return detach.error
 
 
 def test_a_sender_whose_token_expires_is_detached_with_renew_token(emulator: Emulator) -> None:
@@ -49,9 +50,9 @@ def test_a_sender_whose_token_expires_is_detached_with_renew_token(emulator: Emu
         _short_token(wire, emulator)
         sender = wire.sender(QUEUE)
         assert isinstance(wire.send_message(sender, _message(b"before expiry")).state, Accepted)
-        detach = _forced_detach(wire, sender.channel, sender.handle)
-        assert str(detach.error.condition) == "amqp:link:detach-forced"
-        description = str(detach.error.description)
+        error = _forced_detach(wire, sender.channel, sender.handle)
+        assert str(error.condition) == "amqp:link:detach-forced"
+        description = str(error.description)
         assert f"The link '{sender.name}' is force detached. Code: RenewToken." in description
         assert "'Send' claim(s) are required" in description and QUEUE in description
 
@@ -62,9 +63,9 @@ def test_a_receiver_whose_token_expires_is_detached_and_a_new_token_lets_it_atta
         wire.connect()
         _short_token(wire, emulator)
         receiver = wire.receiver(QUEUE)
-        detach = _forced_detach(wire, receiver.channel, receiver.handle)
-        assert str(detach.error.condition) == "amqp:link:detach-forced"
-        assert "'Listen' claim(s) are required" in str(detach.error.description)
+        error = _forced_detach(wire, receiver.channel, receiver.handle)
+        assert str(error.condition) == "amqp:link:detach-forced"
+        assert "'Listen' claim(s) are required" in str(error.description)
         # What the SDKs do next: a new token, a new link.
         reply = wire.put_token(wire.entity_uri(QUEUE), emulator.key_name, emulator.key, expires_in=3600)
         assert reply.application_properties["status-code"] == 202
