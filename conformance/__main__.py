@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance")
     parser.add_argument("--suite", choices=("go", "python", "all"), default="all")
     parser.add_argument("--jobs", type=int, default=3, help="Python test files run side by side (default 3)")
-    parser.add_argument("--test-timeout", type=int, default=300, help="seconds per Python test")
+    # 900: test_queue_receive_keep_conn_alive sleeps 305 s (past the 240 s idle timeout, then a lock
+    # duration), test_queue_receiver_sender_resume_after_link_timeout 300 s; at 300 both were cut off.
+    parser.add_argument("--test-timeout", type=int, default=900, help="seconds per Python test")
     parser.add_argument("--file-timeout", type=int, default=2400, help="seconds per Python test file")
     parser.add_argument("--go-timeout", type=int, default=1800, help="seconds for the Go run")
     parser.add_argument("--go-args", nargs="*", default=[], help="more go test arguments (e.g. -run Regexp)")
