@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import shutil
-import ssl
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,19 +60,22 @@ def certificates(directory: Path, address: str) -> tuple[Path, Path, Path]:
 @contextmanager
 def emulator(cache: Path) -> Iterator[Running]:
     """A fresh emulator (in memory), Service Bus's ports 5672, 5671 and 443 on a loopback address of the
-    run's own, and the identity endpoint."""
+    run's own (all forwarded to the emulator's one port), and the identity endpoint."""
     address = loopback_alias()
     cache.mkdir(parents=True, exist_ok=True)
     tls = Path(tempfile.mkdtemp(prefix="tls-", dir=cache))  # a run's own: runs side by side do not share a CA
     bundle, cert, key = certificates(tls, address)
-    with Emulator(config=str(HERE / "topology.json"), in_memory=True, tls_cert=cert, tls_key=key) as emu:
+    with Emulator(config=str(HERE / "topology.json"), in_memory=True, tls_cert=cert, tls_key=key,
+                  hostnames=(f"{NAMESPACE}{HOST_SUFFIX}",)) as emu:
         assert emu.admin_port is not None
         relay = Relay("127.0.0.1")
         identity = IdentityEndpoint(f"sb://{address}/", emu.key_name, emu.key).start()
         try:
-            relay.forward(address, 5672, emu.port)
-            relay.terminate(address, 5671, server_context(cert, key), emu.port)
-            relay.forward(address, 443, emu.admin_port)
+            # Every port to the emulator's one AMQP port, which tells AMQP, AMQP over TLS, HTTPS and
+            # WebSockets (ws, wss) apart by their first bytes: the relay only maps Service Bus's fixed
+            # port numbers onto it, the way a client that builds every address from one host sees it.
+            for port in (5672, 5671, 443):
+                relay.forward(address, port, emu.port)
             yield Running(emu, relay, identity, address, bundle)
         finally:
             identity.stop()
@@ -86,8 +88,3 @@ def loopback_alias() -> str:
     ports (5672, 5671, 443) are free there while other programs hold them on 127.0.0.1."""
     return f"127.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(2, 254)}"
 
-
-def server_context(cert: Path, key: Path) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert), str(key))
-    return context

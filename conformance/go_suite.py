@@ -75,3 +75,9 @@ def parse(stream: str, module: Path) -> list[Outcome]:
         results.append(Outcome("go", group, name, {"pass": "passed", "fail": "failed", "skip": "skipped"}[action],
                                text[-3000:]))
     return results
+
+
+def load(out: Path) -> list[Outcome]:
+    """The outcomes of the run kept in ``out`` (``--report-only``)."""
+    stream = out / "go-test.json"
+    return parse(stream.read_text(), out) if stream.exists() else []

@@ -4,7 +4,7 @@ The tests build ``<namespace>.servicebus.windows.net`` and dial it on 5671 (AMQP
 (HTTPS, WebSockets) with a credential from ``get_credential()``. The runner listens on those ports on
 a loopback address of its own (environment.py) and the plugin in pyshim/ resolves the host name to
 it; preparers and credentials are mapped onto the emulator's management API and keys. Files run side
-by side, a few at a time, each test bounded by pytest-timeout.
+by side, a few at a time, each against a fresh emulator of its own, each test bounded by pytest-timeout.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from .environment import HERE, HOST_SUFFIX, NAMESPACE, RULES, Running
@@ -52,10 +54,18 @@ def environment(run: Running, address: str, tests: Path) -> dict[str, str]:
     return env
 
 
-def run(root: Path, running: Running, out: Path, jobs: int, test_timeout_s: int,
-        file_timeout_s: int) -> list[Outcome]:
-    env = {**os.environ, **environment(running, running.address, root / "tests")}
+def run(root: Path, fresh: Callable[[], AbstractContextManager[Running]], out: Path, jobs: int,
+        test_timeout_s: int, file_timeout_s: int, only: Sequence[str] = ()) -> list[Outcome]:
+    """Every test file (or ``only`` these, relative to tests/, their earlier results replaced), each
+    against an emulator of its own from ``fresh()``: the management tests list, clear and re-create
+    the namespace's entities, as a live run's files do one after the other in their namespace, so files
+    run side by side must not share one."""
     out.mkdir(parents=True, exist_ok=True)
+    files = [root / "tests" / name for name in only] if only else test_files(root)
+    stale_files = ([out / (name.replace("/", "__") + ext) for name in only for ext in (".xml", ".log")] if only
+                   else [*out.glob("*.xml"), *out.glob("*.log")])  # a report holds one run's files
+    for stale in stale_files:
+        stale.unlink(missing_ok=True)
 
     def one(path: Path) -> list[Outcome]:
         rel = path.relative_to(root / "tests").as_posix()
@@ -64,18 +74,20 @@ def run(root: Path, running: Running, out: Path, jobs: int, test_timeout_s: int,
                "-o", "asyncio_mode=auto", f"--timeout={test_timeout_s}", f"--junitxml={xml}",
                "--rootdir", str(root), str(path)]
         started = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, cwd=root / "tests", env=env, capture_output=True, text=True,
-                                  timeout=file_timeout_s, check=False)
-            log = proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            log = f"file timed out after {file_timeout_s} s\n{exc.stdout!r}"
+        with fresh() as running:
+            env = {**os.environ, **environment(running, running.address, root / "tests")}
+            try:
+                proc = subprocess.run(cmd, cwd=root / "tests", env=env, capture_output=True, text=True,
+                                      timeout=file_timeout_s, check=False)
+                log = proc.stdout + proc.stderr
+            except subprocess.TimeoutExpired as exc:
+                log = f"file timed out after {file_timeout_s} s\n{exc.stdout!r}"
         (out / (rel.replace("/", "__") + ".log")).write_text(log)
         print(f"  {rel}: {time.monotonic() - started:.0f} s", flush=True)
         return parse(xml, rel) if xml.exists() else [Outcome("python", rel, "(file)", "failed", log[-3000:])]
 
     with ThreadPoolExecutor(jobs) as pool:
-        return [o for batch in pool.map(one, test_files(root)) for o in batch]
+        return [o for batch in pool.map(one, files) for o in batch]
 
 
 def parse(xml: Path, rel: str) -> list[Outcome]:
@@ -89,4 +101,16 @@ def parse(xml: Path, rel: str) -> list[Outcome]:
             elif child.tag == "skipped":
                 result, detail = "skipped", child.get("message", "")
         results.append(Outcome("python", rel, name, result, detail[-3000:]))
+    return results
+
+
+def load(out: Path) -> list[Outcome]:
+    """The outcomes of the run whose files ``out`` holds (``--report-only``): each file's JUnit XML, or a
+    failure of the whole file where only its log is there (it timed out)."""
+    results: list[Outcome] = []
+    for log in sorted(out.glob("*.log")):
+        rel = log.name.removesuffix(".log").replace("__", "/")
+        xml = log.with_name(log.name.removesuffix(".log") + ".xml")
+        results += parse(xml, rel) if xml.exists() else [
+            Outcome("python", rel, "(file)", "failed", log.read_text()[-3000:])]
     return results

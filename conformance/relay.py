@@ -1,17 +1,15 @@
 """Service Bus's fixed ports on a host of the run's own, forwarded to the emulator's free ports.
 
 Microsoft's tests build every address from the namespace's host name alone: AMQP on 5671 (TLS) or
-5672 (the Go SDK's emulator mode), HTTPS and WebSockets on 443. The emulator listens on free ports, so
-the runner listens on those three on a loopback address of its own and forwards: 5672 as it is to the
-AMQP port, 5671 with TLS ended here to the AMQP port, 443 as it is to the HTTPS management port (which
-serves ``wss://`` too).
+5672 (the Go SDK's emulator mode), HTTPS and WebSockets on 443. The emulator listens on a free port
+that serves all of them (its one port tells them apart by their first bytes), so the runner listens on
+those three on a loopback address of its own and forwards the bytes as they are to that port.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 import threading
 from typing import Any
 
@@ -31,9 +29,8 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 class Relay:
-    """Listeners on loopback (one event loop on a thread of its own), each forwarding to the emulator at
-    ``host``. ``forward(port, to)``: bytes as they are. ``terminate(port, context, to)``: TLS ends here
-    and the plain stream goes on (AMQP over TLS on 5671 to the emulator's plain AMQP port)."""
+    """Listeners on loopback (one event loop on a thread of its own), each forwarding the bytes as they
+    are to the emulator at ``host``."""
 
     def __init__(self, host: str) -> None:
         self.host = host
@@ -55,19 +52,14 @@ class Relay:
             await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
         return handle
 
-    def _listen(self, handler: Any, host: str, port: int, context: ssl.SSLContext | None = None) -> int:
-        started = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(handler, host, port, ssl=context, ssl_handshake_timeout=30 if context else None),
-            self._loop)
+    def _listen(self, handler: Any, host: str, port: int) -> int:
+        started = asyncio.run_coroutine_threadsafe(asyncio.start_server(handler, host, port), self._loop)
         server = started.result(10)
         self._servers.append(server)
         return int(server.sockets[0].getsockname()[1])
 
     def forward(self, host: str, port: int, to: int) -> int:
         return self._listen(self._forwarding(to), host, port)
-
-    def terminate(self, host: str, port: int, context: ssl.SSLContext, to: int) -> int:
-        return self._listen(self._forwarding(to), host, port, context)
 
     def stop(self) -> None:
         for server in self._servers:

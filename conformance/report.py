@@ -3,11 +3,11 @@ does not apply does not."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 
 from .fetch import GO_MODULE, GO_VERSION, PY_PACKAGE, PY_VERSION
 from .results import Outcome
+from .runs import Run
 
 SUITES = {
     "python": f"Python: {PY_PACKAGE} {PY_VERSION} live tests (its sdist's tests/)",
@@ -23,8 +23,7 @@ def _first_line(text: str) -> str:
     return ""
 
 
-def render(outcomes: list[Outcome], command: str, seconds: float) -> str:
-    today = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+def render(outcomes: list[Outcome], runs: list[Run]) -> str:
     lines = [
         "# Conformance: Microsoft's SDK test suites against sbemulator",
         "",
@@ -35,7 +34,10 @@ def render(outcomes: list[Outcome], command: str, seconds: float) -> str:
         "the emulator's management API and their credential is the namespace's key; the Go tests read",
         "connection strings with `UseDevelopmentEmulator=true` from the environment. `conformance/` says how.",
         "",
-        f"Run: `{command}` on {today}, {seconds / 60:.0f} min.",
+        "The runs (each suite's latest; `make conformance` runs both, `--report-only` renders this page again):",
+        "",
+        *[f"- {SUITES[run.suite].split(':')[0]}: `{run.command}`, finished {run.finished}, {run.minutes:.0f} min."
+          for run in runs],
         "",
         "| Suite | Passed | Failed | Not applicable | Skipped by the test itself |",
         "|---|---|---|---|---|",

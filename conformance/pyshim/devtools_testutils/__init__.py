@@ -2,9 +2,10 @@
 azure-servicebus live tests import, live mode only, mapped onto sbemulator.
 
 What runs for real: the preparers create their entities through the emulator's management API and pass
-the same keyword arguments the real ones do; ``get_credential`` returns the namespace's shared access key
-(the emulator has no Entra ID). What does nothing: recording, sanitizers and matchers (they serve the
-playback mode, which these runs never use). Nothing here touches what a test asserts.
+the same keyword arguments the real ones do; ``get_credential`` returns a TokenCredential, as a live
+run's Entra ID one, whose tokens are SAS tokens of the namespace's key (the emulator has no Entra ID).
+What does nothing: recording, sanitizers and matchers (they serve the playback mode, which these runs
+never use). Nothing here touches what a test asserts.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import asyncio
 import functools
 import inspect
 import os
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from azure.core.credentials import AzureNamedKeyCredential
+from azure.core.credentials import AccessToken
 
 from . import sanitizers  # noqa: F401
 from .sanitizers import (  # noqa: F401
@@ -53,9 +55,49 @@ def get_region_override(default: str = "westus") -> str:
     return os.environ.get("RESOURCE_REGION", default)
 
 
-def get_credential(*args: Any, is_async: bool = False, **kwargs: Any) -> AzureNamedKeyCredential:
-    """The namespace's RootManageSharedAccessKey, where a live run gets an Entra ID credential."""
-    return AzureNamedKeyCredential(os.environ["SBCONF_KEY_NAME"], os.environ["SBCONF_KEY"])
+class _SasTokenCredential:
+    """A TokenCredential (what ``get_credential`` hands a live run: Entra ID) whose tokens are SAS tokens
+    of the namespace's RootManageSharedAccessKey for the whole namespace, which the emulator verifies:
+    the SDK sends them to $cbs (as ``jwt``) and to the management API (``Bearer``), as it would Entra
+    ID's. Both clients take it, where ServiceBusAdministrationClient refuses an AzureNamedKeyCredential
+    (it calls ``get_token``)."""
+
+    LIFETIME_S = 3600
+
+    def __init__(self) -> None:
+        namespace = os.environ["SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"]
+        self._resource = f"sb://{namespace}/"
+        self._key_name, self._key = os.environ["SBCONF_KEY_NAME"], os.environ["SBCONF_KEY"]
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        from sbemulator.auth import sign
+
+        expiry = int(time.time()) + self.LIFETIME_S
+        return AccessToken(sign(self._resource, self._key_name, self._key, expiry), expiry)
+
+    def close(self) -> None:
+        pass
+
+
+class _AsyncSasTokenCredential(_SasTokenCredential):
+    """The same for the async clients (an AsyncTokenCredential)."""
+
+    async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:  # type: ignore[override]
+        return _SasTokenCredential.get_token(self, *scopes, **kwargs)
+
+    async def close(self) -> None:  # type: ignore[override]
+        pass
+
+    async def __aenter__(self) -> _AsyncSasTokenCredential:
+        return self
+
+    async def __aexit__(self, *args: Any) -> None:
+        pass
+
+
+def get_credential(*args: Any, is_async: bool = False, **kwargs: Any) -> _SasTokenCredential:
+    """Where a live run gets an Entra ID credential: one whose tokens are the namespace's SAS tokens."""
+    return _AsyncSasTokenCredential() if is_async else _SasTokenCredential()
 
 
 def trim_kwargs(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
