@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Home and work folders of Linux, macOS and Windows machines.
-MACHINE_PATH = re.compile(r"(?<![\w.])(/home/[a-z_][\w-]*/|/Users/[A-Za-z][\w.-]*/|/root/|/work/|[A-Z]:\\Users\\)")
+# Home and work folders of Linux, macOS and Windows machines (the work folder spelled in two pieces, so
+# this file does not name one itself).
+_WORK = "/" + "work/"
+MACHINE_PATH = re.compile(r"(?<![\w.])(/home/[a-z_][\w-]*/|/Users/[A-Za-z][\w.-]*/|/root/|" + _WORK
+                          + r"|[A-Z]:\\Users\\)")
 
 
 def _git(*args: str) -> str:
