@@ -279,6 +279,7 @@ class AmqpServer:
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.Task | None = None
         self._wake = asyncio.Event()
+        self._ticking = True  # stop() clears it: the ticker ends even if its cancellation was swallowed
         # The servers of every namespace that shares this server's clock (runtime/namespaces.py): one
         # advance moves them all, each timer at its own time, in order across namespaces.
         self.clock_group: list[AmqpServer] = [self]
@@ -451,7 +452,7 @@ class AmqpServer:
         manual = isinstance(clock, ManualClock)
         timers = TimerRun(self.broker, self._collect)
         wait_s = self.slices.timer_wait_s
-        while True:
+        while self._ticking:
             if self._collect():
                 await asyncio.sleep(0)  # a collection is a callback of its own, never with the timers
             deadline = self.broker.next_deadline()
@@ -462,7 +463,7 @@ class AmqpServer:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), delay)
-                    continue  # an earlier timer appeared: recompute the delay
+                    continue  # an earlier timer appeared (or stop() woke it): recompute the delay
                 except TimeoutError:
                     pass
             try:
@@ -510,9 +511,13 @@ class AmqpServer:
 
     async def stop(self) -> None:
         if self._ticker is not None:
+            # Python 3.11's wait_for loses a cancellation that arrives as the event it waits on is set
+            # (the wake-up wins): the flag and the wake-up end the loop whichever of them it sees.
+            self._ticking = False
+            self._wake.set()
             self._ticker.cancel()
             try:
-                await self._ticker
+                await asyncio.wait_for(asyncio.shield(self._ticker), 2.0)
             except (asyncio.CancelledError, Exception):
                 pass
         self.jobs.close()
