@@ -50,3 +50,22 @@ def test_a_failure_without_a_listed_reason_stays_a_failure() -> None:
 
 def test_a_missing_run_record_is_no_run(tmp_path: Path) -> None:
     assert runs.load(tmp_path) is None
+
+
+def test_the_page_keeps_to_the_docs_line_length(tmp_path: Path) -> None:
+    """docs/conformance.md is one of docs/*.md: a long reason or command wraps as a list item does
+    (tests/unit/test_doc_line_length.py), and a test id too long for a line keeps a line of its own."""
+    from tests.unit.test_doc_line_length import LIMIT, ONE_CODE_SPAN
+
+    long_id = "async_tests/test_queues_async.py::TestServiceBusQueueAsync::" + "test_" + "x" * 80 + "[pyamqp]"
+    outcomes = [classify(Outcome("python", "unittests/test_pyamqp_decode.py",
+                                 "test_pyamqp_copies_are_byte_identical[_decode.py]", "failed")),
+                Outcome("python", long_id, "t", "failed", "because " * 40)]
+    run = runs.save(tmp_path, "python", "make conformance, then `python -m conformance --suite python --files "
+                    + " ".join(f"test_{n}.py" for n in range(12)) + "`", 45.0)
+    page = render(outcomes, [run])
+    long_lines = [line for line in page.splitlines()
+                  if len(line) > LIMIT and not line.lstrip().startswith("|") and not ONE_CODE_SPAN.match(line)]
+    assert long_lines == []
+    assert " ".join(outcomes[0].reason.split()) in " ".join(page.split())  # wrapped, nothing lost
+    assert any(line.startswith(f"- `{long_id}::t`") for line in page.splitlines())
