@@ -1,77 +1,46 @@
 """One client connection: AMQP events in, broker calls, AMQP frames out.
 
-The gateway owns the link roles Service Bus clients use: the ``$cbs`` pair (token exchange), the
-``<entity>/$management`` pair (request/response operations), senders into entities and receivers
-out of them. It holds no socket: the server feeds it bytes and flushes what it produces, so the
-same object runs under asyncio or in a test.
+The gateway's core: it owns the connection (sbemulator.amqp), its authentication (``$cbs`` grants,
+SASL PLAIN, token expiry), its sends waiting for the store's commit, backpressure, injected faults and
+transactions, and hands each link's events to the link's room: the handlers of request_links,
+sender_link, receiver_link and coordinator_link, which see it through the GatewayContext seam
+(context.py), and attach.py's routing table for new links. It holds no socket: the server feeds it
+bytes and flushes what it produces, so the same object runs under asyncio or in a test.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from ..amqp import events as ev
 from ..amqp.connection import Connection, Link, Phase
-from ..amqp.message import MessageDecodeError, encode_message, parse_message
-from ..amqp.performatives import (
-    SND_SETTLED,
-    Accepted,
-    Modified,
-    Properties,
-    Rejected,
-    Released,
-    Source,
-    error,
-    from_described,
-)
-from ..amqp.states import EndpointState
-from ..amqp.transactions import LOCAL_TRANSACTIONS, Coordinator, Declare, Declared, Discharge, TransactionalState
-from ..amqp.types import Array, Described, Int, Long, Symbol
+from ..amqp.performatives import Accepted, Rejected, error
 from ..auth import LISTEN, SEND, Grant, SasValidator, claims_required
 from ..broker.api import BrokerAPI
 from ..broker.errors import BrokerError
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
-from ..model import IncomingMessage, ReceiveMode
+from ..model import IncomingMessage
 from ..scheduling import DEFAULT_SLICES, Slices
-from .cbs import RefusalLog, audience_entity, handle_put_token
-from .deliveries import BATCH_MESSAGE_FORMAT, BatchDecoder, encode_delivery, incoming_messages
-from .faults import CONNECT, DROP, LATENCY, MANAGEMENT, PUT_TOKEN, RECEIVE, SETTLE, Faults, Refusal
-from .faults import SEND as SEND_OPERATION
-from .limits import (
-    COORDINATOR_MAX_MESSAGE_BYTES,
-    DEFAULT_LIMITS,
-    RESOURCE_LIMIT_EXCEEDED,
-    UNAUTHORIZED_ACCESS,
-    Limits,
-)
-from .management import ManagementHandler, MgmtReply, required_right
-from .settling import needs_row, refusal, settle_stored
+from .addresses import auth_scope, resource_uri
+from .attach import route_attach
+from .cbs import RefusalLog
+from .context import PumpedLink, refused
+from .deliveries import BATCH_MESSAGE_FORMAT, BatchDecoder
+from .faults import CONNECT, DROP, LATENCY, Faults, Refusal
+from .limits import DEFAULT_LIMITS, RESOURCE_LIMIT_EXCEEDED, UNAUTHORIZED_ACCESS, Limits
+from .management import ManagementHandler
+from .receiver_link import EntityReceiverLink
+from .sender_link import EntitySenderLink
 
 log = logging.getLogger("sbemulator")
-_MANAGEMENT_FAULT_KINDS = {"com.microsoft:update-disposition": SETTLE, "com.microsoft:schedule-message": SEND_OPERATION}
-# $management operations of a session's lock holder: a lock-lost fault is the session's lock (faults.py)
-_SESSION_OPERATIONS = frozenset({"com.microsoft:renew-session-lock", "com.microsoft:get-session-state",
-                                 "com.microsoft:set-session-state"})
-
-SESSION_FILTER = Symbol("com.microsoft:session-filter")
-ARGUMENT_ERROR = "com.microsoft:argument-error"
-LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
-TIMEOUT_PROPERTY = Symbol("com.microsoft:timeout")
-MAX_BATCH_SIZE = Symbol("com.microsoft:max-message-batch-size")
-# A send-via link (Service Bus "Transfers and send via"): the target is the transfer entity, the
-# final destination is this link property.
-TRANSFER_DESTINATION = Symbol("com.microsoft:transfer-destination-address")
-DOTNET_EPOCH_TICKS = 621355968000000000
-SENDER_CREDIT = 1000  # per link, topped up once half is used; Service Bus grants about as much
 # How large the receiver pump's, the event backlog's and batch decoding's slices are: the namespace's
 # Slices (sbemulator/scheduling/slices.py: pump_take, pump_s, dispatch_events, dispatch_s,
 # batch_decode_items), given to each Gateway like its Limits.
-DEFAULT_SESSION_WAIT_MS = 60_000
 
 
 def _decoded_in_slices(event: ev.MessageReceived) -> bool:
@@ -88,38 +57,6 @@ def _room_to_settle(path: str) -> BrokerError | None:
 def _nothing_to_commit() -> BrokerError | None:
     """A gateway without a server (tests drive it directly) has no store to commit."""
     return None
-
-
-def entity_path(address: str | None) -> str:
-    """'amqps://host:5671/Queue/' -> 'Queue' (case kept; the broker compares case-insensitively)."""
-    text = (address or "").strip()
-    if "://" in text:
-        text = text.split("://", 1)[1]
-        text = text.split("/", 1)[1] if "/" in text else ""
-    return text.strip("/")
-
-
-def _auth_scope(path: str) -> str:
-    """The path a token must cover: the entity itself, without sub-queues or $management."""
-    parts = path.split("/")
-    lowered = [p.lower() for p in parts]
-    for marker in ("$management", "$deadletterqueue", "$transfer"):
-        if marker in lowered:
-            parts = parts[: lowered.index(marker)]
-            lowered = lowered[: len(parts)]
-    return "/".join(parts)
-
-
-def _resource_uri(address: str | None, hostname: str, path: str) -> str:
-    """'sb://<host>/<path>': how Service Bus names the resource in an authorization error (the host
-    from the link's address, else the one the client's open named)."""
-    text = (address or "").strip()
-    host = text.split("://", 1)[1].split("/", 1)[0] if "://" in text else hostname
-    return f"sb://{host}/{path}"
-
-
-def dotnet_ticks(unix_ms: int) -> int:
-    return DOTNET_EPOCH_TICKS + unix_ms * 10_000
 
 
 class Gateway:
@@ -164,6 +101,9 @@ class Gateway:
         self.validator = validator
         self.refusals = RefusalLog()  # this connection's refused put-tokens, logged at a bounded rate
         self.request_flush = request_flush
+        # Commit and write what this connection produced, at the end of this turn (GatewayContext): a
+        # partial, not a method, as the receivers' settlement path calls it once per message.
+        self.flush_soon: Callable[[], None] = functools.partial(request_flush, self)
         self.call_later = call_later
         self.wall_clock = wall_clock
         self.peer = peer
@@ -183,17 +123,17 @@ class Gateway:
         self.plain_rights: frozenset[str] = frozenset()
         self.hostname = ""  # the host the client's open frame named
         self.cbs_reply_links: list[Link] = []
-        self._cbs_request_link: Link | None = None  # the client's $cbs sender
+        self.cbs_request_link: Link | None = None  # the client's $cbs sender
         self.mgmt_reply_links: dict[str, Link] = {}
-        self.receivers: set[EntityReceiverLink] = set()
+        self.receivers: set[PumpedLink] = set()
         self.closed = False
         # Receivers the broker said have work, pumped by run_pending (the server reads the set first:
         # most flushes have none, and the call is saved).
-        self.pump_pending: set[EntityReceiverLink] = set()
-        # Sends handled but not yet settled: (link handler, delivery id, pre-settled, messages). They are
+        self.pump_pending: set[PumpedLink] = set()
+        # Sends handled but not yet settled: (link, entity, delivery id, pre-settled, messages). They are
         # settled after the store's commit (settle_sends), which the server makes, or this gateway
         # through commit_window before receivers could take what they sent.
-        self.sends: list[tuple[EntitySenderLink, int, bool, list[IncomingMessage]]] = []
+        self.sends: list[tuple[Link, str, int, bool, list[IncomingMessage]]] = []
         self.commit_window: Callable[[], BrokerError | None] = _nothing_to_commit
         # Whether a settlement of an entity can be kept, asked before it is applied (gateway/settling.py):
         # None, or what it is refused with. The server sets it (the store's ensure_room).
@@ -202,7 +142,7 @@ class Gateway:
         # this connection's own unwritten output is, receivers take nothing from the broker; the ones
         # that stopped for that reason wait in ``blocked`` until there is room again.
         self.write_paused = False
-        self.blocked: set[EntityReceiverLink] = set()
+        self.blocked: set[PumpedLink] = set()
         self._auth_timer: Any = call_later(limits.auth_timeout_s, self._auth_deadline_passed)
         # When the earliest token this connection holds expires: its entity links are checked then
         # (_tokens_expired). A real-time timer, as token expiry is (the SDKs sign with the machine's clock).
@@ -267,7 +207,7 @@ class Gateway:
         connection produced and has not handed to the transport yet is above the high-water mark."""
         return self.write_paused or self.connection.pending_output >= self.limits.write_high_water
 
-    def block(self, handler: EntityReceiverLink) -> None:
+    def block(self, handler: PumpedLink) -> None:
         """``handler`` stopped for backpressure: pump it again once there is room."""
         self.blocked.add(handler)
 
@@ -451,19 +391,26 @@ class Gateway:
         self.sends = []
         conn = self.connection
         if failure is None:
-            for handler, delivery_id, settled, _ in sends:
+            for link, _, delivery_id, settled, _ in sends:
                 if not settled:
-                    conn.settle_incoming(handler.link, delivery_id, Accepted())
+                    conn.settle_incoming(link, delivery_id, Accepted())
             return
         broker = self.broker
-        for handler, _, _, messages in sends:
-            broker.withdraw(handler.path, messages)
+        for _, path, _, _, messages in sends:
+            broker.withdraw(path, messages)
         refusal = Rejected(error(failure.condition, failure.description))
-        for handler, delivery_id, settled, _ in sends:
+        for link, _, delivery_id, settled, _ in sends:
             if not settled:
-                conn.settle_incoming(handler.link, delivery_id, refusal)
+                conn.settle_incoming(link, delivery_id, refusal)
+
+    def sent(self, link: Link, path: str, delivery_id: int, settled: bool, messages: list[IncomingMessage]) -> None:
+        """A send handled (GatewayContext.sent): settled by settle_sends after the next commit."""
+        self.sends.append((link, path, delivery_id, settled, messages))
+
 
     def _handle(self, event: Any) -> None:
+        """One connection event to the room it is for: a link's own events to its handler
+        (``Link.context``, a LinkHandler), an attach to the routing table (attach.py)."""
         kind = type(event)
         if kind is ev.MessageReceived:
             if event.link.context is not None:
@@ -476,7 +423,7 @@ class Gateway:
             if ctx is not None:
                 ctx.on_credit(event)
         elif kind is ev.LinkAttachRequested:
-            self._on_attach(event.link)
+            route_attach(self, event.link)
         elif kind is ev.LinkDetached:
             ctx = event.link.context
             if ctx is not None:
@@ -491,9 +438,7 @@ class Gateway:
                     "namespace has been reached.",
                 )
             elif self.faults.active:
-                refusal = self.fault(CONNECT)
-                if refusal is not None and refusal.effect is not DROP:
-                    self.connection.close(refusal.condition, refusal.description)
+                refused(self, CONNECT, "", lambda fault: self.connection.close(fault.condition, fault.description))
         elif kind is ev.ConnectionClosed:
             self._close_all()
 
@@ -517,11 +462,16 @@ class Gateway:
             handler.on_detach()
         self.receivers.clear()
 
-    def schedule_pump(self, handler: EntityReceiverLink) -> None:
+    def rollback_transactions(self) -> None:
+        """Roll back every open transaction of this connection (its coordinator link detached)."""
+        if self._transactions is not None:
+            self._transactions.rollback_all()
+
+    def schedule_pump(self, handler: PumpedLink) -> None:
         self.pump_pending.add(handler)
         self.request_flush(self)
 
-    def pump_later(self, handler: EntityReceiverLink) -> None:
+    def pump_later(self, handler: PumpedLink) -> None:
         """``handler`` used its slice: pump it again at the next loop iteration (not in this flush's
         ``run_pending``, which would go on without yielding)."""
         self.call_later(0, lambda: self.schedule_pump(handler))
@@ -603,7 +553,7 @@ class Gateway:
             return False
         for path in paths:
             if right not in self.rights_for(path):
-                resource = _resource_uri(link.address, self.hostname, _auth_scope(path))
+                resource = resource_uri(link.address, self.hostname, auth_scope(path))
                 self.connection.detach(
                     link, "amqp:link:detach-forced",
                     f"The link '{link.name}' is force detached. Code: RenewToken. Details: "
@@ -675,7 +625,7 @@ class Gateway:
         description Service Bus refuses it with."""
         if right in self.rights_for(path):
             return None
-        return claims_required(right, _resource_uri(address, self.hostname, _auth_scope(path)))
+        return claims_required(right, resource_uri(address, self.hostname, auth_scope(path)))
 
     def entity_exists(self, path: str) -> bool:
         try:
@@ -684,151 +634,13 @@ class Gateway:
             return False
         return True
 
-    def _log_missing(self, path: str, exc: BrokerError) -> None:
+    def log_missing(self, path: str, exc: BrokerError) -> None:
         """One line (bounded, as refused tokens are) naming an entity a link asked for that does not exist."""
         if exc.condition == "amqp:not-found":
             keys = sorted({grant.key_name for grant in self.grants} | (
                 {self.plain_key_name} if self.plain_key_name else set())) or ["(none)"]
             self.refusals.warning("attach refused for key name %s: entity %r does not exist in this namespace "
                                   "(is it in the topology file?)", ", ".join(map(repr, keys)), path)
-
-    # ------------------------------------------------------------------ attach
-    def _cbs_link_open(self, link: Link) -> bool:
-        """Whether a $cbs link of ``link``'s role is attached on this connection already (a detached
-        link's context is None)."""
-        if link.is_sender:
-            return any(_attached(other) for other in self.cbs_reply_links)
-        return self._cbs_request_link is not None and _attached(self._cbs_request_link)
-
-    def _on_attach(self, link: Link) -> None:
-        if self.connection.link_count > self.limits.max_links_per_connection:
-            self.connection.reject_attach(
-                link, RESOURCE_LIMIT_EXCEEDED,
-                f"Cannot open more than {self.limits.max_links_per_connection} links on one connection; "
-                "open another connection (another ServiceBusClient) for more.",
-            )
-            return
-        address = link.address
-        path = entity_path(address)
-        lowered = path.lower()
-        if lowered == "$cbs":
-            if self._cbs_link_open(link):
-                # Service Bus takes one $cbs sender and one receiver per connection and refuses another
-                # with amqp:not-allowed; the Go SDK resets its connection on that (its
-                # internal/TestAMQPLinksCBSLinkStillOpen: a claim negotiation left a $cbs link open).
-                self.connection.reject_attach(
-                    link, "amqp:not-allowed",
-                    f"A $cbs {'receiver' if link.is_sender else 'sender'} link is already open on this "
-                    "connection; only one $cbs link pair is allowed per connection.")
-                return
-            if link.is_sender:
-                link.context = ReplyLink(self, link)
-                self.cbs_reply_links = [*(other for other in self.cbs_reply_links if other.context is not None),
-                                        link]
-                self.connection.accept_attach(link)
-            else:
-                # Before authentication this is the only link a client may send on: its messages are
-                # bounded by the size of a put-token request.
-                link.context = CbsRequestLink(self, link)
-                self._cbs_request_link = link
-                self.connection.accept_attach(link, max_message_size=self.limits.max_cbs_message_bytes)
-            if not link.is_sender:
-                self.connection.grant_credit(link, SENDER_CREDIT)
-            return
-        if not link.is_sender and isinstance(link.target, Coordinator):
-            # AMQP 1.0 4.2: the transaction controller attaches a sender to a coordinator target. It
-            # needs no token of its own: every transactional transfer or settlement goes over an
-            # entity link that needed one.
-            # A declare or a discharge is a few dozen bytes: the link's max-message-size is small, so a
-            # client that has not authenticated cannot make the emulator buffer a large delivery here.
-            link.context = CoordinatorLink(self, link)
-            self.transactions  # noqa: B018 - made now, so a declare finds it
-            self.connection.accept_attach(link, target=Coordinator(Array((Symbol(LOCAL_TRANSACTIONS),), "symbol")),
-                                          max_message_size=COORDINATOR_MAX_MESSAGE_BYTES)
-            self.connection.grant_credit(link, SENDER_CREDIT)
-            return
-        if not self.is_authorized(path):
-            self.connection.reject_attach(
-                link, "amqp:unauthorized-access",
-                f"Unauthorized access. A valid token for '{_auth_scope(path)}' is required (put-token on $cbs).",
-            )
-            return
-        # A client's sender needs Send, its receiver Listen ("Shared Access Signature authentication
-        # with Service Bus", rights); a $management link's operations are checked one by one.
-        if not lowered.endswith("/$management"):
-            missing = self.missing_claim(path, LISTEN if link.is_sender else SEND, address)
-            if missing is not None:
-                self.connection.reject_attach(link, "amqp:unauthorized-access", missing)
-                return
-        if lowered.endswith("/$management"):
-            entity = path[: -len("/$management")]
-            try:
-                mgmt_ref = self.broker.resolve(entity)
-            except BrokerError as exc:
-                self._log_missing(entity, exc)
-                self.connection.reject_attach(link, exc.condition, exc.description or str(exc))
-                return
-            if link.is_sender:
-                link.context = ReplyLink(self, link)
-                self.mgmt_reply_links[address or ""] = link
-                target = link.target
-                if target is not None and getattr(target, "address", None):
-                    self.mgmt_reply_links[target.address] = link
-                self.connection.accept_attach(link)
-            else:
-                # A request is bounded by the entity's message size, as a send is: the messages a
-                # schedule-message carries must fit one message of the entity (the Java SDK encodes
-                # them into a buffer of the link's max-message-size), and a larger request is
-                # refused with amqp:link:message-size-exceeded while it streams.
-                link.context = ManagementRequestLink(self, link, entity)
-                self.connection.accept_attach(link, max_message_size=mgmt_ref.max_message_size)
-            if not link.is_sender:
-                self.connection.grant_credit(link, SENDER_CREDIT)
-            return
-        try:
-            ref = self.broker.resolve(path)
-        except BrokerError as exc:
-            self._log_missing(path, exc)
-            self.connection.reject_attach(link, exc.condition, exc.description or str(exc))
-            return
-        if link.is_sender:
-            EntityReceiverLink.attach(self, link, path, ref)
-        else:
-            if not ref.can_send:
-                self.connection.reject_attach(
-                    link, "amqp:not-allowed", f"Cannot send to '{ref.path}': it is not a queue or a topic."
-                )
-                return
-            via = None
-            destination = (link.properties or {}).get(TRANSFER_DESTINATION)
-            if destination is not None:
-                # Send-via: the link targets the transfer entity; messages go on to the destination.
-                via, path = path, entity_path(_str(destination))
-                if not self.is_authorized(path):
-                    self.connection.reject_attach(
-                        link, "amqp:unauthorized-access",
-                        f"Unauthorized access. A valid token for '{_auth_scope(path)}' is required "
-                        "(put-token on $cbs).",
-                    )
-                    return
-                try:
-                    dest_ref = self.broker.resolve(path)
-                except BrokerError as exc:
-                    self.connection.reject_attach(link, exc.condition, exc.description or str(exc))
-                    return
-                if not dest_ref.can_send:
-                    self.connection.reject_attach(
-                        link, "amqp:not-allowed", f"Cannot send to '{dest_ref.path}': it is not a queue or a topic."
-                    )
-                    return
-                ref = dest_ref
-            link.context = EntitySenderLink(self, link, path, ref, via=via)
-            self.connection.accept_attach(
-                link,
-                max_message_size=ref.max_message_size,
-                properties={MAX_BATCH_SIZE: Long(ref.max_message_size)},
-            )
-            self.connection.grant_credit(link, SENDER_CREDIT)
 
     # ------------------------------------------------------------------ replies
     def send_reply(self, reply_to: str | None, links: list[Link] | None, payload: bytes) -> None:
@@ -841,666 +653,3 @@ class Gateway:
             log.warning("no reply link for %r; dropping the response", reply_to)
             return
         link.context.send(payload)
-
-
-class LinkHandler:
-    """The handler of one attached link (``Link.context``): what the gateway tells it about its link.
-    Every method does nothing here; a kind of link overrides what it needs (a sending link of ours
-    receives no messages, a request link needs no credit callbacks, and so on)."""
-
-    def on_message(self, event: ev.MessageReceived) -> None:
-        """A transfer arrived on the link (the client is the sender)."""
-
-    def on_disposition(self, event: ev.DeliveryStateChanged) -> None:
-        """The client settled or changed the state of one of our deliveries."""
-
-    def on_credit(self, event: ev.LinkCreditChanged) -> None:
-        """The client's flow changed the link's credit (or asked to drain it)."""
-
-    def on_detach(self) -> None:
-        """The link is gone (detached by either side, or the connection ended)."""
-
-
-class ReplyLink(LinkHandler):
-    """Our sending side of a request/response pair: replies wait for credit."""
-
-    def __init__(self, gateway: Gateway, link: Link) -> None:
-        self.gateway = gateway
-        self.link = link
-        self.queue: deque[bytes] = deque()
-
-    def send(self, payload: bytes) -> None:
-        self.queue.append(payload)
-        self._drain()
-
-    def _drain(self) -> None:
-        conn = self.gateway.connection
-        while self.queue and conn.can_send(self.link):
-            payload = self.queue.popleft()
-            settled = self.link.snd_settle_mode in (SND_SETTLED, 2)
-            conn.send_transfer(self.link, uuid.uuid4().bytes, payload, settled=settled)
-
-    def on_credit(self, event: Any) -> None:
-        self._drain()
-        if self.link.drain and not self.queue:  # (a drain its replies used up is answered already)
-            self.gateway.connection.drain_complete(self.link)
-
-    def on_disposition(self, event: Any) -> None:
-        if not event.settled:
-            self.gateway.connection.settle_outgoing(self.link, event.delivery_id, event.state)
-
-    def on_detach(self) -> None:
-        self.queue.clear()
-
-
-class _RequestLink(LinkHandler):
-    """Common part of the request side of $cbs and $management: accept, answer, top up credit."""
-
-    def __init__(self, gateway: Gateway, link: Link) -> None:
-        self.gateway = gateway
-        self.link = link
-
-    def on_message(self, event: Any) -> None:
-        conn = self.gateway.connection
-        if not event.settled:
-            conn.settle_incoming(self.link, event.delivery_id, Accepted())
-        if self.link.link_credit < SENDER_CREDIT // 2:
-            conn.grant_credit(self.link, SENDER_CREDIT)
-        try:
-            request = parse_message(event.payload)
-        except MessageDecodeError as exc:
-            log.warning("undecodable request on %s: %s", self.link.address, exc)
-            # Answered like any malformed request (400), never left unanswered: a client waits for the
-            # reply to its message-id. Without a decodable properties section there is nothing to
-            # answer to.
-            partial = exc.partial
-            if partial is not None and partial.properties is not None and partial.properties.message_id is not None:
-                self.answer_error(partial, 400, f"The request could not be decoded: {exc}", "amqp:decode-error")
-            return
-        self.answer(request)
-
-    def answer(self, request: Any) -> None:
-        raise NotImplementedError
-
-    def answer_error(self, request: Any, status: int, description: str, condition: str) -> None:
-        raise NotImplementedError
-
-    @staticmethod
-    def response(request: Any, app_props: dict, body: Any) -> bytes:
-        req_props = request.properties
-        props = Properties(
-            message_id=str(uuid.uuid4()),
-            correlation_id=req_props.message_id if req_props else None,
-            to=req_props.reply_to if req_props else None,
-        )
-        return encode_message(properties=props, application_properties=app_props, value=body)
-
-
-class CbsRequestLink(_RequestLink):
-    def answer(self, request: Any) -> None:
-        if self.gateway.faults.active:
-            audience = (request.application_properties or {}).get("name")
-            refusal = self.gateway.fault(PUT_TOKEN, audience_entity(audience) if isinstance(audience, str) else "")
-            if refusal is not None:
-                if refusal.effect is not DROP:
-                    self.answer_error(request, refusal.status_code, refusal.description, refusal.condition)
-                return
-        outcome = handle_put_token(request, self.gateway.validator, self.gateway.wall_clock(),
-                                   self.gateway.entity_exists, self.gateway.refusals)
-        if outcome.grant is not None:
-            self.gateway.add_grant(outcome.grant)
-        payload = self.response(
-            request,
-            {"status-code": Int(outcome.status_code), "status-description": outcome.description},
-            None,
-        )
-        self.gateway.send_reply(None, self.gateway.cbs_reply_links, payload)
-
-    def answer_error(self, request: Any, status: int, description: str, condition: str) -> None:
-        payload = self.response(request, {"status-code": Int(status), "status-description": description}, None)
-        self.gateway.send_reply(None, self.gateway.cbs_reply_links, payload)
-
-
-class ManagementRequestLink(_RequestLink):
-    def __init__(self, gateway: Gateway, link: Link, entity: str) -> None:
-        super().__init__(gateway, link)
-        self.entity = entity
-        self._txn_id: bytes | None = None  # of the request being answered, when it is transactional
-
-    def on_message(self, event: Any) -> None:
-        # The Java SDK sends a request that belongs to a transaction with a transactional-state on
-        # its transfer (ManagementChannel: update-disposition and schedule-message).
-        state = event.state
-        self._txn_id = bytes(state.txn_id or b"") if type(state) is TransactionalState else None
-        try:
-            super().on_message(event)
-        finally:
-            self._txn_id = None
-
-    def answer(self, request: Any) -> None:
-        gateway = self.gateway
-        right = required_right(request)
-        # Checked against the link's own address: a client may have put its token for '<entity>/$management'.
-        path = entity_path(self.link.address)
-        missing = gateway.missing_claim(path, right, self.link.address) if right is not None else None
-        if missing is not None:
-            self._reply(request, MgmtReply(401, missing, None, "amqp:unauthorized-access"))
-            return
-        if gateway.faults.active:
-            # a settlement by lock token over $management (the SDKs' fallback) is a settlement too,
-            # and scheduling a message is sending one
-            operation = (request.application_properties or {}).get("operation")
-            kind = _MANAGEMENT_FAULT_KINDS.get(operation, MANAGEMENT) if isinstance(operation, str) else MANAGEMENT
-            body = request.body_value() if operation in _SESSION_OPERATIONS or kind is SETTLE else None
-            in_session = operation in _SESSION_OPERATIONS or (
-                isinstance(body, dict) and body.get("session-id") is not None)
-            refusal = gateway.fault(kind, self.entity, session=in_session)
-            if refusal is not None:
-                if refusal.effect is not DROP:
-                    self._reply(request, MgmtReply(refusal.status_code, refusal.description, None, refusal.condition))
-                return
-        txn_id = self._txn_id
-        if txn_id is None:
-            reply = gateway.management.handle(self.entity, request)
-        else:
-            transactions = gateway.transactions
-            reply = gateway.management.handle_in_transaction(
-                self.entity, request,
-                lambda staged: transactions.stage_settlement(txn_id, self.entity, staged, self.link.session),
-                lambda exc: transactions.refuse(txn_id, exc),
-            )
-            gateway.arm_transaction_timeout()
-        self._reply(request, reply)
-
-    def answer_error(self, request: Any, status: int, description: str, condition: str) -> None:
-        self._reply(request, MgmtReply(status, description, None, condition))
-
-    def _reply(self, request: Any, reply: MgmtReply) -> None:
-        props = {"statusCode": Int(reply.status_code), "statusDescription": reply.description}
-        if reply.error_condition:
-            props["errorCondition"] = Symbol(reply.error_condition)
-        payload = self.response(request, props, reply.body)
-        reply_to = request.properties.reply_to if request.properties else None
-        self.gateway.send_reply(str(reply_to) if reply_to is not None else None, None, payload)
-        self.gateway.request_flush(self.gateway)
-
-
-class EntitySenderLink(LinkHandler):
-    """A client sending into a queue or topic: every accepted message is stored before the accept."""
-
-    def __init__(self, gateway: Gateway, link: Link, path: str, ref: Any, via: str | None = None) -> None:
-        self.gateway = gateway
-        self.link = link
-        self.path = path
-        self.ref = ref
-        self.via = via  # the transfer entity of a send-via link
-
-    def on_message(self, event: Any, messages: list[IncomingMessage] | None = None) -> None:
-        """``messages``: the batch's, when the gateway decoded them in slices (else decoded here)."""
-        conn = self.gateway.connection
-        state: Any
-        if self.gateway.faults.active and self._faulted(event):
-            return
-        txn = event.state if type(event.state) is TransactionalState else None
-        try:
-            if messages is None:
-                messages = incoming_messages(event.payload, event.message_format)
-            if txn is None:
-                self.gateway.broker.send(self.path, messages)
-                # Settled once the store has written it (Gateway.settle_sends): accepted, or refused and
-                # taken back if the write failed.
-                self.gateway.sends.append((self, event.delivery_id, event.settled, messages))
-                if self.link.link_credit < SENDER_CREDIT // 2:
-                    conn.grant_credit(self.link, SENDER_CREDIT)
-                return
-            else:
-                self.gateway.transactions.stage_send(bytes(txn.txn_id or b""), self.path, list(messages), self.via,
-                                                     self.link.session)
-                self.gateway.arm_transaction_timeout()
-            state = Accepted()
-        except MessageDecodeError as exc:
-            state = Rejected(error("amqp:decode-error", f"The message could not be decoded: {exc}"))
-        except BrokerError as exc:
-            state = Rejected(error(exc.condition, exc.description or str(exc)))
-        if txn is not None:
-            # AMQP 1.0 4.4.1: the outcome of transactional work goes back inside a transactional-state.
-            state = TransactionalState(txn.txn_id, state)
-        if not event.settled:
-            conn.settle_incoming(self.link, event.delivery_id, state)
-        if self.link.link_credit < SENDER_CREDIT // 2:
-            conn.grant_credit(self.link, SENDER_CREDIT)
-
-    def _faulted(self, event: Any) -> bool:
-        """An injected send fault: the transfer is refused (``rejected`` with the condition, nothing
-        stored) or the connection dropped. False when no rule applied."""
-        refusal = self.gateway.fault(SEND_OPERATION, self.path)
-        if refusal is None:
-            return False
-        if refusal.effect is not DROP:
-            conn = self.gateway.connection
-            state: Any = Rejected(error(refusal.condition, refusal.description))
-            if type(event.state) is TransactionalState:
-                state = TransactionalState(event.state.txn_id, state)
-            if not event.settled:
-                conn.settle_incoming(self.link, event.delivery_id, state)
-            if self.link.link_credit < SENDER_CREDIT // 2:
-                conn.grant_credit(self.link, SENDER_CREDIT)
-        return True
-
-
-class EntityReceiverLink(LinkHandler):
-    """A client receiving from a queue, subscription or dead-letter queue (optionally a session)."""
-
-    def __init__(self, gateway: Gateway, link: Link, path: str, ref: Any, mode: ReceiveMode) -> None:
-        self.gateway = gateway
-        self.link = link
-        self.path = path
-        self.ref = ref
-        self.mode = mode
-        self.receiver: Any = None
-        self.waiting_for_session = False
-        self.closed = False
-        self.continued = False  # the last pump stopped at its slice and goes on at the next loop iteration
-        self._timeout_handle: Any = None
-
-    @classmethod
-    def attach(cls, gateway: Gateway, link: Link, path: str, ref: Any) -> None:
-        mode = ReceiveMode.RECEIVE_AND_DELETE if link.snd_settle_mode == SND_SETTLED else ReceiveMode.PEEK_LOCK
-        handler = cls(gateway, link, path, ref, mode)
-        link.context = handler
-        source = link.source
-        filters = getattr(source, "filter", None) or {}
-        session_requested = SESSION_FILTER in filters
-        session_id = filters.get(SESSION_FILTER) if session_requested else None
-        if isinstance(session_id, Described):
-            session_id = session_id.value
-        if isinstance(session_id, bytes):
-            session_id = session_id.decode("utf-8", "replace")
-        if session_id is not None and not isinstance(session_id, str):
-            # A session id is a string: Service Bus refuses a receiver whose session filter holds anything
-            # else (azure-servicebus's live test_session_by_session_client_conn_str_receive_handler_peeklock
-            # expects ServiceBusError for session_id=1, which the SDK sends as an AMQP int).
-            link.context = None
-            gateway.connection.reject_attach(
-                link, ARGUMENT_ERROR,
-                f"The session filter must be a string (the session id), not {type(session_id).__name__} "
-                f"{session_id!r}.")
-            return
-        try:
-            handler.receiver = gateway.broker.open_receiver(
-                path,
-                mode,
-                handler.on_available,
-                session_id=session_id if session_requested and session_id is not None else None,
-                next_available_session=session_requested and session_id is None,
-                max_receivers=gateway.limits.max_receivers_per_entity,
-            )
-        except BrokerError as exc:
-            link.context = None
-            gateway.connection.reject_attach(link, exc.condition, exc.description or str(exc))
-            return
-        gateway.receivers.add(handler)
-        if not gateway.connection.can_send(link):
-            handler.receiver.set_waiting(False)  # no credit yet: the first flow pumps it
-        if session_requested and session_id is None:
-            handler.waiting_for_session = True
-            wait_ms = link.properties.get(TIMEOUT_PROPERTY) if link.properties else None
-            handler._try_session()
-            if handler.waiting_for_session:
-                delay = (wait_ms if wait_ms is not None else DEFAULT_SESSION_WAIT_MS) / 1000.0
-                handler._timeout_handle = gateway.call_later(delay, handler._session_wait_expired)
-            return
-        handler._complete_attach()
-
-    def _complete_attach(self) -> None:
-        props = None
-        source = self.link.source
-        if self.receiver.session_id is not None:
-            locked_until = self.receiver.locked_until_ms or 0
-            props = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(locked_until))}
-            filters = dict(getattr(source, "filter", None) or {})
-            filters[SESSION_FILTER] = _session_filter_value(filters.get(SESSION_FILTER), self.receiver.session_id)
-            source = Source(
-                source.address, source.durable, source.expiry_policy, source.timeout, source.dynamic,
-                source.dynamic_node_properties, source.distribution_mode, filters, source.default_outcome,
-                source.outcomes, source.capabilities,
-            )
-        self.gateway.connection.accept_attach(self.link, source=source, properties=props)
-
-    def _try_session(self) -> None:
-        if not self.waiting_for_session or self.closed:
-            return
-        # try_acquire_session may notify this receiver re-entrantly (on_available -> _try_session),
-        # so only the call that still finds us waiting completes the attach.
-        if self.receiver.try_acquire_session() is not None and self.waiting_for_session:
-            self.waiting_for_session = False
-            if self._timeout_handle is not None:
-                self._timeout_handle.cancel()
-            self._complete_attach()
-            self.gateway.request_flush(self.gateway)
-
-    def _session_wait_expired(self) -> None:
-        if not self.waiting_for_session or self.closed:
-            return
-        self.waiting_for_session = False
-        self.gateway.connection.reject_attach(
-            self.link, "com.microsoft:timeout", "No session is available within the requested timeout."
-        )
-        self._release()
-        self.gateway.request_flush(self.gateway)
-
-    # -- broker callbacks --------------------------------------------------------------
-    def on_available(self) -> None:
-        if self.closed:
-            return
-        if self.waiting_for_session:
-            self._try_session()
-            return
-        self.gateway.schedule_pump(self)
-
-    def pump(self) -> None:
-        self.continued = False
-        if self.closed or self.waiting_for_session:
-            return
-        conn = self.gateway.connection
-        link = self.link
-        peek_lock = self.mode is ReceiveMode.PEEK_LOCK
-        gateway = self.gateway
-        # A pump that may take more than one take's worth times its slice from its start, so the slice is
-        # Slices.pump_s plus at most one take (before, the first take of 128 came on top of it: 15-19 ms
-        # a slice on this project's machines); a smaller one reads no clock unless its take was full.
-        slices = gateway.slices
-        take_n = slices.pump_take
-        stop = time.perf_counter() + slices.pump_s if link.link_credit > take_n else 0.0
-        while conn.can_send(link):
-            if gateway.output_full():
-                # Backpressure: nothing more is taken from the broker (no locks, no delivery counts)
-                # until the output has room; resume_writing or unblock pumps this receiver again.
-                gateway.block(self)
-                self.receiver.set_waiting(False)
-                return
-            try:
-                batch = self.receiver.take(min(link.link_credit, take_n, link.session.remote_incoming_window))
-            except BrokerError as exc:  # the session lock expired: this link is over
-                conn.detach(link, exc.condition, exc.description or str(exc))
-                self._release()
-                return
-            if not batch:
-                break
-            # A peek-locked delivery's tag is its lock key (the SDKs read the lock token from it); a
-            # receive-and-delete delivery has no key and no lock, and goes settled with an empty tag, as
-            # Service Bus sends it (the Python SDK's test_message_backcompat_receive_and_delete_databody
-            # expects no tag; the JS, Java, Go and .NET SDKs read a lock token only from a 16-byte tag).
-            # Every delivery carries delivery annotations: the lock token when locked, else an empty map.
-            conn.send_transfers(link, [
-                (d.lock_key or _NO_TAG,
-                 encode_delivery(d.message, header_delivery_count=d.header_delivery_count,
-                                 locked_until_ms=d.locked_until_ms, lock_token=d.lock_token_bytes,
-                                 delivered=True),
-                 d.lock_key)
-                for d in batch
-            ], settled=not peek_lock)
-            if len(batch) == take_n:  # a full take: more may follow, so the slice's time is checked
-                now = time.perf_counter()
-                if not stop:
-                    stop = now + slices.pump_s
-                # the slice also ends once the store wants a commit of the locks taken so far (the flush
-                # after this pump commits them; a durable commit's time grows with what it writes)
-                if (now >= stop or gateway.broker.commit_wanted()) and conn.can_send(link):
-                    self.continued = True  # a drain completes once the pump has used the credit it can
-                    gateway.pump_later(self)
-                    return
-        if link.drain and link.link_credit > 0 and conn.can_send(link):
-            conn.drain_complete(link)
-        # New messages wake this receiver only while it could take them; without credit (or session
-        # window) the next flow pumps it (on_credit), so idle links cost a send nothing.
-        self.receiver.set_waiting(conn.can_send(link))
-
-    # -- AMQP events ----------------------------------------------------------------------
-    def on_credit(self, event: Any) -> None:
-        if self.gateway.faults.active and event.link.link_credit > 0:
-            refusal = self.gateway.fault(RECEIVE, self.path, session=self.ref.requires_session)
-            if refusal is not None:
-                if refusal.effect is not DROP:
-                    # Service Bus ends the receive link with the error; the SDK reopens it to retry.
-                    self.gateway.connection.detach(self.link, refusal.condition, refusal.description)
-                    self._release()
-                return
-        self.pump()
-        if event.drain and self.link.drain and self.link.link_credit > 0 and not self.continued:
-            self.gateway.connection.drain_complete(self.link)
-
-    def on_disposition(self, event: Any) -> None:
-        token = event.context
-        state = event.state
-        if type(state) is TransactionalState:
-            self._transactional_disposition(event, state)
-            return
-        echo: Any = state
-        receiver = self.receiver
-        try:
-            if token is None:
-                return
-            if self.gateway.faults.active and isinstance(state, (Accepted, Modified, Rejected)):
-                refusal = self.gateway.fault(SETTLE, self.path, session=self.ref.requires_session)
-                if refusal is not None:
-                    if refusal.effect is DROP:
-                        return
-                    raise BrokerError(refusal.description, refusal.condition)  # the message stays locked
-            if type(state) is Accepted:
-                self._admit()
-                receiver.complete(token)  # the SDK's complete, one per message: no dispatch on the outcome
-            elif isinstance(state, (Released, Modified, Rejected)):
-                if needs_row(state):  # written (or refused and taken back) before it is confirmed
-                    settle_stored(self.gateway.broker, self.gateway.commit_now, receiver.path, token,
-                                  lambda: _apply_outcome(receiver, token, state))
-                else:
-                    self._admit()
-                    _apply_outcome(receiver, token, state)
-                if isinstance(state, Rejected):
-                    echo = Rejected()
-            else:
-                return
-        except BrokerError as exc:
-            echo = Rejected(error(exc.condition, exc.description or str(exc)))
-        if not event.settled:
-            self.gateway.connection.settle_outgoing(self.link, event.delivery_id, echo)
-        self.gateway.request_flush(self.gateway)
-
-    def _admit(self) -> None:
-        """Refuse a settlement the store could not keep (its journal full and not foldable): ServerBusy,
-        before anything changes, so the message stays locked by this receiver (gateway/settling.py)."""
-        failure = self.gateway.settle_room(self.path)
-        if failure is not None:
-            raise refusal(failure)
-
-    def _transactional_disposition(self, event: Any, state: Any) -> None:
-        """A settlement inside a transaction (AMQP 1.0 4.4.2): checked now, applied on commit; the
-        echo carries the same outcome inside a transactional-state, or the refusal."""
-        token = event.context
-        outcome = state.outcome
-        echo: Any = TransactionalState(state.txn_id, Rejected() if isinstance(outcome, Rejected) else outcome)
-        if token is None:
-            return
-        try:
-            staged = _StagedSettlement(self.gateway.broker, self.receiver, token, outcome)
-            self.gateway.transactions.stage_settlement(bytes(state.txn_id or b""), self.path, staged,
-                                                       self.link.session)
-            self.gateway.arm_transaction_timeout()
-        except BrokerError as exc:
-            echo = TransactionalState(state.txn_id, Rejected(error(exc.condition, exc.description or str(exc))))
-        if not event.settled:
-            self.gateway.connection.settle_outgoing(self.link, event.delivery_id, echo)
-        self.gateway.request_flush(self.gateway)
-
-    def on_detach(self) -> None:
-        if self._timeout_handle is not None:
-            self._timeout_handle.cancel()
-        self._release()
-
-    def _release(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.gateway.receivers.discard(self)
-        if self.receiver is not None:
-            self.receiver.close()
-
-
-class _StagedSettlement:
-    """One settlement waiting for its transaction's commit: the outcome the client chose for the
-    message ``token`` locked by ``receiver``."""
-
-    __slots__ = ("broker", "outcome", "receiver", "token")
-
-    def __init__(self, broker: BrokerAPI, receiver: Any, token: Any, outcome: Any) -> None:
-        if not isinstance(outcome, (Accepted, Modified, Rejected, Released)):
-            raise BrokerError(f"Outcome {type(outcome).__name__} cannot settle a message.", "amqp:not-implemented")
-        self.broker = broker
-        self.receiver = receiver
-        self.token = token
-        self.outcome = outcome
-
-    def check(self) -> None:
-        self.receiver.check_lock(self.token)
-
-    def apply(self) -> None:
-        _apply_outcome(self.receiver, self.token, self.outcome)
-
-    def undo_point(self) -> Callable[[], None]:
-        return self.broker.undo_point(self.receiver.path, [self.token])
-
-
-def _apply_outcome(receiver: Any, token: Any, outcome: Accepted | Released | Modified | Rejected) -> None:
-    """A client's settlement of a peek-locked message, on the link or at a transaction's commit:
-    accepted completes, released returns uncounted, modified defers (undeliverable-here) or abandons
-    with the annotations as properties to modify, rejected dead-letters with the error's
-    DeadLetterReason / DeadLetterErrorDescription and the rest of its info as properties."""
-    if isinstance(outcome, Accepted):
-        receiver.complete(token)
-    elif isinstance(outcome, Released):
-        receiver.release(token)
-    elif isinstance(outcome, Modified):
-        props = outcome.message_annotations
-        props = {str(k): v for k, v in props.items()} if isinstance(props, dict) else None
-        if outcome.undeliverable_here:
-            receiver.defer(token, props)
-        else:
-            receiver.abandon(token, props)
-    else:
-        reason = description = None
-        props = None
-        err = outcome.error
-        if err is not None and isinstance(err.info, dict):
-            info = {str(k): v for k, v in err.info.items()}
-            reason = info.pop("DeadLetterReason", None)
-            description = info.pop("DeadLetterErrorDescription", None)
-            props = info or None
-        receiver.dead_letter(token, _str(reason), _str(description), props)
-
-
-class CoordinatorLink:
-    """The transaction controller's link (AMQP 1.0 4.2): each message is a declare or a discharge,
-    answered in its disposition (``declared`` with the new id, ``accepted``, or ``rejected`` with a
-    transaction error)."""
-
-    def __init__(self, gateway: Gateway, link: Link) -> None:
-        self.gateway = gateway
-        self.link = link
-
-    def on_message(self, event: Any) -> None:
-        conn = self.gateway.connection
-        state: Any
-        try:
-            body = from_described(parse_message(event.payload).body_value())
-            if isinstance(body, Declare):
-                if body.global_id is not None:
-                    raise BrokerError("Distributed transactions (a declare with a global-id) are not supported.",
-                                      "amqp:not-implemented")
-                state = Declared(self.gateway.transactions.declare())
-                self.gateway.arm_transaction_timeout()
-            elif isinstance(body, Discharge):
-                self._discharge(bytes(body.txn_id or b""), bool(body.fail))
-                state = Accepted()
-            else:
-                raise BrokerError("A coordinator takes declare and discharge messages only.", "amqp:decode-error")
-        except MessageDecodeError as exc:
-            state = Rejected(error("amqp:decode-error", f"The message could not be decoded: {exc}"))
-        except BrokerError as exc:
-            state = Rejected(error(exc.condition, exc.description or str(exc)))
-        if not event.settled:
-            conn.settle_incoming(self.link, event.delivery_id, state)
-        if self.link.link_credit < SENDER_CREDIT // 2:
-            conn.grant_credit(self.link, SENDER_CREDIT)
-        self.gateway.request_flush(self.gateway)
-
-    def _discharge(self, txn_id: bytes, fail: bool) -> None:
-        """A commit is accepted only once what it did is stored. A store that cannot write now (a
-        full disk: QuotaExceeded; another write error: ServerBusy) refuses the commit before anything of
-        the transaction applies (it is rolled back); one that fails at this commit's own write takes all
-        of it back (its sends never stored later, its settlements and session state as before, the
-        messages it settled locked by their receivers) and refuses the commit with that error."""
-        gateway = self.gateway
-        transactions = gateway.transactions
-        if fail:
-            transactions.discharge(txn_id, True)
-            return
-        failure = gateway.commit_now()
-        if failure is not None:
-            transactions.discharge(txn_id, True)
-            raise failure
-        broker = gateway.broker
-        broker.begin_change()  # the store's savepoint: what the commit buffers is forgotten if refused
-        try:
-            applied = transactions.discharge(txn_id, False)
-        except BaseException:
-            broker.end_change(False)
-            raise
-        failure = gateway.commit_now() if applied.undo else None
-        if failure is not None:
-            applied.take_back()
-            broker.end_change(False)
-            raise failure
-        broker.end_change(True)
-
-    def on_disposition(self, event: Any) -> None:
-        return None
-
-    def on_credit(self, event: Any) -> None:
-        return None
-
-    def on_detach(self) -> None:
-        # AMQP 1.0 4.4.1: closing the coordinator link rolls back the transactions it declared.
-        if self.gateway._transactions is not None:
-            self.gateway._transactions.rollback_all()
-
-
-def _attached(link: Link) -> bool:
-    """Neither end has detached the link nor ended its session."""
-    return (link.context is not None and not link.session.ended
-            and link.state.local is not EndpointState.CLOSED and link.state.remote is not EndpointState.CLOSED)
-
-
-# The delivery tag of a receive-and-delete delivery: empty (AMQP 1.0 2.7.5 allows a zero-length tag).
-_NO_TAG = b""
-
-
-def _str(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _session_filter_value(requested: Any, session_id: str) -> Any:
-    """The session id for the attach reply's filter, in the form the client asked in.
-
-    A filter-set's values are described types (AMQP 1.0 part 3, 3.5.8 "filter-set": each value is null
-    or a described filter); the Service Bus AMQP guide's session filter is the described
-    ``com.microsoft:session-filter`` (0x00000137:0000000C) around the session id. go-amqp refuses a
-    plain string there ("invalid described type header"), so the reply keeps the client's descriptor;
-    clients that sent the bare id (rhea, pyamqp) get the bare id back, which they read as it is.
-    """
-    if isinstance(requested, Described):
-        return Described(requested.descriptor, session_id)
-    return session_id
-
