@@ -9,7 +9,10 @@ HTTP it never touches a socket, so every state transition is testable with plain
 How it is put together: ``framing.FrameReader`` cuts the input into frames; every frame then passes
 one funnel, the transition tables of ``states`` (the connection's, then the session's of its channel,
 then the link's of its handle), before its handler runs: also the dispositions that ``hotframes``
-decodes without the generic codec. The window and credit arithmetic is in ``windows``. A peer's
+decodes without the generic codec. ``Connection`` is one object made of four parts, each in a module
+of its own: this one (the byte interface, the funnel, SASL, open, begin, end, close), ``link_endpoints``
+(attach and detach), ``flow_control`` (flows, credit, drain) and ``transfers`` (transfers both ways,
+dispositions, ranges). The window and credit arithmetic is in ``windows``. A peer's
 mistake is a ``ProtocolError`` or ``SessionError`` with the condition the specification names; any
 other exception while handling input is a bug of ours, logged with its traceback and answered with
 ``amqp:internal-error``.
@@ -23,21 +26,16 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import Any
 
-from . import codec, hotframes, windows
-from .endpoints import IncomingDelivery, Link, Session
+from . import codec, hotframes
+from .endpoints import Link, Session
 from .errors import (
     CONNECTION_FORCED,
     DECODE_ERROR,
     FRAME_SIZE_TOO_SMALL,
     FRAMING_ERROR,
-    HANDLE_IN_USE,
     INTERNAL_ERROR,
-    MESSAGE_SIZE_EXCEEDED,
     NOT_ALLOWED,
     RESOURCE_LIMIT_EXCEEDED,
-    TRANSFER_LIMIT_EXCEEDED,
-    UNATTACHED_HANDLE,
-    WINDOW_VIOLATION,
     ProtocolError,
     SessionError,
 )
@@ -45,34 +43,26 @@ from .events import (
     ConnectionClosed,
     ConnectionOpened,
     DeliveryRangeStateChanged,
-    DeliveryStateChanged,
     Event,
-    LinkAttachRequested,
-    LinkCreditChanged,
     LinkDetached,
-    MessageReceived,
     SaslPlainAuthenticated,
     SessionBegun,
     SessionEnded,
 )
+from .flow_control import FlowControl
 from .framing import (
     AMQP_HEADER,
     FRAME_AMQP,
-    FRAME_HEADER_SIZE,
     FRAME_SASL,
     MIN_MAX_FRAME_SIZE,
     PROTOCOL_HEADER,
     SASL_HEADER,
     FrameReader,
     build_frame,
-    pack_frame_header,
-    patch_frame_header,
 )
-from .message import BATCH_MESSAGE_FORMAT
+from .link_endpoints import LinkEndpoints
 from .performatives import (
     PERFORMATIVES,
-    ROLE_RECEIVER,
-    ROLE_SENDER,
     SASL_FRAMES,
     Accepted,
     Attach,
@@ -84,7 +74,6 @@ from .performatives import (
     Error,
     Flow,
     Open,
-    Rejected,
     SaslInit,
     SaslMechanisms,
     SaslOutcome,
@@ -97,15 +86,13 @@ from .states import (
     CONNECTION_OPENED,
     CONNECTION_START,
     DISCARD,
-    LINK_ATTACHED,
-    NO_LINK,
     NO_SESSION,
-    SESSION_MAPPED,
     Input,
     State,
     refusal,
 )
-from .types import Array, Symbol, UByte, UInt, ULong, UShort
+from .transfers import TransferEndpoint
+from .types import Array, Symbol, UByte, UInt, UShort
 from .windows import UINT_MAX
 
 log = logging.getLogger("sbemulator.amqp")
@@ -149,7 +136,7 @@ SERVICE_BUS_SASL_MECHANISMS = ("MSSBCBS", "PLAIN", "ANONYMOUS", "EXTERNAL")
 TOKEN_MECHANISMS = frozenset({"MSSBCBS", "ANONYMOUS", "EXTERNAL"})
 
 
-class Connection:
+class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
     """Server side of one AMQP connection."""
 
     # A disposition over more delivery ids than this becomes one DeliveryRangeStateChanged event.
@@ -696,503 +683,6 @@ class Connection:
         if self._send_step(session, SEND_END):  # from ACTIVE: DISCARDING until the peer's end (spec 2.5.5)
             self._send(session.channel, End(error(condition, description)))
         self._unmap_session(session)
-
-    # ------------------------------------------------------------------ links
-    def _on_attach(self, channel: int, attach: Attach) -> None:
-        session = self._enter_session(channel, RECV_ATTACH)
-        if session is None:
-            return
-        if attach.handle is None or attach.name is None or attach.role is None:
-            raise SessionError(session, DECODE_ERROR, "attach without name, handle or role")
-        existing = session.links_by_remote.get(attach.handle)
-        if existing is not None:
-            self._enter_link(session, existing, RECV_ATTACH)  # no transition: handle-in-use
-            raise SessionError(session, HANDLE_IN_USE, f"handle {attach.handle} is already attached")
-        if attach.handle > session.handle_max:
-            # Spec 2.7.2: a handle outside the announced range closes the connection.
-            raise ProtocolError(FRAMING_ERROR, f"handle {attach.handle} above handle-max {session.handle_max}")
-        link = Link(session, attach, attach.name, attach.handle)
-        link.state = NO_LINK.next[RECV_ATTACH]  # type: ignore[assignment]
-        link.handle = session.allocate_handle()
-        session.links_by_remote[attach.handle] = link
-        session.links_by_handle[link.handle] = link
-        self._events.append(LinkAttachRequested(link))
-
-    def accept_attach(
-        self,
-        link: Link,
-        *,
-        source: Any = None,
-        target: Any = None,
-        properties: dict | None = None,
-        max_message_size: int | None = None,
-        snd_settle_mode: int | None = None,
-        rcv_settle_mode: int | None = None,
-    ) -> None:
-        """Answer the peer's attach; source/target default to what the peer sent. ``max_message_size``
-        is announced to the peer and enforced on what it sends: a delivery that grows past it is refused
-        while it streams, before the rest of it is buffered."""
-        if link.session.ended or self.closed or not self._send_step(link, SEND_ATTACH):
-            return  # the peer detached (or ended, or closed) before we answered
-        link.max_message_size = max_message_size
-        if source is not None:
-            link.source = source
-        if target is not None:
-            link.target = target
-        self._send(
-            link.session.channel,
-            Attach(
-                link.name,
-                UInt(link.handle),
-                ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
-                UByte(link.snd_settle_mode if snd_settle_mode is None else snd_settle_mode),
-                UByte(link.rcv_settle_mode if rcv_settle_mode is None else rcv_settle_mode),
-                link.source,
-                link.target,
-                None,
-                None,
-                UInt(link.delivery_count) if link.is_sender else None,
-                ULong(max_message_size) if max_message_size is not None else None,
-                None,
-                None,
-                properties,
-            ),
-        )
-
-    def reject_attach(self, link: Link, condition: str, description: str, *, keep_termini: bool = False,
-                      **attach_kwargs: Any) -> None:
-        """Refuse a link as spec 2.6.3 says: an attach with a null terminus on our side, then a detach
-        carrying the error (``keep_termini`` answers with both termini, for links that were open)."""
-        if keep_termini:
-            self.accept_attach(link, **attach_kwargs)
-        elif not link.session.ended and not self.closed and self._send_step(link, SEND_ATTACH):
-            self._send(
-                link.session.channel,
-                Attach(
-                    link.name, UInt(link.handle), ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
-                    UByte(link.snd_settle_mode), UByte(link.rcv_settle_mode),
-                    None if link.is_sender else link.source,
-                    link.target if link.is_sender else None,
-                    None, None, UInt(0) if link.is_sender else None,
-                ),
-            )
-        self.detach(link, condition, description)
-
-    def detach(self, link: Link, condition: str | None = None, description: str | None = None,
-               info: dict | None = None) -> None:
-        """Detach (close) one link, with an error when ``condition`` is given."""
-        if link.session.ended or self.closed or not self._send_step(link, SEND_DETACH):
-            return
-        err = error(condition, description, info) if condition else None
-        self._send(link.session.channel, Detach(UInt(link.handle), True, err))
-        if link.state.remote is CLOSED:
-            self._forget_link(link)
-
-    def _on_detach(self, channel: int, detach: Detach) -> None:
-        session = self._enter_session(channel, RECV_DETACH)
-        if session is None:
-            return
-        link = session.links_by_remote.get(detach.handle) if detach.handle is not None else None
-        if link is None:
-            raise SessionError(session, UNATTACHED_HANDLE, f"detach of unattached handle {detach.handle}")
-        self._enter_link(session, link, RECV_DETACH)
-        session.links_by_remote.pop(link.remote_handle, None)
-        if self._send_step(link, SEND_DETACH):
-            self._events.append(LinkDetached(link, bool(detach.closed), detach.error))
-            self._send(session.channel, Detach(UInt(link.handle), True))
-        self._forget_link(link)
-
-    def _forget_link(self, link: Link) -> None:
-        if self._open_ranges:
-            self._resolve_ranges()
-        session = link.session
-        session.links_by_handle.pop(link.handle, None)
-        if link.state.remote is CLOSED:
-            session.links_by_remote.pop(link.remote_handle, None)
-        unsettled, outgoing = link.unsettled, session.outgoing_unsettled
-        if len(unsettled) == len(outgoing):
-            # Every delivery unsettled on the session is this link's (the SDKs open a session per link):
-            # one clear instead of a pop each (50,000 prefetched took ~10 ms).
-            outgoing.clear()
-        else:
-            for delivery_id in unsettled:
-                outgoing.pop(delivery_id, None)
-
-    # ------------------------------------------------------------------ flow control
-    def _on_flow(self, channel: int, flow: Flow) -> None:
-        session = self._enter_session(channel, RECV_FLOW)
-        if session is None:
-            return
-        windows.peer_flow(session, flow)
-        if flow.handle is None:
-            for link in session.links_by_handle.values():
-                if link.is_sender and link.state is LINK_ATTACHED and link.link_credit > 0:
-                    self._events.append(LinkCreditChanged(link, False))
-            if flow.echo:
-                self._send_session_flow(session)
-            return
-        target = session.links_by_remote.get(flow.handle)
-        if target is None:
-            raise SessionError(session, UNATTACHED_HANDLE, f"flow for unattached handle {flow.handle}")
-        if not self._enter_link(session, target, RECV_FLOW):
-            return
-        if target.is_sender:
-            windows.sender_credit(target, flow)
-            if target.drain and target.link_credit == 0:
-                # A drain with no credit left (spec 2.6.7): there is nothing to use up, so it is complete
-                # now, and the sender says so. Microsoft.Azure.Amqp's drain ends only on a flow from the
-                # sender that leaves its credit at 0 (ReceivingAmqpLink.OnReceiveFlow).
-                self.drain_complete(target)
-            self._events.append(LinkCreditChanged(target, target.drain))
-        if flow.echo:
-            self._send_link_flow(target)
-
-    def _send_session_flow(self, session: Session) -> None:
-        self._send(
-            session.channel,
-            Flow(
-                UInt(session.next_incoming_id),
-                UInt(session.incoming_window),
-                UInt(session.next_outgoing_id),
-                UInt(session.outgoing_window),
-            ),
-        )
-
-    def _send_link_flow(self, link: Link, drain: bool = False, echo: bool = False) -> None:
-        session = link.session
-        self._send(
-            session.channel,
-            Flow(
-                UInt(session.next_incoming_id),
-                UInt(session.incoming_window),
-                UInt(session.next_outgoing_id),
-                UInt(session.outgoing_window),
-                UInt(link.handle),
-                UInt(link.delivery_count),
-                UInt(link.link_credit),
-                None,
-                drain,
-                echo,
-            ),
-        )
-
-    def grant_credit(self, link: Link, credit: int) -> None:
-        """Give a peer sender ``credit`` transfers (our receiving link)."""
-        if link.state.local is CLOSED or link.session.ended:
-            return
-        link.link_credit = credit
-        self._send_link_flow(link)
-
-    def drain_complete(self, link: Link) -> None:
-        """Nothing left to send: consume the remaining credit and tell the peer (spec 2.6.7)."""
-        if link.state.local is CLOSED or link.session.ended:
-            return
-        windows.drained(link)
-        self._send_link_flow(link, drain=True)
-
-    def can_send(self, link: Link) -> bool:
-        return (
-            link.state is LINK_ATTACHED
-            and not link.session.ended
-            and windows.can_send(link, link.session)
-            and not self.closed
-        )
-
-    # ------------------------------------------------------------------ transfers
-    def send_transfer(
-        self,
-        link: Link,
-        delivery_tag: bytes,
-        payload: bytes,
-        *,
-        settled: bool,
-        message_format: int = 0,
-        context: Any = None,
-    ) -> int:
-        """Send one delivery (split into frames as the peer's max-frame-size requires); its delivery id."""
-        delivery_id = link.session.next_outgoing_id
-        self.send_transfers(link, [(delivery_tag, payload, context)], settled=settled, message_format=message_format)
-        return delivery_id
-
-    def send_transfers(self, link: Link, deliveries: list[tuple[bytes, bytes, Any]], *, settled: bool,
-                       message_format: int = 0) -> None:
-        """Send each ``(delivery tag, payload, context)`` in turn. The broker hands deliveries over in
-        batches of up to a hundred: what they share (session, channel, frame limit, the dictionaries of
-        unsettled deliveries, the state check and the window arithmetic) is done once for all of them."""
-        session = link.session
-        if link.state is not LINK_ATTACHED or session.state is not SESSION_MAPPED or self.closed:
-            raise RuntimeError(f"send_transfers on {link!r} in {link.state} of {session.state}")  # our bug
-        out = self._out
-        channel = session.channel
-        limit = self.remote_max_frame_size - FRAME_HEADER_SIZE - 8  # 8: slack for 'more' in a split delivery
-        handle = link.handle
-        session_unsettled = session.outgoing_unsettled
-        link_unsettled = link.unsettled
-        pack_header = pack_frame_header
-        transfer = hotframes.transfer
-        first_id = next_id = session.next_outgoing_id
-        for tag, payload, context in deliveries:
-            delivery_id = next_id
-            performative = transfer(handle, delivery_id, tag, message_format, settled)
-            size = len(performative) + len(payload)
-            if size <= limit:
-                out += pack_header(FRAME_HEADER_SIZE + size, 2, FRAME_AMQP, channel)
-                out += performative
-                out += payload
-                next_id += 1
-            else:
-                next_id += self._write_split_delivery(link, delivery_id, tag, payload, settled, message_format)
-            if not settled:
-                session_unsettled[delivery_id] = link
-                link_unsettled[delivery_id] = context
-        windows.frames_sent(session, next_id - first_id)
-        windows.deliveries_sent(link, len(deliveries))
-        if link.drain and link.link_credit == 0:
-            self.drain_complete(link)  # the deliveries used up a draining link's credit: tell the peer
-
-    def _write_split_delivery(self, link: Link, delivery_id: int, tag: bytes, payload: bytes, settled: bool,
-                              message_format: int) -> int:
-        """The frames of a delivery larger than one frame, all but the last with 'more'; how many."""
-        channel = link.session.channel
-        more = Transfer(UInt(link.handle), UInt(delivery_id), tag, UInt(message_format), settled, True)
-        head = bytearray(FRAME_HEADER_SIZE)
-        codec.encode_into(head, more)
-        room = self.remote_max_frame_size - len(head)
-        offset = 0
-        frames = 1
-        while len(payload) - offset > room:
-            frame = bytearray(head)
-            frame += payload[offset : offset + room]
-            patch_frame_header(frame, channel)
-            self._out += frame
-            offset += room
-            frames += 1
-        last = bytearray(FRAME_HEADER_SIZE)
-        codec.encode_into(last, Transfer(UInt(link.handle), UInt(delivery_id), tag, UInt(message_format), settled,
-                                         False))
-        last += payload[offset:]
-        patch_frame_header(last, channel)
-        self._out += last
-        return frames
-
-    def _on_transfer(self, channel: int, transfer: Transfer, payload: bytes) -> None:
-        session = self._enter_session(channel, RECV_TRANSFER)
-        if session is None:
-            return
-        handle = transfer.handle
-        link = session.links_by_remote.get(handle) if handle is not None else None
-        if link is None or link.is_sender:
-            self._end_session_with_error(
-                session, UNATTACHED_HANDLE, f"transfer on unattached handle {transfer.handle}"
-            )
-            return
-        if not windows.transfer_frame_received(session):
-            # Spec 2.5.6: the peer must not send a transfer frame once our incoming window is used up.
-            self._violation(
-                session, WINDOW_VIOLATION,
-                f"transfer frame beyond the session incoming-window of {self.incoming_window} frames",
-            )
-            return
-        self._windows_used = True
-        if not self._enter_link(session, link, RECV_TRANSFER) or link.failure is not None:
-            return  # in flight when we detached: the peer learns from our detach (spec 2.6.5)
-        delivery = link.incoming
-        if delivery is None:
-            if transfer.delivery_id is None:
-                raise ProtocolError(DECODE_ERROR, "first transfer of a delivery has no delivery-id")
-            if not windows.delivery_received(link):
-                # Spec 2.6.7: with no link-credit left it is illegal to send; the link is detached.
-                self._violation(link, TRANSFER_LIMIT_EXCEEDED,
-                                "transfer sent without link-credit: wait for a flow that grants credit")
-                return
-            delivery = link.incoming = IncomingDelivery(transfer, transfer.delivery_id)
-        if transfer.aborted:
-            link.incoming = None
-            return
-        if delivery.refused:
-            if not transfer.more:
-                link.incoming = None
-            return
-        if payload:
-            delivery.chunks.append(payload)
-            delivery.size += len(payload)
-            limit = link.max_message_size or self.max_message_size
-            if delivery.size > limit + (limit >> 4):
-                self._refuse_oversized(link, delivery, limit)
-                if not transfer.more:
-                    link.incoming = None
-                return
-        if transfer.settled:
-            delivery.settled = True
-        if transfer.state is not None:
-            delivery.state = transfer.state
-        if transfer.more:
-            return
-        link.incoming = None
-        body = delivery.chunks[0] if len(delivery.chunks) == 1 else b"".join(delivery.chunks)
-        if delivery.message_format == BATCH_MESSAGE_FORMAT and len(body) > self.BATCH_IN_SLICES:
-            self.in_slices = True  # an SDK batch of many small messages: decoded in slices (the gateway)
-        self._events.append(
-            MessageReceived(
-                link, delivery.delivery_id, bytes(delivery.delivery_tag or b""), delivery.message_format,
-                delivery.settled, body, delivery.state,
-            )
-        )
-
-    def _refuse_oversized(self, link: Link, delivery: IncomingDelivery, limit: int) -> None:
-        """The delivery grew past the link's max-message-size: settle it as rejected now, in Service
-        Bus's words (the SDKs raise MessageSizeExceededError), and drop the rest of it as it arrives
-        instead of buffering it (spec 2.6.12: a receiver may settle before the last frame).
-
-        It is refused once it is a sixteenth above the limit, not at the limit: azure-servicebus fills a
-        ServiceBusMessageBatch up to the max-message-size by its own count, and the transfer it sends
-        is a few bytes larger (262,149 bytes for a full 262,144-byte batch), which Service Bus accepts.
-        Each message of a delivery below that is checked exactly by the broker."""
-        delivery.refused = True
-        delivery.chunks = []
-        if delivery.settled:
-            return  # sent pre-settled: there is no outcome to tell
-        description = (f"The received message (delivery-id:{delivery.delivery_id}, size:{delivery.size} bytes) "
-                       f"exceeds the limit ({limit} bytes) currently allowed on the link.")
-        self.settle_incoming(link, delivery.delivery_id, Rejected(error(MESSAGE_SIZE_EXCEEDED, description)))
-
-    def _widen_incoming_windows(self) -> None:
-        """After a read: give back the window of every session that has used half of it."""
-        if self.closed:
-            return
-        announced = self.incoming_window
-        for session in self.sessions_by_channel.values():
-            if (session.state is SESSION_MAPPED and session.failure is None
-                    and windows.wants_widening(session, announced)):
-                windows.widen(session, announced)
-                self._send_session_flow(session)
-
-    # ------------------------------------------------------------------ dispositions
-    def settle_incoming(self, link: Link, delivery_id: int, state: Any, last: int | None = None) -> None:
-        """Settle deliveries the peer sent us (``delivery_id``..``last``) with ``state``."""
-        if link.session.ended or self.closed:
-            return
-        self._out += hotframes.frame(
-            link.session.channel, hotframes.disposition(ROLE_RECEIVER, delivery_id, last, True, state)
-        )
-
-    def settle_outgoing(self, link: Link, delivery_id: int, state: Any) -> None:
-        """Settle (our side of) a delivery we sent, echoing the outcome the peer chose."""
-        session = link.session
-        session.outgoing_unsettled.pop(delivery_id, None)
-        link.unsettled.pop(delivery_id, None)
-        if session.ended or self.closed:
-            return
-        if type(state) is Accepted:
-            self._out += hotframes.accepted_echo_frame(session.channel, delivery_id)
-        else:
-            self._out += hotframes.frame(
-                session.channel, hotframes.disposition(ROLE_SENDER, delivery_id, None, True, state)
-            )
-
-    def _on_disposition(self, channel: int, disposition: Disposition) -> None:
-        session = self._enter_session(channel, RECV_DISPOSITION)
-        if session is None:
-            return
-        if disposition.role != ROLE_RECEIVER:
-            return  # the peer settles deliveries it sent; we already settled ours at once
-        first = disposition.first
-        last = disposition.last if disposition.last is not None else first
-        if first is None or last is None or last - first > 100_000:
-            raise SessionError(session, DECODE_ERROR, "disposition range is invalid")
-        self._peer_disposed(session, first, last, bool(disposition.settled), disposition.state)
-
-    def _peer_disposed(self, session: Session, first: int, last: int, settled: bool, state: Any) -> None:
-        """The peer gave deliveries ``first``..``last`` we sent a state: an event for each we know, or
-        for a long range one event the application expands in slices (``expand_range``)."""
-        if last != first:  # one delivery per disposition (the SDKs') adds one event per frame at most
-            self._disposed += last - first + 1
-            if self._disposed > self.DISPOSED_PER_READ:
-                self._too_many_disposed()
-        if self._open_ranges:
-            self._resolve_ranges()  # an earlier range first: dispositions apply in the order they came
-        if last - first >= self.RANGE_EVENTS:
-            self.in_slices = True
-            event = DeliveryRangeStateChanged(session, first, last, settled, state)
-            self._open_ranges.append(event)
-            self._events.append(event)
-            return
-        unsettled = session.outgoing_unsettled
-        for delivery_id in range(first, last + 1):
-            link = unsettled.get(delivery_id)
-            if link is None:
-                continue
-            context = link.unsettled.get(delivery_id)
-            if settled:
-                unsettled.pop(delivery_id, None)
-                link.unsettled.pop(delivery_id, None)
-            self._events.append(DeliveryStateChanged(link, delivery_id, state, settled, context))
-
-    def _too_many_disposed(self) -> None:
-        raise ProtocolError(RESOURCE_LIMIT_EXCEEDED, f"The dispositions of one read named more than "
-                            f"{self.DISPOSED_PER_READ:,} deliveries (those that do not settle name "
-                            "them again every time).")
-
-    def expand_range(self, event: DeliveryRangeStateChanged, count: int) -> list[DeliveryStateChanged]:
-        """The events of the next ``count`` delivery ids of ``event`` (which then starts after them):
-        what the disposition meant for each delivery still unsettled when its slice is handled."""
-        ids, links, contexts = event.resolved_ids, event.resolved_links, event.resolved_contexts
-        if ids is not None and links is not None and contexts is not None:
-            start = event.resolved_next
-            stop = min(start + count, len(ids))
-            event.resolved_next = stop
-            state, settled = event.state, event.settled
-            return [DeliveryStateChanged(link, delivery_id, state, settled, context) for link, delivery_id, context
-                    in zip(links[start:stop], ids[start:stop], contexts[start:stop], strict=True)]
-        last = min(event.last, event.first + count - 1)
-        out = self._range_events(event, last)
-        if event.first > event.last:
-            self._open_ranges.remove(event)
-        return out
-
-    def _range_events(self, event: DeliveryRangeStateChanged, last: int) -> list[DeliveryStateChanged]:
-        settled, state = event.settled, event.state
-        unsettled = event.session.outgoing_unsettled
-        out: list[DeliveryStateChanged] = []
-        for delivery_id in range(event.first, last + 1):
-            link = unsettled.get(delivery_id)
-            if link is None:
-                continue
-            context = link.unsettled.get(delivery_id)
-            if settled:
-                unsettled.pop(delivery_id, None)
-                link.unsettled.pop(delivery_id, None)
-            out.append(DeliveryStateChanged(link, delivery_id, state, settled, context))
-        event.first = last + 1
-        return out
-
-    def _resolve_ranges(self) -> None:
-        """Work out the rest of every range not expanded yet, now: a frame is about to change which
-        deliveries are unsettled (a detach or end forgets a link's, a disposition settles some), and a
-        range means the deliveries it named when it arrived."""
-        for event in self._open_ranges:
-            unsettled = event.session.outgoing_unsettled
-            links: list[Link] = []
-            ids: list[int] = []
-            contexts: list[Any] = []
-            if event.settled:  # the pops are the lookups: what the range settles leaves the maps now
-                for delivery_id in range(event.first, event.last + 1):
-                    link = unsettled.pop(delivery_id, None)
-                    if link is not None:
-                        links.append(link)
-                        ids.append(delivery_id)
-                        contexts.append(link.unsettled.pop(delivery_id, None))
-            else:
-                for delivery_id in range(event.first, event.last + 1):
-                    link = unsettled.get(delivery_id)
-                    if link is not None:
-                        links.append(link)
-                        ids.append(delivery_id)
-                        contexts.append(link.unsettled.get(delivery_id))
-            event.first = event.last + 1
-            event.resolved_links, event.resolved_ids, event.resolved_contexts = links, ids, contexts
-            event.resolved_next = 0
-        self._open_ranges.clear()
 
     # ------------------------------------------------------------------ output
     def _send(self, channel: int, body: Any) -> None:
