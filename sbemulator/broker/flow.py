@@ -8,6 +8,10 @@ entities the topology owns (``entities``, ``lookup``), writes through the ``stor
 :class:`~sbemulator.broker.sessions.LockReturner` it is). Settling is ``settlement``'s; it calls
 :meth:`remove`, :meth:`unlock`, :meth:`lock_ended`, :meth:`dead_letter` and :meth:`renew` here.
 
+``MessageFlow`` is one object made of parts, each in a module of its own: this one (sending, fan-out,
+forwarding, dead-lettering, expiry), ``available`` (the available index and paging), ``admission``
+(what a send is checked against) and ``receiving`` (receivers, takes, peeks, lock return).
+
 Delivery counts follow Service Bus: ``BrokerMessage.delivery_count`` counts deliveries made and is
 incremented when a receiver takes the message (peek-lock or receive-and-delete, also
 receive-by-sequence-number). The AMQP header carries the PREVIOUS deliveries
@@ -34,48 +38,33 @@ the original.
 
 from __future__ import annotations
 
-import heapq
 import logging
-import operator
 import os
 import struct
 from array import array
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from sbemulator.descriptions import STATUS_DISABLED, STATUS_RECEIVE_DISABLED, STATUS_SEND_DISABLED
-
 from ..model import (
-    MAX_HEADER_SIZE,
-    MAX_ID_LENGTH,
-    MAX_PROPERTY_SIZE,
     BrokerMessage,
-    Delivery,
     IncomingMessage,
     LockKey,
     MessageState,
-    ReceiveMode,
 )
 from ..scheduling import DEFAULT_SLICES, Slices
+from .admission import SEND_SUSPENDED, SendAdmission
+from .available import AvailableIndex
 from .entity import DEAD_LETTER, QUEUE, SUBSCRIPTION, TOPIC, TRANSFER_DEAD_LETTER, Entity
 from .errors import (
-    ArgumentError,
-    ArgumentOutOfRangeError,
     BrokerError,
-    EntityDisabledError,
-    InvalidOperationError,
     MessageNotFoundError,
-    MessageSizeExceededError,
-    QuotaExceededError,
-    SessionCannotBeLockedError,
-    SessionLockLostError,
-    SessionRequiredError,
 )
-from .paging import NO_EXPIRY, ColdIndex
-from .receiver import Receiver, ReceiverOps
+from .paging import ColdIndex
+from .receiver import ReceiverOps
+from .receiving import SUB_QUEUES, ReceiveSide
 from .rules import FilterEvaluationError
 from .sessions import Sessions
-from .timers import ACTIVATION, EXPIRY, LockExpiry, LockReturn, TakeExpiry, Timers
+from .timers import ACTIVATION, EXPIRY, Timers
 from .wakeups import Wakeups
 
 if TYPE_CHECKING:
@@ -99,10 +88,6 @@ REASON_TRANSFER = "MessageTransferFailed"  # a forwarding destination that does 
 # Set on the copy a rule with an action produced ("Topic filters and actions").
 RULE_NAME = "RuleName"
 
-_DUP_PRUNE_INTERVAL_MS = 60_000
-# Paged-out messages read back per range scan: about 20 us each to read and decode, so 1,000 hold the
-# event loop ~20 ms, whatever the read-ahead window (store page_window) keeps in memory.
-PAGE_IN_BATCH = 1000
 # Byte maps that set a random UUID's version (4) and variant (RFC 4122) bits.
 _VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
 _VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
@@ -110,12 +95,9 @@ _VARIANT_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
 _BYTES_LE_ORDER = ((0, 3), (1, 2), (2, 1), (3, 0), (4, 5), (5, 4), (6, 7), (7, 6))
 _LOCK_POOL = 256  # lock tokens made per getrandom call
 _SPLIT_POOL = struct.Struct("16s" * _LOCK_POOL).unpack  # 256 bytes objects of 16, cut in C
-_BY_SEQUENCE = operator.attrgetter("sequence_number")
-_SEND_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_SEND_DISABLED})
-_RECEIVE_SUSPENDED = frozenset({STATUS_DISABLED, STATUS_RECEIVE_DISABLED})
 
 
-class MessageFlow:
+class MessageFlow(AvailableIndex, SendAdmission, ReceiveSide):
     receiver_ops: ReceiverOps  # what the receivers it opens call; set by the broker once settlement exists
 
     def __init__(
@@ -247,115 +229,6 @@ class MessageFlow:
             keys.extend(zip(_SPLIT_POOL(raw), _SPLIT_POOL(token), strict=True))
         return keys.pop()
 
-    # --- container primitives ----------------------------------------------------------------
-    def insert(self, ent: Entity, msg: BrokerMessage) -> None:
-        ent.messages[msg.sequence_number] = msg
-        ent.quota.held_bytes += msg.size
-        if ent.requires_session and msg.session_id is not None:
-            ent.session(msg.session_id).count += 1
-
-    def queue(self, ent: Entity, msg: BrokerMessage) -> None:
-        """Make an active, unlocked message available to receivers."""
-        msg.queued = True
-        if ent.requires_session and msg.session_id is not None:
-            s = ent.session(msg.session_id)
-            heapq.heappush(s.heap, msg.sequence_number)
-            self._wakeups.notify(ent, s)
-        else:
-            heapq.heappush(ent.available, msg.sequence_number)
-            self._wakeups.notify(ent)
-
-    def remove(self, ent: Entity, msg: BrokerMessage) -> None:
-        if ent.messages.pop(msg.sequence_number, None) is None:
-            return
-        ent.quota.held_bytes -= msg.size
-        msg.queued = False
-        self.unlock(ent, msg)
-        if ent.requires_session and msg.session_id is not None:
-            s = ent.sessions.get(msg.session_id)
-            if s is not None:
-                s.count -= 1
-                ent.forget_session_if_idle(s)
-        self.store.delete_message(ent.key, msg.sequence_number)
-
-    def unlock(self, ent: Entity, msg: BrokerMessage) -> None:
-        key = msg.lock_key
-        if key is not None:
-            ent.locks.pop(key, None)
-            if msg.lock_owner is not None:
-                msg.lock_owner.locks.pop(key, None)
-        msg.lock_key = None
-        msg.lock_owner = None
-        msg.locked_until_ms = None
-
-    def _pop(self, ent: Entity, heap: list[int]) -> BrokerMessage | None:
-        messages = ent.messages
-        while True:
-            cold = ent.cold
-            if cold is not None and (not heap or cold.seqs[cold.head] < heap[0]):
-                self._page_in(ent, cold)
-            if not heap:
-                return None
-            seq = heapq.heappop(heap)
-            msg = messages.get(seq)
-            if msg is not None and msg.queued:
-                msg.queued = False
-                return msg
-
-    def _page_in(self, ent: Entity, cold: ColdIndex) -> None:
-        """Read the next of ``ent``'s paged-out messages from the store (one range scan of at most
-        PAGE_IN_BATCH, however large the window, so one read holds the event loop for milliseconds) and
-        make them available in memory, in front of any newer ones (broker/paging.py). ``_pop`` asks
-        again once they are taken, as long as paged-out messages are older than the oldest in memory."""
-        entries = cold.take(max(1, min(self._window, PAGE_IN_BATCH)))
-        if not len(cold):
-            ent.cold = None
-        self._make_available(ent, entries)
-
-    def _make_available(self, ent: Entity, entries: list[tuple[int, int, int, int, int]]) -> None:
-        """The paged-out messages of ``entries`` (in sequence order, out of the index already), read
-        from the store in one range scan and available in memory."""
-        stored = self.store.read_messages(ent.key, entries[0][0], entries[-1][0])
-        messages = ent.messages
-        heap = ent.available
-        for seq, count, enqueued, expires, _size in entries:
-            msg = stored.get(seq)
-            if msg is None:  # cannot happen: a paged-out message's row is written before it is indexed
-                log.error("%s: paged-out message %d is not in the store", ent.path, seq)
-                continue
-            msg.sequence_number = seq
-            msg.state = MessageState.ACTIVE
-            msg.delivery_count = count
-            msg.enqueued_time_ms = enqueued
-            msg.expires_at_ms = None if expires == NO_EXPIRY else expires
-            msg.queued = True
-            messages[seq] = msg
-            heapq.heappush(heap, seq)
-            if msg.expires_at_ms is not None:
-                self._timers.add_message(EXPIRY, msg.expires_at_ms, ent, msg.sequence_number)
-
-    def page_in_next(self, ent: Entity) -> bool:
-        """Page in the next read of ``ent``'s paged-out messages (False when it has none)."""
-        cold = ent.cold
-        if cold is None:
-            return False
-        self._page_in(ent, cold)
-        return True
-
-    def unpage(self, ent: Entity, sequence_numbers: Iterable[int]) -> None:
-        """Bring the named paged-out messages of ``ent`` into memory, available there as if paged in
-        (a resubmission of dead-lettered messages picks them by number); numbers not paged out are left
-        alone."""
-        cold = ent.cold
-        if cold is None:
-            return
-        entries = [e for e in (cold.pop_seq(seq) for seq in sequence_numbers) if e is not None]
-        if not len(cold):
-            ent.cold = None
-        if entries:
-            entries.sort()
-            self._make_available(ent, entries)
-
     def _enqueue(self, ent: Entity, msg: BrokerMessage) -> None:
         """A new active message is available in ``ent``: in memory while the read-ahead window has room,
         else only in the store and ``ent``'s index (its row is written here, before it is indexed)."""
@@ -449,12 +322,6 @@ class MessageFlow:
             ent.quota.held_bytes -= msg.size
             self.store.delete_message(ent.key, seq)
 
-    def check_send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
-        """Raise what :meth:`send` would refuse these messages with, without sending them (a
-        transaction checks its staged sends before applying any)."""
-        with self._op:
-            self._check_send(path, messages)
-
     def schedule(self, path: str, messages: Iterable[IncomingMessage]) -> list[int]:
         """$management schedule-message: returns the sequence numbers (usable for cancel). "Duplicate
         detection": scheduled messages are included; a duplicate is dropped, its send still succeeds and
@@ -482,95 +349,6 @@ class MessageFlow:
                 found.append(msg)
             for msg in found:
                 self.remove(ent, msg)
-
-    def _check_send(
-        self, path: str, messages: Iterable[IncomingMessage]
-    ) -> tuple[Entity, list[IncomingMessage]]:
-        ent = self._entity(path)
-        if ent.kind not in (QUEUE, TOPIC):
-            raise InvalidOperationError(
-                f"Cannot send to '{ent.path}': sending is only allowed to queues and topics."
-            )
-        if ent.status in _SEND_SUSPENDED:
-            raise EntityDisabledError(
-                f"Messaging entity '{ent.path}' is currently disabled for sending (status {ent.status})."
-            )
-        batch = list(messages)
-        for m in batch:
-            if m.size > ent.max_message_size:
-                raise MessageSizeExceededError(
-                    f"The received message (size {m.size} bytes) exceeds the limit "
-                    f"({ent.max_message_size} bytes) currently allowed on '{ent.path}'."
-                )
-            if m.header_size > MAX_PROPERTY_SIZE:  # below that, neither property quota can be exceeded
-                self._check_property_sizes(m)
-            if len(m.message_id or "") > MAX_ID_LENGTH or len(m.session_id or "") > MAX_ID_LENGTH:
-                self._refuse_id_lengths(m)
-            if ent.requires_session and m.session_id is None:
-                raise SessionRequiredError(
-                    "The SessionId was not set on a message, and it cannot be sent to the entity. "
-                    "Entities that have session support enabled can only receive messages that have the "
-                    "SessionId set to a valid value."
-                )
-        if ent.held_bytes >= ent.max_size_bytes:  # a queue or topic is its own quota
-            self._refuse_full(ent)
-        return ent, batch
-
-    def _refuse_full(self, ent: Entity) -> None:
-        """"Service Bus quotas", queue or topic size: once an entity holds MaxSizeInMegabytes, subsequent
-        incoming messages are refused (QuotaExceeded, QuotaType EntitySize). Service Bus's own reports show
-        sizes above the maximum: the send that crosses it is taken, the ones after it are refused, until
-        receivers have taken the size below it again. The text is Service Bus's."""
-        raise QuotaExceededError(
-            f"The maximum entity size has been reached or exceeded for {ent.kind.title()}: "
-            f"'{self.namespace}:{ent.kind.upper()}:{ent.path}'. Size of entity in bytes:{ent.held_bytes}, "
-            f"Max entity size in bytes: {ent.max_size_bytes}. For more information please see "
-            "https://aka.ms/ServiceBusExceptions . QuotaType: EntitySize"
-        )
-
-    @staticmethod
-    def _check_property_sizes(m: IncomingMessage) -> None:
-        """"Service Bus quotas", Message property size: refused before anything of the batch is stored."""
-        if m.largest_property is not None and m.largest_property[1] > MAX_PROPERTY_SIZE:
-            name, size = m.largest_property
-            raise ArgumentError(
-                f"SerializationException: the property '{name}' ({size} bytes) exceeds the maximum message "
-                f"property size of {MAX_PROPERTY_SIZE // 1024} KB."
-            )
-        if m.header_size > MAX_HEADER_SIZE:
-            raise ArgumentError(
-                f"SerializationException: the message header ({m.header_size} bytes: system and user "
-                f"properties) exceeds the maximum of {MAX_HEADER_SIZE // 1024} KB."
-            )
-
-    @staticmethod
-    def _refuse_id_lengths(m: IncomingMessage) -> None:
-        """"Service Bus quotas": a message ID and a session ID are at most 128 characters."""
-        for what, value in (("MessageId", m.message_id), ("SessionId", m.session_id)):
-            if value is not None and len(value) > MAX_ID_LENGTH:
-                raise ArgumentOutOfRangeError(
-                    f"The {what} is {len(value)} characters long; the maximum is {MAX_ID_LENGTH}."
-                )
-
-    def _is_duplicate(self, ent: Entity, m: IncomingMessage, now: int) -> bool:
-        if not ent.requires_duplicate_detection or m.message_id is None:
-            return False
-        dups = ent.duplicates
-        while dups:
-            mid, expires = next(iter(dups.items()))
-            if expires > now:
-                break
-            del dups[mid]
-        if now >= self._next_dup_prune:
-            self._next_dup_prune = now + _DUP_PRUNE_INTERVAL_MS
-            self.store.prune_duplicates(now)
-        mid = str(m.message_id)
-        if mid in dups:
-            return True
-        expires = now + ent.duplicate_window_ms
-        dups[mid] = expires
-        self.store.add_duplicate(ent.key, mid, expires)
-        return False
 
     def next_sequence(self, ent: Entity) -> int:
         ent.last_sequence += 1
@@ -663,7 +441,7 @@ class MessageFlow:
         reason = problem = None
         if target is None or target.kind not in (QUEUE, TOPIC):
             reason, problem = REASON_TRANSFER, f"The forwarding destination '{target_name}' could not be found."
-        elif target.status in _SEND_SUSPENDED:
+        elif target.status in SEND_SUSPENDED:
             reason, problem = REASON_TRANSFER, f"The forwarding destination '{target.path}' is disabled."
         elif target.held_bytes >= target.max_size_bytes:
             # "Chaining Service Bus entities with autoforwarding": a destination over its quota leaves the
@@ -759,7 +537,7 @@ class MessageFlow:
         """A lock ended without settlement (abandon, expiry, close, session loss, release)."""
         self.unlock(ent, msg)
         if not counted:
-            if ent.kind not in _SUB_QUEUES:  # a sub-queue's receive did not count (count_delivery)
+            if ent.kind not in SUB_QUEUES:  # a sub-queue's receive did not count (count_delivery)
                 msg.delivery_count = max(0, msg.delivery_count - 1)
         elif msg.delivery_count >= ent.max_delivery_count:
             self.dead_letter(
@@ -777,349 +555,6 @@ class MessageFlow:
         if msg.state == MessageState.ACTIVE:
             self.queue(ent, msg)
 
-    # ================================================================= receiving
-    def open_receiver(
-        self,
-        path: str,
-        mode: ReceiveMode,
-        on_available: Callable[[], None],
-        session_id: str | None = None,
-        next_available_session: bool = False,
-        max_receivers: int | None = None,
-    ) -> Receiver:
-        """Attach a receiver. Session entities need ``session_id`` or ``next_available_session``;
-        a specific session is locked here (SessionCannotBeLockedError if someone holds it).
-
-        ``max_receivers`` bounds the concurrent receive requests on the entity, a topic's subscriptions
-        counted together (Service Bus quotas page, "Number of concurrent receive requests on a queue, topic,
-        or subscription entity": 5,000, "subsequent receive requests are rejected"): QuotaExceededError."""
-        with self._op:
-            ent = self._entity(path)
-            if ent.kind == TOPIC:
-                raise InvalidOperationError(f"Cannot receive from topic '{ent.path}'; use a subscription.")
-            self._check_receive_status(ent)
-            if max_receivers is not None:
-                _check_receivers(ent, max_receivers)
-            wants_session = session_id is not None or next_available_session
-            if ent.requires_session and not wants_session:
-                raise InvalidOperationError(
-                    "It is not possible for an entity that requires sessions to create a non-sessionful "
-                    "message receiver."
-                )
-            if wants_session and not ent.requires_session:
-                raise InvalidOperationError(
-                    f"It is not possible for a session receiver to receive from '{ent.path}': the entity "
-                    "does not require sessions."
-                )
-            r = Receiver(
-                self.receiver_ops, ent, mode, on_available, session_id, next_available_session and session_id is None
-            )
-            if session_id is not None:
-                s = ent.sessions.get(session_id)
-                now = self._now()
-                if s is not None and s.owner is not None and s.locked_until_ms > now:
-                    raise SessionCannotBeLockedError(
-                        f"The requested session '{session_id}' cannot be accepted. It may be locked by "
-                        "another receiver."
-                    )
-                if s is not None and s.owner is not None:
-                    self._sessions.lose_session(ent, s, now)
-                self._sessions.lock_session(ent, ent.session(session_id), r, now)
-            ent.receivers[id(r)] = r
-            if not ent.requires_session:
-                ent.waiting[id(r)] = r
-            elif r.next_available_session and r.session is None:
-                ent.seekers[id(r)] = r
-            if not ent.requires_session or r.session is not None:
-                self._wakeups.notify_one(ent, r)
-            return r
-
-    @staticmethod
-    def _check_receive_status(ent: Entity) -> None:
-        """"Suspend and reactivate messaging entities": no receiving from a Disabled or ReceiveDisabled
-        queue or subscription (their dead-letter queues stay readable)."""
-        if ent.status in _RECEIVE_SUSPENDED:
-            raise EntityDisabledError(
-                f"Messaging entity '{ent.path}' is currently disabled for receiving (status {ent.status})."
-            )
-
-    def take(self, r: Receiver, max_count: int) -> list[Delivery]:
-        with self._op:
-            ent = r.entity
-            if ent.requires_session:
-                if r.session is None:
-                    return []
-                heap = r.session.heap
-                if r.session.locked_until_ms <= self._now():
-                    self._sessions.lose_session(ent, r.session, self._now())
-                    raise SessionLockLostError(f"The session lock on {ent.path} was lost.")
-            else:
-                heap = ent.available
-            now = ent.active_ms = self._now()  # a receive is use (AutoDeleteOnIdle)
-            out: list[Delivery] = []
-            peek_lock = r.mode == ReceiveMode.PEEK_LOCK
-            # The locks of one take end together: one timer for all of them, not one per message.
-            locks: list[BrokerMessage] | None = [] if r.session is None else None
-            while len(out) < max_count:
-                msg = self._pop(ent, heap)
-                if msg is None:
-                    break
-                if msg.expires_at_ms is not None and msg.expires_at_ms <= now:
-                    self.expire(ent, msg, now)
-                    continue
-                count_delivery(ent, msg)
-                if peek_lock:
-                    out.append(self.lock_message(ent, msg, r, now, locks))
-                else:
-                    self.remove(ent, msg)
-                    out.append(Delivery(msg, None, None, header_count(ent, msg)))
-            if locks:
-                self._timers.add(TakeExpiry(now + ent.lock_duration_ms, ent, self, locks))
-            if out:
-                # Fairness: the receiver just served is woken last by the next message.
-                waiting = ent.waiting
-                rid = id(r)
-                if waiting.pop(rid, None) is not None:
-                    waiting[rid] = r
-            return out
-
-    def lock_message(self, ent: Entity, msg: BrokerMessage, owner: Receiver | None, now: int,
-                      locks: list[BrokerMessage] | None = None) -> Delivery:
-        """Lock ``msg`` for ``owner``. Its expiry timer is its own, or, given ``locks``, the one the
-        caller sets for all the locks it appended there (they share ``now`` and so their deadline)."""
-        keys = self._lock_keys
-        key, token = keys.pop() if keys else self._new_lock_key()
-        msg.lock_key = key
-        msg.lock_owner = owner
-        ent.locks[key] = msg
-        if owner is not None:
-            owner.locks[key] = None
-        session = owner.session if owner is not None else None
-        if session is not None:
-            msg.locked_until_ms = session.locked_until_ms
-        else:
-            msg.locked_until_ms = now + ent.lock_duration_ms
-            if locks is None:
-                self._timers.add(LockExpiry(msg.locked_until_ms, ent, self, msg, key))
-            else:
-                locks.append(msg)
-        self.store.update_message(ent.key, msg)
-        return Delivery(msg, key, msg.locked_until_ms, header_count(ent, msg), token)
-
-    def receive_deferred(
-        self, path: str, sequence_numbers: Iterable[int], mode: ReceiveMode, session_id: str | None = None
-    ) -> list[Delivery]:
-        """$management receive-by-sequence-number for deferred messages (all or nothing)."""
-        with self._op:
-            ent = self._entity(path)
-            self._check_receive_status(ent)
-            now = ent.active_ms = self._now()
-            found = []
-            for seq in sequence_numbers:
-                msg = ent.messages.get(seq)
-                if (
-                    msg is None
-                    or msg.state != MessageState.DEFERRED
-                    or msg.locked
-                    or (session_id is not None and msg.session_id != session_id)
-                ):
-                    raise MessageNotFoundError(
-                        f"Failed to lock one or more specified messages: the deferred "
-                        f"message with sequence number {seq} was not found."
-                    )
-                found.append(msg)
-            # "Message deferral": a deferred message is not expired until a receive by sequence number
-            # asks for it; then an expired one is dead-lettered (or dropped) instead of delivered.
-            expired = [m for m in found if m.expires_at_ms is not None and m.expires_at_ms <= now]
-            if expired:
-                for msg in expired:
-                    self.expire(ent, msg, now)
-                raise MessageNotFoundError(
-                    f"Failed to lock one or more specified messages: the deferred message with sequence "
-                    f"number {expired[0].sequence_number} has expired."
-                )
-            out = []
-            for msg in found:
-                count_delivery(ent, msg)
-                if mode == ReceiveMode.PEEK_LOCK:
-                    out.append(self.lock_message(ent, msg, None, now))
-                else:
-                    self.remove(ent, msg)
-                    out.append(Delivery(msg, None, None, header_count(ent, msg)))
-            return out
-
-    def peek(
-        self, path: str, from_sequence_number: int, count: int, session_id: str | None = None
-    ) -> list[BrokerMessage]:
-        """Messages in every state from a sequence number on; no lock, no delivery-count change.
-        Page through an entity with ``from_sequence_number = last.sequence_number + 1``; ``path`` may be
-        a sub-queue (``q/$DeadLetterQueue``, ``t/Subscriptions/s/$DeadLetterQueue``). The messages are
-        the broker's own objects: read them, do not change them."""
-        ent = self._entity(path)
-        ent.active_ms = self._now()  # browsing is use (AutoDeleteOnIdle)
-        if count <= 0:
-            return []
-        if session_id is None:
-            seqs = heapq.nsmallest(count, (s for s in ent.messages if s >= from_sequence_number))
-        else:
-            seqs = heapq.nsmallest(
-                count,
-                (
-                    s
-                    for s, m in ent.messages.items()
-                    if s >= from_sequence_number and m.session_id == session_id
-                ),
-            )
-        cold = ent.cold
-        if session_id is None and cold is not None:
-            entries = cold.from_seq(from_sequence_number, count)
-            if entries:
-                return self._peek_with_paged(ent, seqs, entries, count)
-        return [ent.messages[s] for s in seqs]
-
-    def _peek_with_paged(
-        self, ent: Entity, seqs: list[int], entries: list[tuple[int, int, int, int, int]], count: int
-    ) -> list[BrokerMessage]:
-        """Peek across the messages in memory (``seqs``) and paged-out ones (``entries``): the latter are
-        read from the store for the answer only, and stay paged out."""
-        paged = {e[0]: e for e in entries}
-        chosen = sorted({*seqs, *paged})[:count]
-        wanted = [paged[s] for s in chosen if s in paged]
-        stored = self.store.read_messages(ent.key, wanted[0][0], wanted[-1][0]) if wanted else {}
-        out = []
-        for s in chosen:
-            if s not in paged:
-                out.append(ent.messages[s])
-                continue
-            msg = stored.get(s)
-            if msg is None:
-                continue
-            if msg.sequence_number != s:  # decoded from the store (not the pending write's own object)
-                _, count_, enqueued, expires, _size = paged[s]
-                msg.sequence_number = s
-                msg.delivery_count = count_
-                msg.enqueued_time_ms = enqueued
-                msg.expires_at_ms = None if expires == NO_EXPIRY else expires
-            out.append(msg)
-        return out
-
-    def renew(self, ent: Entity, msg: BrokerMessage, key: LockKey, now: int) -> int:
-        """A plain lock lasts another lock duration from ``now``; returns its new expiry."""
-        msg.locked_until_ms = now + ent.lock_duration_ms
-        self._timers.add(LockExpiry(msg.locked_until_ms, ent, self, msg, key))
-        return msg.locked_until_ms
-
-    # ================================================================= receivers closing
-    def close_receiver(self, r: Receiver) -> None:
-        with self._op:
-            if r.closed:
-                return
-            r.closed = True
-            ent = r.entity
-            rid = id(r)
-            ent.receivers.pop(rid, None)
-            ent.waiting.pop(rid, None)
-            ent.seekers.pop(rid, None)
-            self._wakeups.forget(r)
-            now = self._now()
-            s = r.session
-            if s is None:
-                # A plain receiver's locks outlive it, as on Service Bus: each message stays locked until
-                # its lock lapses (then it returns with the delivery counted) or is renewed, and can be
-                # settled by its lock token over $management meanwhile (docs/emulator.md, "Where the
-                # docs are terse").
-                self.orphan_locks(ent, r)
-                return
-            # "Message sessions", impact of delivery count: closing a session with messages locked but
-            # not settled does not count a delivery (a lapsed session lock does, even if its timer has
-            # not run yet): the messages' locks are the session's, which the close gives up.
-            counted = s.locked_until_ms <= now
-            if len(r.locks) > self._return_slice:
-                self._return_in_slices(ent, r, now, counted)
-                return
-            self.return_locks(ent, r, now, counted=counted)
-            self._sessions.release_session(ent, r)
-
-    def _return_in_slices(self, ent: Entity, r: Receiver, now: int, counted: bool) -> None:
-        """A session receiver closing with many locks (100,000 took a second of CPU in one go): its locks
-        are returned by timers due now, ``Slices.return_locks`` at a time, between which the event loop serves
-        every other connection; the session stays the closed receiver's until the last slice, so the
-        next receiver of the session gets its messages in order. Here only the lock keys are cut into
-        slices (sorting 100,000 messages took 200 ms), in the order they were taken, so that a slice is
-        about a run of sequence numbers; ``r.locks`` is emptied, so a session lock lapsing meanwhile has
-        nothing left to return."""
-        keys = list(r.locks)
-        r.locks.clear()
-        timers, sessions = self._timers, self._sessions
-        size = self._return_slice
-        for start in range(0, len(keys), size):
-            last = start + size >= len(keys)
-            timers.add(LockReturn(now, ent, self, keys[start:start + size], r, counted,
-                                  (lambda: sessions.release_session(ent, r)) if last else None))
-
-    def end_receivers(self, ent: Entity, error: BrokerError) -> None:
-        """The entity stops serving its receivers: their locks end uncounted (the clients did nothing wrong)
-        and each one's next take raises ``error``, so that its link is detached with it."""
-        now = self._now()
-        for r in list(ent.receivers.values()):
-            if r.closed or r.ended_by is not None:
-                continue
-            r.ended_by = error
-            self.return_locks(ent, r, now, counted=False)
-            self._wakeups.wake(r)
-
-    @staticmethod
-    def orphan_locks(ent: Entity, r: Receiver) -> None:
-        """The receiver is gone, its locks stay, as a lock taken over $management does. Its messages keep
-        the closed receiver as their ``lock_owner``: only a session's lock compares its owner (and a
-        session receiver's close returns its locks instead), so nothing reads it, and no pass over every
-        lock is needed (50,000 of them took 50 ms in one callback, ~1 us each on a loaded machine). What
-        the closed receiver still holds is cut, so its messages do not keep its link and connection."""
-        r.locks = {}
-        r.on_available = _nothing
-
-    def return_locks(self, ent: Entity, r: Receiver, now: int, counted: bool = True) -> None:
-        msgs = sorted((ent.locks[t] for t in r.locks if t in ent.locks), key=_BY_SEQUENCE)
-        for msg in msgs:
-            self.lock_ended(ent, msg, now, counted=counted)
-        r.locks.clear()
-
-
-def _nothing() -> None:
-    """A closed receiver's wake-up: it is never woken (see MessageFlow.orphan_locks)."""
-
-
-def _check_receivers(ent: Entity, most: int) -> None:
-    """Refuse one more receiver once ``most`` are attached (on a subscription: on all of its topic's)."""
-    scope = ent.parent if ent.kind == SUBSCRIPTION and ent.parent is not None else ent
-    topic = scope.kind == TOPIC
-    count = sum(len(s.receivers) for s in scope.subscriptions.values()) if topic else len(ent.receivers)
-    if count >= most:
-        raise QuotaExceededError(
-            f"The number of concurrent receive requests on '{scope.path}' has reached its limit of {most:,}: "
-            "close a receiver first (Service Bus quotas: concurrent receive requests per entity)."
-        )
-
-
-_SUB_QUEUES = frozenset({DEAD_LETTER, TRANSFER_DEAD_LETTER})
-
-
-def count_delivery(ent: Entity, msg: BrokerMessage) -> None:
-    """A receiver takes ``msg``: one more delivery, except in a dead-letter queue, where the count
-    stays what it was when the message was dead-lettered."""
-    if ent.kind not in _SUB_QUEUES:
-        msg.delivery_count += 1
-
-
-def header_count(ent: Entity, msg: BrokerMessage) -> int:
-    """The header delivery-count of a delivery of ``msg`` from ``ent``: the deliveries before this one,
-    or in a dead-letter queue the count it was dead-lettered with."""
-    return msg.delivery_count if ent.kind in _SUB_QUEUES else msg.delivery_count - 1
-
-
-_PAGED_KINDS = frozenset({QUEUE, SUBSCRIPTION, DEAD_LETTER, TRANSFER_DEAD_LETTER})
-
-
 def _pages(ent: Entity) -> bool:
     """Whether a container's available messages may wait in the store only: queues and subscriptions
     without sessions and every dead-letter queue (a session's messages, deferred and scheduled ones stay
@@ -1132,3 +567,6 @@ def _sequence_owner(ent: Entity) -> Entity:
     while ent.kind in (DEAD_LETTER, TRANSFER_DEAD_LETTER) and ent.parent is not None:
         ent = ent.parent
     return ent
+
+
+_PAGED_KINDS = frozenset({QUEUE, SUBSCRIPTION, DEAD_LETTER, TRANSFER_DEAD_LETTER})

@@ -181,9 +181,9 @@ def test_window_zero_keeps_every_message_in_memory(tmp_path):
 def test_a_window_larger_than_one_read_pages_in_a_read_at_a_time_and_keeps_the_order(tmp_path, monkeypatch):
     """However large the window, one page-in reads at most PAGE_IN_BATCH rows (one read holds the event
     loop); the next read comes when those are taken, before any newer message in memory."""
-    from sbemulator.broker import flow
+    from sbemulator.broker import available
 
-    monkeypatch.setattr(flow, "PAGE_IN_BATCH", 2)
+    monkeypatch.setattr(available, "PAGE_IN_BATCH", 2)
     b = open_broker(tmp_path / "sb.db", FakeClock(), window=4)
     _send(b, "q", 12)
     ent = _entity(b, "q")
