@@ -3,6 +3,11 @@
 Pure functions over bytes: no I/O, no protocol state. Decoding dispatches on the format code
 through a 256-entry table, and encoding on the exact Python class, because these two functions
 run for every frame and every message the emulator handles.
+
+Why one file of more than 800 lines: the type system is one table (a format code's decoder beside its
+encoder, the constructors both sides share), read and checked against part 1 of the specification
+section by section; the two halves are marked below. The per-call paths use this module's globals
+directly, which a split behind a facade would turn into imports of imports.
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ What survives a restart (durable mode), and who wins when the config file and th
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import hashlib
 import json
 import logging
@@ -67,6 +66,7 @@ from .entity import (
     Entity,
     EntityRef,
 )
+from .entity_records import config_from, dumps_typed, typed_from_json
 from .errors import (
     BrokerError,
     EntityAlreadyExistsError,
@@ -477,7 +477,7 @@ class Topology:
         if ent.kind == SUBSCRIPTION:
             data["topic"] = ent.parent.path if ent.parent is not None else ""
         data[_FILE_KEY] = self._file_fingerprint(ent.key)
-        self.store.save_entity(ent.key, ent.kind, _dumps(data))
+        self.store.save_entity(ent.key, ent.kind, dumps_typed(data))
 
     def _forget_stored(self, key: str, why: str) -> None:
         log.warning("%s: %s; the stored change is dropped", key, why)
@@ -495,7 +495,7 @@ class Topology:
         records = sorted(records, key=lambda r: (r[1] == SUBSCRIPTION, r[0].count("/")))
         dropped: set[str] = set()
         for key, kind, data in records:
-            desc = json.loads(data, object_hook=_typed_from_json)
+            desc = json.loads(data, object_hook=typed_from_json)
             stored_against = desc.pop(_FILE_KEY, None)
             in_file = key in self.file_entities
             if desc.pop(_WITH_TOPIC, False) and key.split("/subscriptions/", 1)[0] in dropped:
@@ -514,7 +514,7 @@ class Topology:
                 if existing is not None:
                     self._drop(existing)
                 continue
-            config = _config_from(kind, desc)
+            config = config_from(kind, desc)
             if kind == SUBSCRIPTION:
                 topic = self.entities.get(str(desc.get("topic", "")).lower())
                 if topic is None or topic.kind != TOPIC:
@@ -769,60 +769,8 @@ def _rules_of(s: SubscriptionConfig) -> tuple[RuleConfig, ...]:
     return s.rules or (RuleConfig(name=DEFAULT_RULE, filter_type="Sql", sql_expression="1=1"),)
 
 
-def _config_from(kind: str, desc: dict[str, Any]) -> Any:
-    desc = dict(desc)
-    if "authorization_rules" in desc:
-        desc["authorization_rules"] = tuple(
-            AuthorizationRuleConfig(**{**r, "rights": tuple(r.get("rights", ()))}) for r in desc["authorization_rules"]
-        )
-    if kind == QUEUE:
-        return QueueConfig(**desc)
-    if kind == TOPIC:
-        desc.pop("subscriptions", None)
-        return TopicConfig(**desc)
-    desc.pop("topic", None)
-    desc["rules"] = tuple(RuleConfig(**r) for r in desc.get("rules", ()))
-    return SubscriptionConfig(**desc)
-
-
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
-
-
-def _typed_to_json(value: Any) -> Any:
-    """Date/time and duration values of rule parameters and correlation properties keep their type
-    across a restart (a date/time stored as text would no longer compare with a date/time); anything
-    else JSON cannot hold (an AMQP UUID) is kept as text."""
-    if isinstance(value, datetime.datetime):
-        return {_DATETIME_TAG: value.isoformat()}
-    if isinstance(value, datetime.timedelta):
-        return {_TIMESPAN_TAG: value.total_seconds()}
-    return str(value)
-
-
-def _typed_from_json(obj: dict[str, Any]) -> Any:
-    if len(obj) == 1:
-        if _DATETIME_TAG in obj:
-            return datetime.datetime.fromisoformat(obj[_DATETIME_TAG])
-        if _TIMESPAN_TAG in obj:
-            return datetime.timedelta(seconds=obj[_TIMESPAN_TAG])
-    return obj
-
-
-_DATETIME_TAG = "$datetime"
-_TIMESPAN_TAG = "$timespan"
-
-
-def _dumps(data: Any) -> str:
-    return json.dumps(data, default=_typed_to_json)
-
-
-def description_json(config: QueueConfig | TopicConfig | SubscriptionConfig) -> dict[str, Any]:
-    """An entity's settings as a JSON object, as the store keeps them (config fields, durations in
-    seconds, a subscription's rules; date/time and duration values of rules tagged so that they keep
-    their type): what a snapshot carries for each entity."""
-    data: dict[str, Any] = json.loads(_dumps(dataclasses.asdict(config)))
-    return data
 
 
 def runtime_record(kind: str, description: dict[str, Any], topic: str | None = None) -> str:
@@ -831,16 +779,16 @@ def runtime_record(kind: str, description: dict[str, Any], topic: str | None = N
     :meth:`Topology.apply_records`. Raises a :class:`BrokerError` naming the problem when the
     description does not make a valid entity of ``kind`` (an unknown or mistyped field, a rule that
     does not compile), so a caller can refuse it before applying anything."""
-    desc = json.loads(json.dumps(description), object_hook=_typed_from_json)
+    desc = json.loads(json.dumps(description), object_hook=typed_from_json)
     desc.pop(_FILE_KEY, None)
     desc.pop(_WITH_TOPIC, None)
     if kind == SUBSCRIPTION:
         desc["topic"] = topic or ""
     try:
-        config = _config_from(kind, desc)
+        config = config_from(kind, desc)
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidOperationError(f"The {kind}'s description is not valid: {exc}.") from None
     if kind == SUBSCRIPTION:
         for rc in _rules_of(config):
             _compiled(str(desc.get("name", "")), rc)  # RuleError (a BrokerError) when it does not compile
-    return _dumps({**desc, _FILE_KEY: None})
+    return dumps_typed({**desc, _FILE_KEY: None})

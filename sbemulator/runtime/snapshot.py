@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..amqp import codec
 from ..broker.core import Broker
+from ..broker.entity_records import description_json
 from ..broker.errors import BrokerError
-from ..broker.topology import description_json, runtime_record
+from ..broker.topology import runtime_record
 from ..broker.views import SUB_QUEUES as VIEW_SUB_QUEUES
 from ..descriptions import KINDS
 from ..model import BrokerMessage, MessageState

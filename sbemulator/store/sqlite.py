@@ -20,6 +20,11 @@ page-in is a range scan of ``message_data`` by its integer key. Both tables are 
 rowid, so a write still touches two b-trees, as a row of the older layout with its ``(entity, seq)``
 index did. A store of schema 1 (one ``messages`` table) is
 rewritten into this layout in one transaction when it is opened (:meth:`SqliteStore._migrate`).
+
+Why one file of more than 800 lines: every statement that writes the store's tables is here, beside
+the buffers it drains and the one transaction that writes them, so what a commit writes (and what a
+failed commit leaves unwritten) can be read in one place; the journal, row packing, serialization and
+the data directory's errors are modules of their own.
 """
 
 from __future__ import annotations
