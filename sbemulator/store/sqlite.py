@@ -23,8 +23,8 @@ rewritten into this layout in one transaction when it is opened (:meth:`SqliteSt
 
 Why one file of more than 800 lines: every statement that writes the store's tables is here, beside
 the buffers it drains and the one transaction that writes them, so what a commit writes (and what a
-failed commit leaves unwritten) can be read in one place; the journal, row packing, serialization and
-the data directory's errors are modules of their own.
+failed commit leaves unwritten) can be read in one place; the delivery journal, message serialization,
+reading rows for inspection and the data directory's errors are modules of their own.
 """
 
 from __future__ import annotations
