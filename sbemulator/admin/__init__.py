@@ -3,7 +3,7 @@
 ``AdminServer`` runs on the emulator's event loop next to the AMQP server and shares its broker and
 SAS validator. See docs/management.md for what clients must be told (port, CA certificate).
 
-May import: the broker through ``sbemulator.broker.api.BrokerAPI`` and its public modules (errors,
+May import: the broker through ``sbemulator.broker.api.AdminBroker`` and its public modules (errors,
 model, views, entity kinds; never a broker private), ``sbemulator.gateway.deliveries`` (to build a
 message as a client would), ``sbemulator.amqp``, ``sbemulator.config``, ``sbemulator.descriptions``,
 ``sbemulator.auth``, ``sbemulator.scheduling`` (a purge is a job: the runtime's driver runs it, given
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sbemulator.auth import SasValidator
-from sbemulator.broker.api import BrokerAPI
+from sbemulator.broker.api import AdminBroker
 from sbemulator.scheduling import JobRunner
 
 from .app import AdminApp
@@ -44,7 +44,7 @@ class AdminServer:
 
     def __init__(
         self,
-        broker: BrokerAPI,
+        broker: AdminBroker,
         validator: SasValidator,
         *,
         host: str = "127.0.0.1",

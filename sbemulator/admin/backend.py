@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sbemulator.broker.api import BrokerAPI, PurgeJob
+from sbemulator.broker.api import AdminBroker, PurgeJob
 from sbemulator.broker.entity import QUEUE, SUBSCRIPTION, TOPIC
 from sbemulator.broker.errors import (
     BrokerError,
@@ -149,7 +149,7 @@ def entity_name_from_forward(value: str | None) -> str | None:
 class Namespace:
     """Management operations over one broker (one namespace)."""
 
-    def __init__(self, broker: BrokerAPI, name: str = "sbemulatorns", clock: Callable[[], float] = time.time,
+    def __init__(self, broker: AdminBroker, name: str = "sbemulatorns", clock: Callable[[], float] = time.time,
                  commit: Callable[[], BrokerError | None] | None = None, jobs: JobRunner | None = None) -> None:
         self.broker = broker
         # Runs a purge's slices with the event loop served between them (the runtime's scheduler); without

@@ -2,7 +2,8 @@
 
 ``core.Broker`` is the facade over the components (``topology``, ``flow``, ``sessions``,
 ``settlement``, ``timers``, ``wakeups``, ``inspection``; see :mod:`sbemulator.broker.core`), and
-``api.BrokerAPI`` is what the rest of the emulator may call. The rule language is :mod:`sbemulator.filters`.
+``api`` is what the rest of the emulator may call: each client its own interface (``GatewayBroker``,
+``AdminBroker``, ``RuntimeBroker``), ``BrokerAPI`` all of them. The rule language is :mod:`sbemulator.filters`.
 
 May import: ``sbemulator.amqp`` (message values are AMQP's), ``sbemulator.filters``, ``sbemulator.scheduling``
 (a purge, a deleted entity's cleanup and a timer run are its jobs), ``sbemulator.config``,

@@ -1,8 +1,11 @@
-"""The broker as the rest of the emulator sees it: the gateway (AMQP links and ``$management``), the
-admin plane (Atom and ARM APIs), the web console and the server use this Protocol and nothing else of
-the broker (the way Azurite's ``IQueueMetadataStore`` is all its handlers know of its metadata store).
-:class:`~sbemulator.broker.core.Broker` implements it (mypy checks that, see ``core``); a test double
-only needs the methods its test calls.
+"""The broker as the rest of the emulator sees it: one small interface per client, the way Azurite's
+``IQueueMetadataStore`` is all its handlers know of its metadata store. ``GatewayBroker`` is what the
+gateway calls (AMQP links, ``$management``, transactions), ``AdminBroker`` what the admin plane calls
+(the Atom and ARM APIs, the console), ``RuntimeBroker`` what the server and its background jobs call
+(commits, timers, deferred work). Each is made of the section Protocols below (``Lookup``, ``Messages``,
+``Views`` and so on), and ``BrokerAPI`` is all of them: what the composition root holds.
+:class:`~sbemulator.broker.core.Broker` implements it (mypy checks that, see ``core``, and checks each
+client against its own interface); a test double only needs the methods its test calls.
 
 Imports only leaf modules of the broker (``entity``, ``model``, ``receiver``, ``views``) and
 ``sbemulator.config``.
@@ -31,10 +34,11 @@ from .receiver import Receiver
 from .views import EntityView, Resubmission, SessionView
 
 
-class BrokerAPI(Protocol):
+class Lookup(Protocol):
+    """Finding entities and what they were built from (every client)."""
+
     config: NamespaceConfig  # the namespace it was built from (its name, the file's entities)
 
-    # --- entities and rules (AMQP attach, $management, the Atom/ARM APIs, the console) ---
     def resolve(self, path: str) -> EntityRef:
         """Case-insensitive; accepts "q", "t", "t/Subscriptions/s", "<x>/$DeadLetterQueue",
         "<x>/$Transfer/$DeadLetterQueue" (a leading "/" or "amqps://host/" prefix is stripped)."""
@@ -48,6 +52,16 @@ class BrokerAPI(Protocol):
         """The QueueConfig / TopicConfig / SubscriptionConfig an entity was built from (rules current)."""
         ...
 
+    def authorization_rules(self, entity_path: str) -> list[AuthorizationRuleConfig]: ...
+
+    def is_runtime_entity(self, path: str) -> bool:
+        """True for an entity the config file does not declare (created at run time)."""
+        ...
+
+
+class EntityAdmin(Protocol):
+    """Creating, changing and deleting entities (the Atom and ARM APIs, the console)."""
+
     def create_queue(self, q: QueueConfig) -> EntityRef: ...
 
     def create_topic(self, t: TopicConfig) -> EntityRef: ...
@@ -60,22 +74,9 @@ class BrokerAPI(Protocol):
         """The entity is gone at once; its messages are freed later by :meth:`drop_step`."""
         ...
 
-    @property
-    def drops(self) -> Sequence[object]:
-        """Deleted entities' messages still to be freed by :meth:`drop_step` (non-empty while any remain):
-        an attribute, read after every commit (runtime/server.py ``fold_later``) without a call."""
-        ...
 
-    def drop_step(self, budget: Budget | None = None) -> None:
-        """Free one slice of deleted entities' messages (``Slices.purge_items`` when no budget is given):
-        a job of the runtime's scheduler, run after a commit beside the store's folds."""
-        ...
-
-    def is_runtime_entity(self, path: str) -> bool:
-        """True for an entity the config file does not declare (created at run time)."""
-        ...
-
-    def authorization_rules(self, entity_path: str) -> list[AuthorizationRuleConfig]: ...
+class Rules(Protocol):
+    """A subscription's rules ($management and the management APIs)."""
 
     def add_rule(
         self,
@@ -94,6 +95,10 @@ class BrokerAPI(Protocol):
 
     def list_rules(self, path: str) -> list[RuleConfig]: ...
 
+
+class Changes(Protocol):
+    """A store savepoint around a change that may be refused as a whole."""
+
     def begin_change(self) -> None:
         """Start a change of entities or rules that is answered only once stored; see
         :meth:`Topology.begin_change`."""
@@ -104,7 +109,10 @@ class BrokerAPI(Protocol):
         in memory or buffered in the store."""
         ...
 
-    # --- messaging (the gateway's links and $management) ---
+
+class Messages(Protocol):
+    """Messages in and out, locks and sessions (AMQP links, $management, the console)."""
+
     def send(self, path: str, messages: Iterable[IncomingMessage]) -> None:
         """Accept a batch (all or nothing); see :meth:`MessageFlow.send`."""
         ...
@@ -164,7 +172,6 @@ class BrokerAPI(Protocol):
 
     def renew_lock(self, path: str, lock_tokens: Iterable[uuid.UUID]) -> list[int]: ...
 
-    # --- sessions ($management) ---
     def renew_session_lock(self, path: str, session_id: str) -> int: ...
 
     def get_session_state(self, path: str, session_id: str) -> bytes | None: ...
@@ -177,7 +184,10 @@ class BrokerAPI(Protocol):
         those whose state was set after it."""
         ...
 
-    # --- inspection (the management plane and the console) ---
+
+class Views(Protocol):
+    """What the management plane shows and does in bulk."""
+
     def entity_views(self, kind: str | None = None, topic: str | None = None) -> list[EntityView]: ...
 
     def entity_view(self, path: str) -> EntityView: ...
@@ -206,14 +216,21 @@ class BrokerAPI(Protocol):
 
     def resubmit_dead_lettered(self, path: str, sequence_numbers: Iterable[int] | None = None) -> Resubmission: ...
 
-    # --- durability and time (the server) ---
-    def commit(self) -> None:
-        """Make every change so far durable (one transaction)."""
-        ...
+
+class Pacing(Protocol):
+    """Whether work done in slices should let a commit run first."""
 
     def commit_wanted(self) -> bool:
         """Whether work done in slices should stop and let a commit run first: a durable commit's time
         grows with what it writes (store.base.Store.commit_wanted)."""
+        ...
+
+
+class Durability(Protocol):
+    """Commits, timers and deferred work (the server and its jobs)."""
+
+    def commit(self) -> None:
+        """Make every change so far durable (one transaction)."""
         ...
 
     def close(self) -> None: ...
@@ -225,6 +242,7 @@ class BrokerAPI(Protocol):
         ...
 
     @on_deadline_changed.setter
+
     def on_deadline_changed(self, callback: Callable[[], None] | None) -> None: ...
 
     def next_deadline(self) -> float | None:
@@ -235,3 +253,35 @@ class BrokerAPI(Protocol):
         """Process the due timers (lock, TTL and session-lock expiry, scheduled activation); with a
         ``budget`` one slice of them, returning True if due timers remain."""
         ...
+
+    @property
+    def drops(self) -> Sequence[object]:
+        """Deleted entities' messages still to be freed by :meth:`drop_step` (non-empty while any remain):
+        an attribute, read after every commit (runtime/server.py ``fold_later``) without a call."""
+        ...
+
+    def drop_step(self, budget: Budget | None = None) -> None:
+        """Free one slice of deleted entities' messages (``Slices.purge_items`` when no budget is given):
+        a job of the runtime's scheduler, run after a commit beside the store's folds."""
+        ...
+
+
+class GatewayBroker(Lookup, Rules, Changes, Messages, Pacing, Protocol):
+    """What the gateway may call: AMQP links, ``$management`` and transactions."""
+
+
+class AdminBroker(Lookup, EntityAdmin, Rules, Changes, Messages, Views, Protocol):
+    """What the admin plane may call: the Atom and ARM APIs, the console, snapshots' imports.
+
+    ``commit`` too: a management write is durable before it is answered."""
+
+    def commit(self) -> None: ...
+
+
+class RuntimeBroker(Lookup, Views, Pacing, Durability, Protocol):
+    """What the runtime may call: the server's commits and timers, its background jobs, snapshots."""
+
+
+class BrokerAPI(GatewayBroker, AdminBroker, RuntimeBroker, Protocol):
+    """Everything the broker offers: what the composition root holds and hands to each client as the
+    interface of its own (the way Azurite's handlers each know one ``IQueueMetadataStore``)."""

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from ..amqp import events as ev
 from ..amqp.connection import Connection, Link
 from ..auth import Grant, SasValidator
-from ..broker.api import BrokerAPI
+from ..broker.api import GatewayBroker
 from ..broker.errors import BrokerError
 from ..broker.transactions import TransactionCoordinator
 from ..model import IncomingMessage
@@ -63,7 +63,7 @@ class GatewayContext(Protocol):
     """The gateway as its link handlers see it (implemented by gateway.core.Gateway)."""
 
     connection: Connection
-    broker: BrokerAPI
+    broker: GatewayBroker
     faults: Faults
     validator: SasValidator
     limits: Limits

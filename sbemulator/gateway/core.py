@@ -21,7 +21,7 @@ from ..amqp import events as ev
 from ..amqp.connection import Connection, Link, Phase
 from ..amqp.performatives import Accepted, Rejected, error
 from ..auth import LISTEN, SEND, Grant, SasValidator, claims_required
-from ..broker.api import BrokerAPI
+from ..broker.api import GatewayBroker
 from ..broker.errors import BrokerError
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
 from ..model import IncomingMessage
@@ -64,7 +64,7 @@ class Gateway:
 
     def __init__(
         self,
-        broker: BrokerAPI,
+        broker: GatewayBroker,
         validator: SasValidator,
         *,
         request_flush: Callable[[Gateway], None],

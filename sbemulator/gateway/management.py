@@ -17,7 +17,7 @@ from typing import Any
 from ..amqp.message import ParsedMessage, parse_message
 from ..amqp.types import Array, Int, Long, Timestamp
 from ..auth import LISTEN, SEND
-from ..broker.api import BrokerAPI
+from ..broker.api import GatewayBroker
 from ..broker.errors import (
     BrokerError,
     InvalidOperationError,
@@ -132,7 +132,7 @@ OPERATIONS = frozenset({
 class ManagementHandler:
     """Executes ``$management`` requests for one broker."""
 
-    def __init__(self, broker: BrokerAPI, commit: Callable[[], BrokerError | None] | None = None) -> None:
+    def __init__(self, broker: GatewayBroker, commit: Callable[[], BrokerError | None] | None = None) -> None:
         self.broker = broker
         # Writes what the connection did so far; the store's refusal when it could not (a full disk).
         # A schedule-message is answered only once its messages are stored, as a send is settled.
@@ -389,7 +389,7 @@ class ManagementHandler:
 class _StagedDisposition:
     """An update-disposition waiting for its transaction's commit (a broker.transactions.StagedSettlement)."""
 
-    def __init__(self, broker: BrokerAPI, path: str, tokens: list[uuid.UUID], status: Outcome,
+    def __init__(self, broker: GatewayBroker, path: str, tokens: list[uuid.UUID], status: Outcome,
                  reason: str | None, description: str | None, properties: dict | None,
                  session_id: str | None) -> None:
         self.broker = broker
@@ -418,7 +418,7 @@ class _StagedDisposition:
 class _StagedSessionState:
     """A set-session-state waiting for its transaction's commit: the session must still be held then."""
 
-    def __init__(self, broker: BrokerAPI, path: str, session_id: str | None, state: bytes | None) -> None:
+    def __init__(self, broker: GatewayBroker, path: str, session_id: str | None, state: bytes | None) -> None:
         if session_id is None:
             raise BadRequest("set-session-state needs a 'session-id'")
         self.broker = broker

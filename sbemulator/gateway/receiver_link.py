@@ -14,7 +14,7 @@ from ..amqp.connection import Link
 from ..amqp.performatives import SND_SETTLED, Accepted, Modified, Rejected, Released, Source, error
 from ..amqp.transactions import TransactionalState
 from ..amqp.types import Described, Long, Symbol
-from ..broker.api import BrokerAPI
+from ..broker.api import GatewayBroker
 from ..broker.entity import EntityRef
 from ..broker.errors import BrokerError
 from ..model import ReceiveMode
@@ -299,7 +299,7 @@ class _StagedSettlement:
 
     __slots__ = ("broker", "outcome", "receiver", "token")
 
-    def __init__(self, broker: BrokerAPI, receiver: Any, token: Any, outcome: Any) -> None:
+    def __init__(self, broker: GatewayBroker, receiver: Any, token: Any, outcome: Any) -> None:
         if not isinstance(outcome, (Accepted, Modified, Rejected, Released)):
             raise BrokerError(f"Outcome {type(outcome).__name__} cannot settle a message.", "amqp:not-implemented")
         self.broker = broker

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..amqp.performatives import Modified, Rejected
-from ..broker.api import BrokerAPI
+from ..broker.api import GatewayBroker
 from ..broker.errors import BrokerError, ServerBusyError
 
 
@@ -41,7 +41,7 @@ def refusal(failure: BrokerError) -> BrokerError:
     )
 
 
-def settle_stored(broker: BrokerAPI, commit: Callable[[], BrokerError | None], path: str, token: Any,
+def settle_stored(broker: GatewayBroker, commit: Callable[[], BrokerError | None], path: str, token: Any,
                   apply: Callable[[], None]) -> None:
     """Apply a settlement that writes a row and answer it only once written: what the connection did so
     far is committed first (a store that cannot write refuses before anything changes), then the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..broker.api import BrokerAPI
+from ..broker.api import RuntimeBroker
 from ..scheduling import Budget
 from ..store.base import Store, StoreError
 
@@ -20,7 +20,7 @@ class TimerRun:
     """The broker's timers that are due, a slice at a time; ``between`` runs before every slice after the
     first (the cyclic collector's turn: when it collected, that is the slice, and the timers come next)."""
 
-    def __init__(self, broker: BrokerAPI, between: Callable[[], bool]) -> None:
+    def __init__(self, broker: RuntimeBroker, between: Callable[[], bool]) -> None:
         self._broker = broker
         self._between = between
         self._sliced = False
@@ -36,11 +36,11 @@ class TimerRun:
 
 
 class EntityCleanup:
-    """Deleted entities' messages freed (``BrokerAPI.drop_step``) until none is left. ``scheduled`` is True
+    """Deleted entities' messages freed (``RuntimeBroker.drop_step``) until none is left. ``scheduled`` is True
     from the server's start of it to its last slice: the server asks nothing more of the broker meanwhile
     (an attribute, read after every commit)."""
 
-    def __init__(self, broker: BrokerAPI) -> None:
+    def __init__(self, broker: RuntimeBroker) -> None:
         self._broker = broker
         self.scheduled = False
 

@@ -120,20 +120,22 @@ def test_counts_size_and_times(ns: Namespace, clock: Clock) -> None:
 
 def test_admin_entities_and_updates_are_persisted(tmp_path, clock: Clock) -> None:
     db = tmp_path / "db.sqlite"
-    ns = Namespace(Broker(CONFIG, SqliteStore(db), clock=clock), clock=clock)
+    broker = Broker(CONFIG, SqliteStore(db), clock=clock)
+    ns = Namespace(broker, clock=clock)
     ns.put("queue", "made", {"MaxDeliveryCount": 4}, mode="create")
     ns.put("queue", "made", {"MaxDeliveryCount": 6}, mode="update")
     ns.put("subscription", "sub", {"LockDuration": 10.0}, mode="create", topic="events")
     ns.put_rule("events", "sub", RuleConfig("r", "Sql", "a = 1"), mode="create")
     ns.put_rule("events", "sub", RuleConfig("r", "Sql", "a = 2"), mode="update")
-    ns.broker.close()
+    broker.close()  # the runtime's to call, not the admin plane's (broker/api.py RuntimeBroker)
 
-    again = Namespace(Broker(CONFIG, SqliteStore(db), clock=clock), clock=clock)
+    broker = Broker(CONFIG, SqliteStore(db), clock=clock)
+    again = Namespace(broker, clock=clock)
     assert again.get("queue", "made").config.max_delivery_count == 6
     assert again.get("subscription", "events/Subscriptions/sub").config.lock_duration == 10.0
     assert [(r.rule.name, r.rule.sql_expression) for r in again.list_rules("events", "sub")] == [
         ("$Default", "1=1"), ("r", "a = 2")]
-    again.broker.close()
+    broker.close()
 
 
 def test_arm_rules_replace_the_implicit_default_rule(ns: Namespace) -> None:
