@@ -28,6 +28,7 @@ from .message import BATCH_MESSAGE_FORMAT
 from .performatives import ROLE_RECEIVER, ROLE_SENDER, Accepted, Disposition, Rejected, Transfer, error
 from .states import LINK_ATTACHED, SESSION_MAPPED, Input
 from .types import UInt
+from .windows import UINT_MAX
 
 RECV_TRANSFER, RECV_DISPOSITION = Input.RECV_TRANSFER, Input.RECV_DISPOSITION
 _ACCEPTED = Accepted()  # the state of every completion; it has no fields, so one instance serves all
@@ -101,7 +102,7 @@ class TransferEndpoint:
         transfer = hotframes.transfer
         first_id = next_id = session.next_outgoing_id
         for tag, payload, context in deliveries:
-            delivery_id = next_id
+            delivery_id = next_id & UINT_MAX  # a serial number: past the last id the next is 0 (spec 2.8.9)
             performative = transfer(handle, delivery_id, tag, message_format, settled)
             size = len(performative) + len(payload)
             if size <= limit:
@@ -267,9 +268,14 @@ class TransferEndpoint:
             return  # the peer settles deliveries it sent; we already settled ours at once
         first = disposition.first
         last = disposition.last if disposition.last is not None else first
-        if first is None or last is None or last - first > 100_000:
+        if first is None or last is None or windows.serial_diff(last, first) > 100_000 or windows.serial_diff(
+                last, first) < 0:
             raise SessionError(session, DECODE_ERROR, "disposition range is invalid")
-        self._peer_disposed(session, first, last, bool(disposition.settled), disposition.state)
+        settled = bool(disposition.settled)
+        if last < first:  # the range wraps (delivery ids are serial numbers): its two parts, in order
+            self._peer_disposed(session, first, UINT_MAX, settled, disposition.state)
+            first = 0
+        self._peer_disposed(session, first, last, settled, disposition.state)
 
     def _peer_disposed(self, session: Session, first: int, last: int, settled: bool, state: Any) -> None:
         """The peer gave deliveries ``first``..``last`` we sent a state: an event for each we know, or

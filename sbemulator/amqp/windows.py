@@ -17,6 +17,12 @@ def serial_add(value: int, n: int) -> int:
     return (value + n) & UINT_MAX
 
 
+def serial_diff(a: int, b: int) -> int:
+    """``a - b`` between two sequence numbers, across a wrap (RFC 1982: the nearer way round)."""
+    d = (a - b) & UINT_MAX
+    return d - 0x100000000 if d & 0x80000000 else d
+
+
 # ------------------------------------------------------------------ session windows (spec 2.5.6)
 def peer_flow(session: Any, flow: Any) -> None:
     """The peer's flow: its next-outgoing-id and outgoing-window, and the incoming window it has left
@@ -25,7 +31,10 @@ def peer_flow(session: Any, flow: Any) -> None:
         session.next_incoming_id = flow.next_outgoing_id
     session.remote_outgoing_window = flow.outgoing_window or 0
     remote_next_incoming = flow.next_incoming_id if flow.next_incoming_id is not None else session.next_outgoing_id
-    session.remote_incoming_window = remote_next_incoming + (flow.incoming_window or 0) - session.next_outgoing_id
+    ahead = (remote_next_incoming - session.next_outgoing_id) & UINT_MAX  # serial_diff, inline: once a flow
+    if ahead & 0x80000000:
+        ahead -= 0x100000000
+    session.remote_incoming_window = ahead + (flow.incoming_window or 0)
 
 
 def transfer_frame_received(session: Any) -> bool:
@@ -33,7 +42,7 @@ def transfer_frame_received(session: Any) -> bool:
     else it takes a transfer-id and a unit of the window (every frame does, also one we then drop)."""
     if session.incoming_window <= 0:
         return False
-    session.next_incoming_id += 1
+    session.next_incoming_id = (session.next_incoming_id + 1) & UINT_MAX
     session.incoming_window -= 1
     return True
 
@@ -49,7 +58,7 @@ def widen(session: Any, announced: int) -> None:
 
 def frames_sent(session: Any, frames: int) -> None:
     """``frames`` transfer frames went out: each takes a transfer-id and a unit of the peer's window."""
-    session.next_outgoing_id += frames
+    session.next_outgoing_id = (session.next_outgoing_id + frames) & UINT_MAX
     session.remote_incoming_window -= frames
 
 
@@ -57,7 +66,10 @@ def frames_sent(session: Any, frames: int) -> None:
 def sender_credit(link: Any, flow: Any) -> None:
     """A flow for a link we send on: credit is the receiver's delivery-count plus its credit, less ours."""
     peer_delivery_count = flow.delivery_count if flow.delivery_count is not None else 0
-    link.link_credit = max(0, peer_delivery_count + (flow.link_credit or 0) - link.delivery_count)
+    seen = (peer_delivery_count - link.delivery_count) & UINT_MAX  # serial_diff, inline: once a flow
+    if seen & 0x80000000:
+        seen -= 0x100000000
+    link.link_credit = max(0, seen + (flow.link_credit or 0))
     link.drain = bool(flow.drain)
 
 
