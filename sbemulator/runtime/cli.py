@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..admin import DEFAULT_ADMIN_PORT
 from ..broker.clock import CLOCK_MODES, REAL, make_clock
 from ..config import ConfigError, load_namespaces
 from ..gateway.limits import DEFAULT_LIMITS, Limits
@@ -30,7 +31,6 @@ from .websocket import WEBSOCKET_PATH
 STARTED = time.perf_counter()
 LOOPS = ("asyncio", "uvloop")
 DEFAULT_PORT = DEFAULT_AMQP_PORT
-DEFAULT_ADMIN_PORT = 5300
 DEFAULT_WEBSOCKET_PORT = 443  # what the SDKs dial for AMQP over WebSockets
 
 
