@@ -14,6 +14,7 @@ from ..amqp.states import EndpointState
 from ..amqp.transactions import LOCAL_TRANSACTIONS, Coordinator
 from ..amqp.types import Array, Long, Symbol
 from ..auth import LISTEN, SEND
+from ..broker.entity import EntityRef
 from ..broker.errors import BrokerError
 from .addresses import auth_scope, entity_path, text_or_none
 from .context import SENDER_CREDIT, GatewayContext
@@ -114,16 +115,25 @@ def _token_covers(gateway: AttachContext, link: Link, path: str) -> bool:
     return False
 
 
+def _resolved(gateway: AttachContext, link: Link, path: str, *, log: bool = True) -> EntityRef | None:
+    """The entity ``path`` names, or None after refusing the attach with the broker's error (and, with
+    ``log``, a line naming the entity that does not exist)."""
+    try:
+        return gateway.broker.resolve(path)
+    except BrokerError as exc:
+        if log:
+            gateway.log_missing(path, exc)
+        gateway.connection.reject_attach(link, exc.condition, exc.description or str(exc))
+        return None
+
+
 def _attach_management(gateway: AttachContext, link: Link, path: str) -> None:
     # A $management link's operations are checked one by one (ManagementRequestLink), not its attach.
     if not _token_covers(gateway, link, path):
         return
     entity = path[: -len(MANAGEMENT_SUFFIX)]
-    try:
-        ref = gateway.broker.resolve(entity)
-    except BrokerError as exc:
-        gateway.log_missing(entity, exc)
-        gateway.connection.reject_attach(link, exc.condition, exc.description or str(exc))
+    ref = _resolved(gateway, link, entity)
+    if ref is None:
         return
     connection = gateway.connection
     if link.is_sender:
@@ -156,28 +166,27 @@ def _claim_held(gateway: AttachContext, link: Link, path: str, right: str) -> bo
 def _attach_receiver(gateway: AttachContext, link: Link, path: str) -> None:
     if not _token_covers(gateway, link, path) or not _claim_held(gateway, link, path, LISTEN):
         return
-    try:
-        ref = gateway.broker.resolve(path)
-    except BrokerError as exc:
-        gateway.log_missing(path, exc)
-        gateway.connection.reject_attach(link, exc.condition, exc.description or str(exc))
-        return
-    EntityReceiverLink.attach(gateway, link, path, ref)
+    ref = _resolved(gateway, link, path)
+    if ref is not None:
+        EntityReceiverLink.attach(gateway, link, path, ref)
+
+
+def _send_target(gateway: AttachContext, link: Link, path: str, *, log: bool = True) -> EntityRef | None:
+    """The queue or topic a sender may send to at ``path``, or None after refusing the attach."""
+    ref = _resolved(gateway, link, path, log=log)
+    if ref is not None and not ref.can_send:
+        gateway.connection.reject_attach(
+            link, "amqp:not-allowed", f"Cannot send to '{ref.path}': it is not a queue or a topic.")
+        return None
+    return ref
 
 
 def _attach_sender(gateway: AttachContext, link: Link, path: str) -> None:
     connection = gateway.connection
     if not _token_covers(gateway, link, path) or not _claim_held(gateway, link, path, SEND):
         return
-    try:
-        ref = gateway.broker.resolve(path)
-    except BrokerError as exc:
-        gateway.log_missing(path, exc)
-        connection.reject_attach(link, exc.condition, exc.description or str(exc))
-        return
-    if not ref.can_send:
-        connection.reject_attach(
-            link, "amqp:not-allowed", f"Cannot send to '{ref.path}': it is not a queue or a topic.")
+    ref = _send_target(gateway, link, path)
+    if ref is None:
         return
     via = None
     destination = (link.properties or {}).get(TRANSFER_DESTINATION)
@@ -186,14 +195,8 @@ def _attach_sender(gateway: AttachContext, link: Link, path: str) -> None:
         via, path = path, entity_path(text_or_none(destination))
         if not _token_covers(gateway, link, path):
             return
-        try:
-            ref = gateway.broker.resolve(path)
-        except BrokerError as exc:
-            connection.reject_attach(link, exc.condition, exc.description or str(exc))
-            return
-        if not ref.can_send:
-            connection.reject_attach(
-                link, "amqp:not-allowed", f"Cannot send to '{ref.path}': it is not a queue or a topic.")
+        ref = _send_target(gateway, link, path, log=False)
+        if ref is None:
             return
     link.context = EntitySenderLink(gateway, link, path, ref, via=via)
     connection.accept_attach(link, max_message_size=ref.max_message_size,
