@@ -82,6 +82,8 @@ class Gateway:
         abort: Callable[[], None] | None = None,
         pause_input: Callable[[bool], None] | None = None,
     ) -> None:
+        # Over 80 lines: one attribute per fact the connection holds, each with the comment that says why
+        # it is there; the per-message paths (sends, pumps, grants) read them directly off this object.
         self.broker = broker
         # Stops (True) and resumes (False) reading this connection's socket while events it sent wait
         # to be handled in slices (_dispatch_backlog).
