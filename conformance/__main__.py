@@ -50,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
             print("Python live tests:", flush=True)
             py_suite.run(root, lambda: emulator(CACHE), results["python"], args.jobs, args.test_timeout,
                          args.file_timeout, args.files)
-            if args.files:  # the run before keeps its record; the files it re-ran are named in it
+            if args.files:  # the run before keeps its record; the files re-ran since are named in it
                 before = runs.load(results["python"])
-                command = (f"{before.command}, then `python -m conformance --suite python --files "
-                           f"{' '.join(args.files)}`" if before else command)
-                started -= 60 * before.minutes if before else 0
+                if before is not None:
+                    command = runs.with_reruns(before.command, args.files)
+                    started -= 60 * before.minutes
             runs.save(results["python"], "python", command, time.monotonic() - started)
         if args.suite in ("go", "all"):
             go = shutil.which("go")

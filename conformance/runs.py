@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 RECORD = "run.json"
+RERUN = ", then python -m conformance --suite python --files "
 
 
 @dataclass
@@ -32,3 +33,11 @@ def load(out: Path) -> Run | None:
         return Run(**json.loads((out / RECORD).read_text()))
     except (OSError, ValueError, TypeError):
         return None
+
+
+def with_reruns(command: str, files: list[str]) -> str:
+    """The command of a run whose ``files`` were run again since: every file re-run so far, once, after
+    the run's own command (one line a reader can repeat)."""
+    base, _, earlier = command.partition(RERUN)
+    named = [*earlier.split(), *(f for f in files if f not in earlier.split())]
+    return f"{base}{RERUN}{' '.join(named)}"
