@@ -62,33 +62,12 @@ class FlowControl:
             self._send_link_flow(target)
 
     def _send_session_flow(self, session: Session) -> None:
-        self._send(
-            session.channel,
-            Flow(
-                UInt(session.next_incoming_id),
-                UInt(session.incoming_window),
-                UInt(session.next_outgoing_id),
-                UInt(session.outgoing_window),
-            ),
-        )
+        self._send(session.channel, Flow(*_session_window(session)))
 
     def _send_link_flow(self, link: Link, drain: bool = False, echo: bool = False) -> None:
         session = link.session
-        self._send(
-            session.channel,
-            Flow(
-                UInt(session.next_incoming_id),
-                UInt(session.incoming_window),
-                UInt(session.next_outgoing_id),
-                UInt(session.outgoing_window),
-                UInt(link.handle),
-                UInt(link.delivery_count),
-                UInt(link.link_credit),
-                None,
-                drain,
-                echo,
-            ),
-        )
+        self._send(session.channel, Flow(*_session_window(session), UInt(link.handle), UInt(link.delivery_count),
+                                         UInt(link.link_credit), None, drain, echo))
 
     def grant_credit(self, link: Link, credit: int) -> None:
         """Give a peer sender ``credit`` transfers (our receiving link)."""
@@ -111,3 +90,10 @@ class FlowControl:
             and windows.can_send(link, link.session)
             and not self.closed
         )
+
+
+def _session_window(session: Session) -> tuple[UInt, UInt, UInt, UInt]:
+    """The session's part of every flow we send: next-incoming-id, incoming-window, next-outgoing-id,
+    outgoing-window."""
+    return (UInt(session.next_incoming_id), UInt(session.incoming_window), UInt(session.next_outgoing_id),
+            UInt(session.outgoing_window))

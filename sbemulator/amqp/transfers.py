@@ -293,6 +293,7 @@ class TransferEndpoint:
             self._events.append(event)
             return
         unsettled = session.outgoing_unsettled
+        # The loop of _range_events, inline: this runs once per message an SDK settles.
         for delivery_id in range(first, last + 1):
             link = unsettled.get(delivery_id)
             if link is None:
