@@ -20,6 +20,7 @@ from typing import Any
 
 from sbemulator.auth import SasValidator
 from sbemulator.broker.api import AdminBroker
+from sbemulator.net.ports import DEFAULT_ADMIN_PORT
 from sbemulator.scheduling import JobRunner
 
 from .app import AdminApp
@@ -27,8 +28,6 @@ from .backend import Namespace
 from .control import Controls
 from .http import HttpLimits, HttpServer, Upgrade
 from .tls import CertificatePaths, ensure_certificates, server_context
-
-DEFAULT_ADMIN_PORT = 5300
 
 __all__ = ["DEFAULT_ADMIN_PORT", "AdminApp", "AdminServer", "CertificatePaths", "Controls", "HttpLimits",
            "Namespace", "ensure_certificates"]

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..admin import DEFAULT_ADMIN_PORT
 from ..broker.clock import CLOCK_MODES, REAL, make_clock
 from ..config import ConfigError, load_namespaces
 from ..gateway.limits import DEFAULT_LIMITS, Limits
+from ..net.ports import DEFAULT_ADMIN_PORT
 from ..store.base import DURABILITY_MODES, PROCESS, StoreError
 from ..store.sqlite import DEFAULT_PAGE_WINDOW, DataDirError
 from .collector import Collector
