@@ -29,7 +29,11 @@ def _wake_then_stop(emu: Emulator) -> None:
 
 
 async def _race(server: AmqpServer) -> None:
-    await asyncio.sleep(0.2)  # the ticker is parked on its wake-up event
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while not server._wake._waiters:  # until the ticker is parked on it
+        assert loop.time() < deadline, "the ticker never waited on its wake-up event"
+        await asyncio.sleep(0.01)
     server._wake.set()
     stopping = asyncio.ensure_future(server.stop())
     await asyncio.wait({stopping}, timeout=10)  # not wait_for: a cancellation must not help it end
