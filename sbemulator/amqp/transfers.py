@@ -268,8 +268,7 @@ class TransferEndpoint:
             return  # the peer settles deliveries it sent; we already settled ours at once
         first = disposition.first
         last = disposition.last if disposition.last is not None else first
-        if first is None or last is None or windows.serial_diff(last, first) > 100_000 or windows.serial_diff(
-                last, first) < 0:
+        if first is None or last is None or not 0 <= windows.serial_diff(last, first) <= 100_000:
             raise SessionError(session, DECODE_ERROR, "disposition range is invalid")
         settled = bool(disposition.settled)
         if last < first:  # the range wraps (delivery ids are serial numbers): its two parts, in order
