@@ -26,6 +26,7 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import Any
 
+from ..scheduling import DEFAULT_SLICES, Slices
 from . import codec, hotframes
 from .endpoints import Link, Session
 from .errors import (
@@ -91,7 +92,7 @@ from .states import (
     State,
     refusal,
 )
-from .transfers import TransferEndpoint
+from .transfers import RangeCursor, TransferEndpoint
 from .types import Array, Symbol, UByte, UInt, UShort
 from .windows import UINT_MAX
 
@@ -139,18 +140,12 @@ TOKEN_MECHANISMS = frozenset({"MSSBCBS", "ANONYMOUS", "EXTERNAL"})
 class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
     """Server side of one AMQP connection."""
 
-    # A disposition over more delivery ids than this becomes one DeliveryRangeStateChanged event.
-    RANGE_EVENTS = 256
-    HOLD_BYTES = 1 << 20  # frames held behind an open range at most (the reading is paused meanwhile)
     # The delivery ids the dispositions of one read may name together (each becomes an event, or one of
     # a range's, that the application holds until it has handled them): two and a half of the largest
     # disposition taken. A peer naming more (thousands of dispositions over the same unsettled range,
     # which stay unsettled when not settled, each one an event per delivery) is closed with
     # amqp:resource-limit-exceeded instead of growing the emulator's memory without bound.
     DISPOSED_PER_READ = 250_000
-    # A batch transfer (message-format 0x80013700) larger than this is decoded in slices by the
-    # application: 256 KB of 100-byte messages is ~1,500 of them, 70-100 ms of decoding in one go.
-    BATCH_IN_SLICES = 32 * 1024
 
     def __init__(
         self,
@@ -165,6 +160,7 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
         max_message_size: int = 64 * 1024 * 1024,
         incoming_window: int = 2048,
         clock: Callable[[], float] = time.monotonic,
+        slices: Slices = DEFAULT_SLICES,
     ) -> None:
         self.container_id = container_id
         self.max_frame_size = max_frame_size
@@ -185,16 +181,24 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
         self._out = bytearray()
         self._events: list[Event] = []
         self._disposed = 0  # delivery ids the dispositions of the current read named (DISPOSED_PER_READ)
-        # Set when the events of a read stand for much work (a DeliveryRangeStateChanged, or a batch
-        # transfer of more than BATCH_IN_SLICES bytes); the application clears it: the gateway then
-        # handles that input in slices.
-        self.in_slices = False
-        self.defer_violations = False
-        self._open_ranges: list[DeliveryRangeStateChanged] = []  # emitted, not yet expanded to the end
+        # Input in slices (h11's "paused"): the connection derives it, nobody else sets it. Set when a read's
+        # events stand for much work (a DeliveryRangeStateChanged, a batch transfer of more than
+        # Slices.batch_slice_bytes, more events than Slices.dispatch_events); it lasts until the application
+        # says it has handled them all (``events_handled``), and meanwhile a flow-control violation in the
+        # same input waits for them (``data_to_send`` does not answer it).
+        self._slices_open = False
+        self._range_events = slices.range_events  # a disposition over more delivery ids: one range event
+        self._batch_slice_bytes = slices.batch_slice_bytes
+        self._many_events = slices.dispatch_events
+        self._hold_bytes = slices.hold_bytes  # frames held behind an open range at most
+        # Every range event not expanded to its end, with how far it is (transfers.RangeCursor); the ones
+        # expanded from the delivery ids still (not worked out whole yet), in the order they came.
+        self._ranges: dict[DeliveryRangeStateChanged, RangeCursor] = {}
+        self._open_ranges: list[DeliveryRangeStateChanged] = []
         # Frames that came after a range disposition not expanded yet, handled once it is (``held_input``;
         # the application feeds ``receive_data(b"")`` then). Why: a detach or another disposition there
         # would change which deliveries are unsettled, so the range had to be worked out whole first, in
-        # one go (46-150 ms for 100,000 deliveries, docs/benchmarks.md). Bounded by HOLD_BYTES, past
+        # one go (46-150 ms for 100,000 deliveries, docs/benchmarks.md). Bounded by Slices.hold_bytes, past
         # which the frames are handled at once and the range is worked out whole after all.
         self._held: list[tuple[int, int, bytes]] = []
         self._held_bytes = 0
@@ -240,7 +244,21 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
             log.exception("internal error while handling AMQP input from %s", self.remote_container_id)
             self._fail(INTERNAL_ERROR, "The emulator failed to handle a frame; see its log.")
         events, self._events = self._events, []
+        if len(events) > self._many_events:
+            self._slices_open = True
         return events
+
+    @property
+    def wants_slices(self) -> bool:
+        """Whether the events of the reads since the last ``events_handled`` stand for so much work that the
+        application handles them in slices (its reading paused meanwhile)."""
+        return self._slices_open
+
+    def events_handled(self) -> list[Event]:
+        """The application has handled every event it was given: violations wait no longer; answered now
+        (the events of their detach or end are returned)."""
+        self._slices_open = False
+        return self.answer_violations()
 
     def answer_violations(self) -> list[Event]:
         """Detach the links and end the sessions on which the last read broke a flow-control rule.
@@ -270,9 +288,9 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
 
     def data_to_send(self) -> bytes | bytearray:
         """Bytes the server should write now (empties the buffer; the caller owns what it gets).
-        While ``defer_violations`` is set (the application still handles, in slices, events that came
-        before a violation) the violation waits for its ``answer_violations``."""
-        if self.violations and not self.defer_violations:
+        While the application still handles, in slices, events that came before a violation
+        (``wants_slices``), the violation waits for ``events_handled``."""
+        if self.violations and not self._slices_open:
             self._events += self.answer_violations()
         out = self._out
         if not out:
@@ -342,9 +360,9 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
 
     def _hold(self, frames: list[tuple[int, int, bytes]]) -> bool:
         """Keep ``frames`` (after those held already) until the open ranges are expanded; False when that
-        would hold more than HOLD_BYTES with what the reader buffers (the caller handles them now)."""
+        would hold more than Slices.hold_bytes with what the reader buffers (the caller handles them now)."""
         size = self._held_bytes + sum(len(frame) for _type, _channel, frame in frames)
-        if size + self._reader.buffered > self.HOLD_BYTES:
+        if size + self._reader.buffered > self._hold_bytes:
             return False
         self._held += frames
         self._held_bytes = size

@@ -57,33 +57,20 @@ class DeliveryStateChanged:
     context: Any
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class DeliveryRangeStateChanged:
-    """The peer settled or updated a range of more than ``Connection.RANGE_EVENTS`` deliveries we sent
-    with one disposition (a client can abandon 100,000 with one frame). Not expanded at once: the
-    application takes ``DeliveryStateChanged`` events from it a slice at a time with
-    ``Connection.expand_range``, so one frame does not hold the event loop for all of them."""
+    """The peer settled or updated a range of more than ``Slices.range_events`` deliveries we sent with
+    one disposition (a client can abandon 100,000 with one frame). Not expanded at once: the application
+    takes ``DeliveryStateChanged`` events from it a slice at a time with ``Connection.expand_range``
+    until ``Connection.range_done``, so one frame does not hold the event loop for all of them. The event
+    stays what the peer sent; how far it is expanded is the connection's (``transfers.RangeCursor``).
+    Compared by identity: two equal ranges are two dispositions."""
 
     session: Session
-    first: int  # the next delivery id to expand
+    first: int
     last: int
     settled: bool
     state: Any
-    # The rest of the range worked out at once (Connection._resolve_ranges), because a later frame
-    # (a detach, an end, another disposition) was about to change which deliveries are unsettled: the
-    # links, delivery ids and contexts of the deliveries it names, in three lists read from
-    # ``resolved_next`` on. Three lists and not an event per delivery: 100,000 objects made at once are
-    # scanned by the cyclic collector again and again (34-45 ms of it in that read and after it).
-    resolved_links: list[Any] | None = None
-    resolved_ids: list[int] | None = None
-    resolved_contexts: list[Any] | None = None
-    resolved_next: int = 0
-
-    @property
-    def done(self) -> bool:
-        if self.first <= self.last:
-            return False
-        return self.resolved_ids is None or self.resolved_next >= len(self.resolved_ids)
 
 
 @dataclass(slots=True)

@@ -25,9 +25,8 @@ if TYPE_CHECKING:
     from sbemulator.store.base import Store
 
 log = logging.getLogger("sbemulator.broker.flow")
-# Paged-out messages read back per range scan: about 20 us each to read and decode, so 1,000 hold the
-# event loop ~20 ms, whatever the read-ahead window (store page_window) keeps in memory.
-PAGE_IN_BATCH = 1000
+# Paged-out messages read back per range scan: Slices.page_in_rows (about 20 us each to read and decode),
+# whatever the read-ahead window (store page_window) keeps in memory.
 
 
 class AvailableIndex:
@@ -38,6 +37,7 @@ class AvailableIndex:
         _wakeups: Wakeups
         _timers: Timers
         _window: int
+        _page_in_rows: int
 
     # --- container primitives ----------------------------------------------------------------
     def insert(self, ent: Entity, msg: BrokerMessage) -> None:
@@ -96,10 +96,10 @@ class AvailableIndex:
 
     def _page_in(self, ent: Entity, cold: ColdIndex) -> None:
         """Read the next of ``ent``'s paged-out messages from the store (one range scan of at most
-        PAGE_IN_BATCH, however large the window, so one read holds the event loop for milliseconds) and
+        Slices.page_in_rows, however large the window, so one read holds the event loop for milliseconds) and
         make them available in memory, in front of any newer ones (broker/paging.py). ``_pop`` asks
         again once they are taken, as long as paged-out messages are older than the oldest in memory."""
-        entries = cold.take(max(1, min(self._window, PAGE_IN_BATCH)))
+        entries = cold.take(max(1, min(self._window, self._page_in_rows)))
         if not len(cold):
             ent.cold = None
         self._make_available(ent, entries)

@@ -127,6 +127,7 @@ class MessageFlow(AvailableIndex, SendAdmission, ReceiveSide):
         # Available messages a queue or subscription holds in memory before the rest wait in the store
         # only (broker/paging.py); 0 (the in-memory store) keeps them all.
         self._window: int = getattr(store, "page_window", 0)
+        self._page_in_rows = slices.page_in_rows  # paged-out messages read back per range scan
         self.sessions = self._sessions = Sessions(store, clock, lookup, timers, wakeups, self)
 
     def load(self, source: Store | None = None, *, persist: bool = False) -> None:

@@ -18,7 +18,7 @@ from ..broker.api import GatewayBroker
 from ..broker.errors import BrokerError
 from ..broker.transactions import TransactionCoordinator
 from ..model import IncomingMessage
-from ..scheduling import Slices
+from ..scheduling import Budget, Slices
 from .cbs import RefusalLog
 from .faults import DROP, Faults, Refusal
 from .limits import Limits
@@ -52,9 +52,12 @@ class LinkHandler:
 
 
 class PumpedLink(Protocol):
-    """A link the broker feeds (an entity receiver): pumped when it has work, released at the end."""
+    """A link the broker feeds (an entity receiver): pumped when it has work, released at the end; a job of
+    the scheduler (``step``) while a pump goes on past its slice."""
 
-    def pump(self) -> None: ...
+    def pump(self, budget: Budget | None = None) -> None: ...
+
+    def step(self, budget: Budget) -> bool: ...
 
     def on_detach(self) -> None: ...
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -25,12 +24,12 @@ from ..broker.api import GatewayBroker
 from ..broker.errors import BrokerError
 from ..broker.transactions import DEFAULT_TIMEOUT_S, TransactionCoordinator
 from ..model import IncomingMessage
-from ..scheduling import DEFAULT_SLICES, Slices
+from ..scheduling import DEFAULT_SLICES, Budget, InlineJobs, JobStarter, Slices
 from .addresses import auth_scope, resource_uri
 from .attach import route_attach
+from .backlog import EventBacklog
 from .cbs import RefusalLog
 from .context import PumpedLink, refused
-from .deliveries import BATCH_MESSAGE_FORMAT, BatchDecoder
 from .faults import CONNECT, DROP, LATENCY, Faults, Refusal
 from .limits import DEFAULT_LIMITS, RESOURCE_LIMIT_EXCEEDED, UNAUTHORIZED_ACCESS, Limits
 from .management import ManagementHandler
@@ -39,15 +38,8 @@ from .sender_link import EntitySenderLink
 
 log = logging.getLogger("sbemulator")
 # How large the receiver pump's, the event backlog's and batch decoding's slices are: the namespace's
-# Slices (sbemulator/scheduling/slices.py: pump_take, pump_s, dispatch_events, dispatch_s,
-# batch_decode_items), given to each Gateway like its Limits.
-
-
-def _decoded_in_slices(event: ev.MessageReceived) -> bool:
-    """Whether a transfer is a batch large enough to be decoded in slices (Connection.BATCH_IN_SLICES)
-    sent on an entity sender link (the only links that take batches)."""
-    return (event.message_format == BATCH_MESSAGE_FORMAT and len(event.payload) > Connection.BATCH_IN_SLICES
-            and type(event.link.context) is EntitySenderLink)
+# Slices (sbemulator/scheduling/slices.py), given to each Gateway like its Limits; the jobs that run them
+# are the namespace's scheduler's (runtime/jobs.py JobDriver), given to each Gateway as ``jobs``.
 
 
 def _room_to_settle(path: str) -> BrokerError | None:
@@ -81,16 +73,19 @@ class Gateway:
         hold_output: Callable[[float], None] | None = None,
         abort: Callable[[], None] | None = None,
         pause_input: Callable[[bool], None] | None = None,
+        jobs: JobStarter | None = None,
     ) -> None:
         # Over 80 lines: one attribute per fact the connection holds, each with the comment that says why
         # it is there; the per-message paths (sends, pumps, grants) read them directly off this object.
         self.broker = broker
         # Stops (True) and resumes (False) reading this connection's socket while events it sent wait
-        # to be handled in slices (_dispatch_backlog).
+        # to be handled in slices (gateway/backlog.py): the scheduler's driver calls it.
         self.pause_input = pause_input
-        self._backlog: deque[Any] = deque()
-        self._decoding: BatchDecoder | None = None  # the batch at the backlog's front, decoded in slices
-        self._input_paused = False
+        # Long work of this connection (input in slices, a receiver's pump past its slice) is a job of the
+        # namespace's scheduler; without a server (unit tests) each runs to its end at once.
+        self.jobs: JobStarter = jobs if jobs is not None else InlineJobs(slices)
+        self._backlog = EventBacklog(self)
+        self._backlog_scheduled = False  # the backlog is a job of the scheduler now (its first slice ran)
         # Injected faults (faults.py): the emulator's rules; hold_output delays what this connection
         # writes (a latency fault), abort closes its socket without a close frame (a dropped connection).
         self.faults = faults if faults is not None else Faults()
@@ -114,6 +109,7 @@ class Gateway:
             idle_timeout_ms=idle_timeout_ms,
             channel_max=limits.channel_max,
             authenticate_plain=self._authenticate_plain,
+            slices=slices,
         )
         self.management = ManagementHandler(broker, commit=self.commit_now)
         # What data_to_send returns, as the connection's own bound method: the server's flush calls it
@@ -182,14 +178,20 @@ class Gateway:
     # ------------------------------------------------------------------ driving
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         connection = self.connection
-        if self._backlog:  # input read while earlier events still wait their turn: after them, in order
-            self._backlog.extend(connection.receive_data(data))
-            connection.in_slices = False
+        events = connection.receive_data(data)
+        backlog = self._backlog
+        if backlog.events or connection.wants_slices:
+            # Input that stands for much work (a disposition over a range of 100,000 deliveries, a batch
+            # of 1,500 messages to decode), or read while earlier such input still waits its turn: in
+            # slices, after what waits already, in order.
+            backlog.events.extend(events)
+            if not self._backlog_scheduled:
+                self._start_backlog()
             return
-        self._dispatch(connection.receive_data(data))
+        self._dispatch(events)
         # Deliveries before a flow-control violation are answered first, then the link or session ends
-        # (after the events still waiting in slices, when there are any: _dispatch_backlog).
-        if connection.violations and not self._backlog:
+        # (after the events still waiting in slices, when there are any: backlog_handled).
+        if connection.violations:
             self._answer_violations()
 
     def _answer_violations(self) -> None:
@@ -267,109 +269,40 @@ class Gateway:
             self.connection.close("amqp:connection:forced", description)
 
     def _dispatch(self, events: list) -> None:
-        connection = self.connection
-        # A disposition over 100,000 deliveries, or a batch of 1,500 messages to decode
-        if connection.in_slices or len(events) > self.slices.dispatch_events:
-            connection.in_slices = False
-            self._backlog.extend(events)
-            self._dispatch_backlog()
-            return
+        self.handle_events(events)
+        if self.pump_pending:
+            if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
+                self.settle_sends(self.commit_window())
+            self.run_pending()
+
+    def handle_events(self, events: list) -> None:
+        """Each event to the room it is for (BacklogOwner)."""
         for event in events:
             try:
                 self._handle(event)
             except Exception:  # a bug in one handler must not take the whole server down
                 log.exception("error handling %r", type(event).__name__)
                 self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
-        if self.pump_pending:
-            if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
-                self.settle_sends(self.commit_window())
-            self.run_pending()
 
-    def _dispatch_backlog(self) -> None:
-        """Handle the waiting events in slices of real time: after a slice the rest waits for the next
-        loop iteration, with this connection's reading paused (its later input is queued behind them), so
-        one frame that stands for 100,000 settlements holds no other connection for all of them."""
+    def _start_backlog(self) -> None:
+        """The backlog's first slice now; the rest, if any, as a job of the scheduler, with this
+        connection's reading paused until it is done."""
         backlog = self._backlog
-        connection = self.connection
-        slices = self.slices
-        stop = time.perf_counter() + slices.dispatch_s
-        while backlog or (connection.held_input and not self.closed):
-            if not backlog:  # the frames that came after the range, now that it is expanded to its end
-                backlog.extend(connection.receive_data(b""))
-                connection.in_slices = False
-                continue
-            first = backlog[0]
-            kind = type(first)
-            if kind is ev.DeliveryRangeStateChanged:  # the next slice of the range, then the rest
-                chunk = self.connection.expand_range(first, slices.dispatch_events)
-                if first.done:
-                    backlog.popleft()
-            elif kind is ev.MessageReceived and _decoded_in_slices(first):
-                # A batch's next slice of messages decoded; once all are, the batch goes to the broker in
-                # one call (a slice of its own when this one is used up: the loop checks the time).
-                chunk = []
-                try:
-                    if self._decode_batch_slice(first):
-                        stop = 0.0  # decoded: its send (~15 ms for 1,500 messages) starts a slice of its own
-                except Exception:  # a bug of ours must not take the whole server down
-                    log.exception("error decoding a batch")
-                    self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
-            else:
-                chunk = []
-                while backlog and len(chunk) < slices.dispatch_events:
-                    event = backlog[0]
-                    kind = type(event)
-                    if kind is ev.DeliveryRangeStateChanged or (kind is ev.MessageReceived
-                                                                 and _decoded_in_slices(event)):
-                        break  # next, in a slice of its own
-                    chunk.append(backlog.popleft())
-            for event in chunk:
-                try:
-                    self._handle(event)
-                except Exception:  # a bug in one handler must not take the whole server down
-                    log.exception("error handling %r", type(event).__name__)
-                    self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
-            if self.closed:
-                backlog.clear()
-            elif backlog and (time.perf_counter() >= stop or self.broker.commit_wanted()):
-                self._after_events()
-                if not self._input_paused:
-                    self._input_paused = True
-                    # a violation in the same input is answered after these events, not at the next flush
-                    self.connection.defer_violations = True
-                    if self.pause_input is not None:
-                        self.pause_input(True)
-                self.call_later(0, self._continue_backlog)
-                return
-        self._after_events()
-        if self._input_paused:
-            self._input_paused = False
-            self.connection.defer_violations = False
-            if self.pause_input is not None:
-                self.pause_input(False)
-        self._answer_violations()
+        if backlog.step(Budget(self.slices.dispatch_s, slices=self.slices, commit_wanted=self.broker.commit_wanted)):
+            return
+        self._backlog_scheduled = True
+        self.jobs.start(backlog, commit=False, pause=self.pause_input)
 
-    def _decode_batch_slice(self, event: ev.MessageReceived) -> bool:
-        """Decode the next slice of the batch at the backlog's front, or, when it is decoded, hand it to
-        its sender link whole (and take it off the backlog). True when this step finished the decoding."""
-        decoder = self._decoding
-        if decoder is None or decoder.payload is not event.payload:
-            decoder = self._decoding = BatchDecoder(event.payload)
-        if not decoder.done:
-            return decoder.step(self.slices.batch_decode_items)  # the time is checked, then the next step or the send
-        self._backlog.popleft()
-        self._decoding = None
-        handler = event.link.context
-        if type(handler) is EntitySenderLink:  # still attached: the detach would come after it
-            handler.on_message(event, None if decoder.failed else decoder.messages)
-        return False
+    def backlog_handled(self) -> None:
+        """Every event of the backlog is handled (BacklogOwner): the connection is told, and violations
+        in the same input are answered now, after the deliveries before them."""
+        self._backlog_scheduled = False
+        if self.sends:  # stored and settled before the detach or end that refuses the rest
+            self.settle_sends(self.commit_window())
+        self._dispatch(self.connection.events_handled())
 
-    def _continue_backlog(self) -> None:
-        if self._backlog and not self.closed:
-            self._dispatch_backlog()
-        self.request_flush(self)  # commit, then write what the slice produced
-
-    def _after_events(self) -> None:
+    def after_events(self) -> None:
+        """What a slice of the backlog ends with (BacklogOwner): sends settled, woken receivers pumped."""
         if self.pump_pending:
             if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
                 self.settle_sends(self.commit_window())
@@ -446,7 +379,7 @@ class Gateway:
 
     def _close_all(self) -> None:
         self._backlog.clear()
-        self._decoding = None
+        self._backlog_scheduled = False
         if self.closed:
             return
         self.closed = True
@@ -474,9 +407,10 @@ class Gateway:
         self.request_flush(self)
 
     def pump_later(self, handler: PumpedLink) -> None:
-        """``handler`` used its slice: pump it again at the next loop iteration (not in this flush's
-        ``run_pending``, which would go on without yielding)."""
-        self.call_later(0, lambda: self.schedule_pump(handler))
+        """``handler`` used its slice: the rest of its pump is a job of the scheduler (its slices in turn
+        with other work, each followed by this connection's flush), not more of this flush's
+        ``run_pending``, which would go on without yielding."""
+        self.jobs.start(handler, commit=False)
 
     # ------------------------------------------------------------------ auth
     def _authenticate_plain(self, username: str, password: str) -> bool:

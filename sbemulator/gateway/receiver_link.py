@@ -18,6 +18,7 @@ from ..broker.api import GatewayBroker
 from ..broker.entity import EntityRef
 from ..broker.errors import BrokerError
 from ..model import ReceiveMode
+from ..scheduling import Budget
 from .addresses import dotnet_ticks, text_or_none
 from .context import GatewayContext, LinkHandler, refused
 from .deliveries import encode_delivery
@@ -146,7 +147,15 @@ class EntityReceiverLink(LinkHandler):
             return
         self.gateway.schedule_pump(self)
 
-    def pump(self) -> None:
+    def step(self, budget: Budget) -> bool:
+        """The rest of a pump that used its slice, as a job of the scheduler (``GatewayContext.pump_later``):
+        one more slice (ended by the budget too), then this connection's flush; done unless it used this
+        slice as well."""
+        self.pump(budget)
+        self.gateway.flush_soon()
+        return not self.continued
+
+    def pump(self, budget: Budget | None = None) -> None:
         self.continued = False
         if self.closed or self.waiting_for_session:
             return
@@ -194,7 +203,8 @@ class EntityReceiverLink(LinkHandler):
                     stop = now + slices.pump_s
                 # the slice also ends once the store wants a commit of the locks taken so far (the flush
                 # after this pump commits them; a durable commit's time grows with what it writes)
-                if (now >= stop or gateway.broker.commit_wanted()) and conn.can_send(link):
+                if (now >= stop or gateway.broker.commit_wanted() or (budget is not None and budget.time_spent())) \
+                        and conn.can_send(link):
                     self.continued = True  # a drain completes once the pump has used the credit it can
                     gateway.pump_later(self)
                     return

@@ -38,16 +38,25 @@ class JobDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handle: asyncio.Handle | None = None  # the next slice's (or commit's) callback
         self._waiters: dict[Job, list[asyncio.Future[None]]] = {}
+        # What each job holds while it is scheduled (a connection's reading, for its input in slices):
+        # called with False once the job is over, or the driver closes.
+        self._pauses: dict[Job, Callable[[bool], None]] = {}
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """The event loop the slices run on (the server's, once it starts); jobs started before wait for it."""
         self._loop = loop
         self._wake()
 
-    def start(self, job: Job, *, commit: bool = True) -> bool:
+    def start(self, job: Job, *, commit: bool = True, pause: Callable[[bool], None] | None = None) -> bool:
         """Schedule ``job`` (no-op, False, when it already is). ``commit=False`` for work that buffers
-        nothing to write (the store's folds, freeing a deleted entity's messages)."""
+        nothing to write (the store's folds, freeing a deleted entity's messages) or commits and writes
+        itself (a connection's flush: a receiver's pump, input in slices). ``pause``: called with True
+        now and with False once the job is over (a connection's reading, paused while its input waits
+        for its next slice)."""
         added = self.scheduler.add(job, commit=commit)
+        if added and pause is not None:
+            self._pauses[job] = pause
+            pause(True)
         self._wake()
         return added
 
@@ -72,6 +81,9 @@ class JobDriver:
             self._handle = None
         for job in self.scheduler.jobs():
             self.scheduler.remove(job)
+        pauses, self._pauses = self._pauses, {}
+        for pause in pauses.values():
+            pause(False)
         waiters, self._waiters = self._waiters, {}
         for futures in waiters.values():
             for future in futures:
@@ -116,6 +128,9 @@ class JobDriver:
     def _finish(self, turn: Turn, done: bool, spent: float, error: BaseException | None) -> None:
         self.scheduler.finished(turn, done, spent)
         if done:
+            pause = self._pauses.pop(turn.job, None)
+            if pause is not None:
+                pause(False)
             for future in self._waiters.pop(turn.job, ()):
                 if future.done():
                     continue

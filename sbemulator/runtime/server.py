@@ -75,6 +75,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             hold_output=self.hold_output,
             abort=self.abort,
             pause_input=self.pause_input,
+            jobs=self.server.jobs,
         )
         self.gateway.commit_window = self.server.commit_window
         self.gateway.settle_room = self.server.settle_room

@@ -13,8 +13,9 @@ per callback with a commit after each, is ``sbemulator.runtime.jobs``.
 May import nothing of the emulator's other layers: every layer may import it (tests/unit/test_import_structure.py).
 """
 
-from .jobs import Budget, Job, JobRunner, run_to_end
+from .jobs import Budget, InlineJobs, Job, JobRunner, JobStarter, run_to_end
 from .scheduler import Scheduler, Turn
 from .slices import DEFAULT_SLICES, Slices
 
-__all__ = ["DEFAULT_SLICES", "Budget", "Job", "JobRunner", "Scheduler", "Slices", "Turn", "run_to_end"]
+__all__ = ["DEFAULT_SLICES", "Budget", "InlineJobs", "Job", "JobRunner", "JobStarter", "Scheduler", "Slices", "Turn",
+           "run_to_end"]

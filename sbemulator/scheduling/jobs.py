@@ -61,6 +61,45 @@ class Job(Protocol):
         ...
 
 
+class JobStarter(Protocol):
+    """What schedules a job and returns at once (``runtime.jobs.JobDriver``); a connection's gateway is
+    given one for its receivers' pumps and its input handled in slices."""
+
+    def start(self, job: Job, *, commit: bool = True, pause: Callable[[bool], None] | None = None) -> bool:
+        """Schedule ``job`` (False, nothing changes, when it already is). ``commit``: a commit follows each
+        of its slices. ``pause``: called with True now and with False once the job is over, to hold what
+        feeds it meanwhile (a connection's reading)."""
+        ...
+
+
+class InlineJobs:
+    """A JobStarter that runs each job to its end at once, jobs started meanwhile after it (never nested):
+    for a gateway driven without a server (unit tests), where no event loop runs between slices."""
+
+    def __init__(self, slices: Slices = DEFAULT_SLICES) -> None:
+        self.slices = slices
+        self._queue: list[tuple[Job, Callable[[bool], None] | None]] = []
+        self._running = False
+
+    def start(self, job: Job, *, commit: bool = True, pause: Callable[[bool], None] | None = None) -> bool:
+        if any(queued is job for queued, _ in self._queue):
+            return False
+        if pause is not None:
+            pause(True)
+        self._queue.append((job, pause))
+        if not self._running:
+            self._running = True
+            try:
+                while self._queue:
+                    job, pause = self._queue.pop(0)
+                    run_to_end(job, self.slices)
+                    if pause is not None:
+                        pause(False)
+            finally:
+                self._running = False
+        return True
+
+
 class JobRunner(Protocol):
     """What runs jobs to their end with the event loop served between slices (``runtime.jobs.JobDriver``);
     the admin plane is given one."""
@@ -76,4 +115,4 @@ def run_to_end(job: Job, slices: Slices = DEFAULT_SLICES) -> None:
         pass
 
 
-__all__ = ["Budget", "Job", "JobRunner", "run_to_end"]
+__all__ = ["Budget", "InlineJobs", "Job", "JobRunner", "JobStarter", "run_to_end"]

@@ -41,6 +41,18 @@ class Slices:
     dispatch_s: float = 0.01
     # A large batch's messages decoded between two looks at the slice's time (~3 ms).
     batch_decode_items: int = 64
+    # A batch transfer (message-format 0x80013700) larger than this many bytes is decoded in slices:
+    # 256 KB of 100-byte messages is ~1,500 of them, 70-100 ms of decoding in one go.
+    batch_slice_bytes: int = 32 * 1024
+    # A disposition over more delivery ids than this becomes one range event that the gateway expands
+    # ``dispatch_events`` at a time (a client can abandon 100,000 deliveries with one frame), and the
+    # frames after it are held, up to ``hold_bytes`` (the reading is paused meanwhile), until it is
+    # expanded; past that bound they are handled at once and the range is worked out whole.
+    range_events: int = 256
+    hold_bytes: int = 1 << 20
+    # Paged-out messages read from the store in one range scan, however large the window (broker/
+    # available.py): one read of 1,000 holds the event loop for a few milliseconds.
+    page_in_rows: int = 1000
     # The broker's timers (broker/timers.py, broker/flow.py): the locks a closing session receiver returns
     # per timer, the message heap's entries one compaction slice looks at, and the stale entries
     # next_deadline drops per call (4,096 pops from a heap of 100,000 took 10-15 ms).
@@ -53,8 +65,8 @@ class Slices:
             raise ValueError(f"Slice times must be non-negative (the timer wait positive): {self!r}")
         if self.slice_min_s > self.slice_s:
             raise ValueError(f"slice_min_s ({self.slice_min_s}) is larger than slice_s ({self.slice_s})")
-        for name in ("purge_items", "pump_take", "dispatch_events", "batch_decode_items", "return_locks",
-                     "compact_chunk", "stale_pops"):
+        for name in ("purge_items", "pump_take", "dispatch_events", "batch_decode_items", "batch_slice_bytes",
+                     "range_events", "hold_bytes", "page_in_rows", "return_locks", "compact_chunk", "stale_pops"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.pump_s < 0 or self.dispatch_s < 0:

@@ -30,6 +30,7 @@ from sbemulator.amqp.performatives import (
     Transfer,
 )
 from sbemulator.amqp.types import Symbol, UInt
+from sbemulator.scheduling import DEFAULT_SLICES, Slices
 
 from .test_amqp_connection_peer import Frame, Peer
 
@@ -782,17 +783,18 @@ def test_frames_after_a_range_disposition_wait_until_the_range_is_expanded_then_
     # sent after it; the detach that follows (2.7.7) must not be handled first, nor the range worked
     # out whole at once because of it (the stall issue #19 measures)
     peer = Peer()
-    count = 3 * peer.conn.RANGE_EVENTS
+    count = 3 * DEFAULT_SLICES.range_events
     link, ids = _link_with_unsettled(peer, count)
     events = peer.send(build_frame(0, Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[-1]), True, Accepted()))
                        + build_frame(0, Detach(UInt(1), True)))
     [rng] = events
-    assert isinstance(rng, ev.DeliveryRangeStateChanged) and rng.resolved_ids is None  # not worked out whole
+    assert isinstance(rng, ev.DeliveryRangeStateChanged)
+    assert peer.conn.range_resolved(rng) is None  # not worked out whole
     assert not peer.conn.held_input  # the detach waits for the range
     assert not any(isinstance(f.body, Detach) for f in peer.frames())
     expanded: list[ev.DeliveryStateChanged] = []
-    while not rng.done:
-        expanded += peer.conn.expand_range(rng, peer.conn.RANGE_EVENTS)
+    while not peer.conn.range_done(rng):
+        expanded += peer.conn.expand_range(rng, DEFAULT_SLICES.range_events)
     assert [e.delivery_id for e in expanded] == ids and [e.context for e in expanded] == list(range(count))
     assert all(e.settled and isinstance(e.state, Accepted) and e.link is link for e in expanded)
     assert peer.conn.held_input
@@ -804,13 +806,13 @@ def test_frames_after_a_range_disposition_wait_until_the_range_is_expanded_then_
 
 def test_input_arriving_while_a_range_waits_is_handled_after_the_held_frames() -> None:
     peer = Peer()
-    _link, ids = _link_with_unsettled(peer, 2 * peer.conn.RANGE_EVENTS)
+    _link, ids = _link_with_unsettled(peer, 2 * DEFAULT_SLICES.range_events)
     few = 10  # the second disposition short: events of its own, after every one of the range's
     peer.send(build_frame(0, Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[-1]), False, Accepted()))
               + build_frame(0, Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[few]), True, Accepted())))
     assert peer.send(build_frame(0, Detach(UInt(1), True))) == []  # behind the two dispositions
     [rng] = [e for e in peer.events if isinstance(e, ev.DeliveryRangeStateChanged)]
-    while not rng.done:
+    while not peer.conn.range_done(rng):
         assert all(not e.settled for e in peer.conn.expand_range(rng, 100))
     events = peer.send(b"")
     settled = [e for e in events if isinstance(e, ev.DeliveryStateChanged)]
@@ -819,16 +821,15 @@ def test_input_arriving_while_a_range_waits_is_handled_after_the_held_frames() -
 
 
 def test_a_range_followed_by_more_than_the_hold_bound_is_worked_out_whole_and_nothing_waits() -> None:
-    peer = Peer()
-    peer.conn.HOLD_BYTES = 8  # the bound made tiny: the detach does not fit
-    _link, ids = _link_with_unsettled(peer, 2 * peer.conn.RANGE_EVENTS)
+    peer = Peer(slices=Slices(hold_bytes=8))  # the bound made tiny: the detach does not fit
+    _link, ids = _link_with_unsettled(peer, 2 * DEFAULT_SLICES.range_events)
     events = peer.send(build_frame(0, Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[-1]), True, Accepted()))
                        + build_frame(0, Detach(UInt(1), True, None)) + build_frame(0, Flow(
                            UInt(0), UInt(5000), UInt(0), UInt(5000), UInt(9), UInt(0), UInt(1))))
     rng = events[0]
-    assert isinstance(rng, ev.DeliveryRangeStateChanged) and rng.resolved_ids == ids
+    assert isinstance(rng, ev.DeliveryRangeStateChanged) and peer.conn.range_resolved(rng) == ids
     assert isinstance(events[1], ev.LinkDetached)
     expanded = []
-    while not rng.done:
+    while not peer.conn.range_done(rng):
         expanded += peer.conn.expand_range(rng, 256)
     assert [e.delivery_id for e in expanded] == ids and not peer.conn.held_input

@@ -4,6 +4,7 @@ the bodies from the store (broker/paging.py): the broker over a real SQLite stor
 from __future__ import annotations
 
 from sbemulator.broker import MessageState, ReceiveMode
+from sbemulator.scheduling import DEFAULT_SLICES, Slices
 from sbemulator.store import SqliteStore
 from sbemulator.store import sqlite as sqlite_store
 from tests.fixtures.broker import FakeClock, bodies, make_broker, msg, receiver
@@ -13,8 +14,8 @@ TOPICS = [{"Name": "t", "Subscriptions": [{"Name": "s"}]}]
 WINDOW = 2
 
 
-def open_broker(path, clock, window: int = WINDOW):
-    return make_broker(QUEUES, TOPICS, clock=clock, store=SqliteStore(path, page_window=window))[0]
+def open_broker(path, clock, window: int = WINDOW, slices: Slices = DEFAULT_SLICES):
+    return make_broker(QUEUES, TOPICS, clock=clock, store=SqliteStore(path, page_window=window), slices=slices)[0]
 
 
 def _entity(b, path):
@@ -178,13 +179,10 @@ def test_window_zero_keeps_every_message_in_memory(tmp_path):
     b.close()
 
 
-def test_a_window_larger_than_one_read_pages_in_a_read_at_a_time_and_keeps_the_order(tmp_path, monkeypatch):
-    """However large the window, one page-in reads at most PAGE_IN_BATCH rows (one read holds the event
-    loop); the next read comes when those are taken, before any newer message in memory."""
-    from sbemulator.broker import available
-
-    monkeypatch.setattr(available, "PAGE_IN_BATCH", 2)
-    b = open_broker(tmp_path / "sb.db", FakeClock(), window=4)
+def test_a_window_larger_than_one_read_pages_in_a_read_at_a_time_and_keeps_the_order(tmp_path):
+    """However large the window, one page-in reads at most Slices.page_in_rows rows (one read holds the
+    event loop); the next read comes when those are taken, before any newer message in memory."""
+    b = open_broker(tmp_path / "sb.db", FakeClock(), window=4, slices=Slices(page_in_rows=2))
     _send(b, "q", 12)
     ent = _entity(b, "q")
     assert len(ent.messages) == 4 and len(ent.cold) == 8

@@ -137,7 +137,7 @@ def _layer(module: str) -> str:
 # descriptions, auth, model and tracked, the collector-friendly dict). Read as "may depend on".
 ALLOWED = {
     "scheduling": set(),  # the cooperative scheduler's core (jobs, budgets, slice settings): below every layer
-    "amqp": set(),
+    "amqp": {"scheduling"},  # its slice settings only (Slices: range and batch thresholds, the hold bound)
     "filters": {"amqp"},  # the rule language: message values are AMQP's (filters compare amqp.types)
     # the store is the Store Protocol, for types
     "broker": {"amqp", "filters", "scheduling"},
