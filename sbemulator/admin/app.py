@@ -338,17 +338,7 @@ class AdminApp:
         rest = seg[8:]
         method = request.method
         if not rest:
-            if method == "PUT":
-                data = arm.parse_body(request.body)
-                state = self._arm_namespaces.setdefault(ns_name.lower(), {"created": self.clock()})
-                state.update(location=data.get("location"), sku=data.get("sku"), tags=data.get("tags"),
-                             properties=data.get("properties") or {}, updated=self.clock())
-                return self._json(200, self._arm_namespace(ns_id, ns_name))
-            if method == "GET":
-                return self._json(200, self._arm_namespace(ns_id, ns_name))
-            if method == "DELETE":
-                raise BadRequest("The emulator's namespace cannot be deleted; use POST /$admin/reset.")
-            raise MethodNotAllowed(f"{method} is not supported on a namespace.")
+            return self._arm_namespace_request(method, request.body, ns_id, ns_name)
         location = (self._arm_namespaces.get(ns_name.lower()) or {}).get("location")
         kind_word = rest[0].lower()
         if kind_word == "queues" or (kind_word == "topics" and len(rest) <= 2):
@@ -382,11 +372,29 @@ class AdminApp:
                      for r in self.ns.list_rules(topic, sub)]
             return self._json(200, {"value": items})
         rule_name = rest[5]
-        rid = f"{rules_base}/{rule_name}"
+        return self._arm_rule(method, request.body, topic, sub, rule_name, f"{rules_base}/{rule_name}", location)
+
+    def _arm_namespace_request(self, method: str, body: bytes, ns_id: str, ns_name: str) -> Response:
+        """A namespace resource: PUT keeps what ARM was told (location, SKU, tags), GET answers it."""
+        if method == "PUT":
+            data = arm.parse_body(body)
+            state = self._arm_namespaces.setdefault(ns_name.lower(), {"created": self.clock()})
+            state.update(location=data.get("location"), sku=data.get("sku"), tags=data.get("tags"),
+                         properties=data.get("properties") or {}, updated=self.clock())
+            return self._json(200, self._arm_namespace(ns_id, ns_name))
+        if method == "GET":
+            return self._json(200, self._arm_namespace(ns_id, ns_name))
+        if method == "DELETE":
+            raise BadRequest("The emulator's namespace cannot be deleted; use POST /$admin/reset.")
+        raise MethodNotAllowed(f"{method} is not supported on a namespace.")
+
+    def _arm_rule(self, method: str, body: bytes, topic: str, sub: str, rule_name: str, rid: str,
+                  location: Any) -> Response:
+        """A subscription rule resource: GET, PUT (create or replace), DELETE (204 when there is none)."""
         if method == "GET":
             return self._json(200, arm.rule_resource(self.ns.get_rule(topic, sub, rule_name), rid, location))
         if method == "PUT":
-            rule = arm.rule_config(request.body, rule_name)
+            rule = arm.rule_config(body, rule_name)
             info, _ = self.ns.put_rule(topic, sub, rule, mode="upsert", replace_implicit_default=True)
             return self._json(200, arm.rule_resource(info, rid, location))
         if method == "DELETE":

@@ -39,6 +39,7 @@ from sbemulator.broker.errors import (
     QuotaExceededError,
     RuleError,
 )
+from sbemulator.broker.unit_of_work import apply_stored
 from sbemulator.broker.views import EntityView
 from sbemulator.config import (
     QueueConfig,
@@ -221,20 +222,7 @@ class Namespace:
         ``QuotaExceededError`` in JavaScript, ``ServiceBusFailureReason.QuotaExceeded`` in .NET), 503
         ``ServerBusy`` for another write error (``ServerBusyError``, ``ServiceBusy``; retried by the
         SDKs' HTTP pipelines). An error ``apply`` raises takes back what it did too."""
-        failure = self.commit()
-        if failure is not None:
-            raise store_refusal(failure)
-        self.broker.begin_change()
-        try:
-            result = apply()
-        except BaseException:
-            self.broker.end_change(False)
-            raise
-        failure = self.commit()
-        if failure is not None:
-            self.broker.end_change(False)
-            raise store_refusal(failure)
-        self.broker.end_change(True)
+        result = apply_stored(self.broker, self.commit, lambda _work: apply(), store_refusal)
         self.commit()  # the locks of the receivers it ended (written with a later commit if this one fails)
         return result
 

@@ -235,23 +235,9 @@ class Console:
             return self._json(200, {**clock_body(self.controls.clock), "canAdvance": self.controls.advance is not None})
         if name == "clock-advance":
             _only(method, "POST")
-            seconds = _json_body(request).get("seconds")
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
-                raise BadRequest("'seconds' must be a number of seconds, zero or more.")
-            if self.controls.advance is None:
-                raise AdminError("The emulator runs on real time: start it with --clock manual to move its time.",
-                                 409, "Conflict")
-            self.controls.advance(float(seconds))
-            log.info("console clock advanced %.3f s by %s", seconds, session.key_name)
-            return self._json(200, {**clock_body(self.controls.clock), "canAdvance": True})
+            return self._clock_advance(request, session.key_name)
         if name == "faults" or name.startswith("faults/"):
-            # The admin API's own handler (control.py): the same rules, checks and answers.
-            if method not in ("GET", "HEAD"):
-                _json_body(request)  # a JSON body, as every console change sends
-            response = handle_faults(self.controls, request, [p for p in name.split("/")[1:] if p])
-            if method != "GET" and response.status < 300:
-                log.info("console faults %s %s by %s", method, name, session.key_name)
-            return response
+            return self._faults(request, name, session.key_name)
         if name == "snapshot":
             if method == "POST":  # the file as the body: replaces the namespace (admin/snapshots.py)
                 response = import_response(self.controls, request)
@@ -264,42 +250,71 @@ class Console:
             return self._json(200, self.data.schema(_required(q, "kind")))
         if name == "body":
             _only(method, "GET")
-            data, content_type, filename = self.data.body(_required(q, "path"), q.get("subqueue", "active"),
-                                                          _int(q, "seq", 0))
-            # Always a download, never rendered: the body is untrusted (and the CSP would apply anyway).
-            return Response(200, data, "application/octet-stream", [
-                ("Content-Disposition", f'attachment; filename="{_safe_filename(filename)}"'),
-                ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-store"),
-                ("X-Message-Content-Type", _safe_header(content_type or ""))])
+            return self._body(q)
         if name in ENTITY_CHANGES:
             return self._change(request, name, session.key_name)
         if name in ("send", "resubmit", "purge"):
             _only(method, "POST")
-            body = _json_body(request)
-            path = str(body.get("path") or "")
-            if not path:
-                raise BadRequest("The request needs the entity 'path'.")
-            if name == "send":
-                result = self.data.send(path, body)
-            elif name == "resubmit":
-                numbers = None if body.get("all") is True else body.get("sequenceNumbers")
-                if numbers is not None and (not isinstance(numbers, list) or not numbers
-                                            or not all(isinstance(n, int) for n in numbers)):
-                    raise BadRequest("Give 'sequenceNumbers' (a non-empty list of integers) or 'all': true.")
-                result = self.data.resubmit(path, numbers)
-            else:  # the messages leave the entity now, and are dropped in slices before the answer
-                job = self.data.begin_purge(path, str(body.get("subQueue") or "all"))
-                key_name = session.key_name
-
-                async def purged() -> Response:
-                    done = {"purged": await self.data.ns.run(job)}
-                    log.info("console purge on %s by %s: %s", path, key_name, done)
-                    return self._json(200, done)
-
-                return Pending(purged)
-            log.info("console %s on %s by %s: %s", name, path, session.key_name, result)
-            return self._json(200, result)
+            return self._message_action(request, name, session.key_name)
         raise NotFound(f"No console API '{name}'.")
+
+    def _clock_advance(self, request: Request, key_name: str) -> Response:
+        """Move a manual clock (docs/emulator.md, "A clock you control"); 409 on real time."""
+        seconds = _json_body(request).get("seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+            raise BadRequest("'seconds' must be a number of seconds, zero or more.")
+        if self.controls.advance is None:
+            raise AdminError("The emulator runs on real time: start it with --clock manual to move its time.",
+                             409, "Conflict")
+        self.controls.advance(float(seconds))
+        log.info("console clock advanced %.3f s by %s", seconds, key_name)
+        return self._json(200, {**clock_body(self.controls.clock), "canAdvance": True})
+
+    def _faults(self, request: Request, name: str, key_name: str) -> Response:
+        """The admin API's own handler (control.py): the same rules, checks and answers."""
+        method = request.method
+        if method not in ("GET", "HEAD"):
+            _json_body(request)  # a JSON body, as every console change sends
+        response = handle_faults(self.controls, request, [p for p in name.split("/")[1:] if p])
+        if method != "GET" and response.status < 300:
+            log.info("console faults %s %s by %s", method, name, key_name)
+        return response
+
+    def _body(self, q: dict[str, str]) -> Response:
+        """A message's body as a download."""
+        data, content_type, filename = self.data.body(_required(q, "path"), q.get("subqueue", "active"),
+                                                      _int(q, "seq", 0))
+        # Always a download, never rendered: the body is untrusted (and the CSP would apply anyway).
+        return Response(200, data, "application/octet-stream", [
+            ("Content-Disposition", f'attachment; filename="{_safe_filename(filename)}"'),
+            ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-store"),
+            ("X-Message-Content-Type", _safe_header(content_type or ""))])
+
+    def _message_action(self, request: Request, name: str, key_name: str) -> Response | Pending:
+        """Send, resubmit (from the dead-letter queue) or purge: POST with the entity's 'path'."""
+        body = _json_body(request)
+        path = str(body.get("path") or "")
+        if not path:
+            raise BadRequest("The request needs the entity 'path'.")
+        if name == "send":
+            result = self.data.send(path, body)
+        elif name == "resubmit":
+            numbers = None if body.get("all") is True else body.get("sequenceNumbers")
+            if numbers is not None and (not isinstance(numbers, list) or not numbers
+                                        or not all(isinstance(n, int) for n in numbers)):
+                raise BadRequest("Give 'sequenceNumbers' (a non-empty list of integers) or 'all': true.")
+            result = self.data.resubmit(path, numbers)
+        else:  # the messages leave the entity now, and are dropped in slices before the answer
+            job = self.data.begin_purge(path, str(body.get("subQueue") or "all"))
+
+            async def purged() -> Response:
+                done = {"purged": await self.data.ns.run(job)}
+                log.info("console purge on %s by %s: %s", path, key_name, done)
+                return self._json(200, done)
+
+            return Pending(purged)
+        log.info("console %s on %s by %s: %s", name, path, key_name, result)
+        return self._json(200, result)
 
     def _change(self, request: Request, name: str, key_name: str) -> Response:
         """Receive, settle and the entity and rule changes: POST with a JSON body, logged like a send."""

@@ -5,8 +5,11 @@ types checked on decoding), ``framing`` (protocol headers, the frame header and 
 ``hotframes`` (the per-message frames written and read without the generic codec), ``states`` (the
 connection, session and link state tables), ``windows`` (session windows and link credit),
 ``endpoints`` (sessions and links), ``events`` (what the application is told), ``errors`` (conditions),
-``connection`` (the state machine that ties them together), ``message`` (message sections) and
-``transactions`` (the coordinator and transaction types of part 4).
+``connection`` (the state machine that ties them together, with its parts ``link_endpoints``,
+``flow_control`` and ``transfers``), ``message`` (message sections) and ``transactions`` (the coordinator
+and transaction types of part 4).
 
-May import: the standard library only. Must not import anything else of ``sbemulator``.
+May import: the standard library, and ``sbemulator.scheduling`` for its ``Slices`` (when a disposition's
+range or a batch is worked in slices, how much input waits behind one). Must not import anything else of
+``sbemulator``.
 """

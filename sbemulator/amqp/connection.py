@@ -111,13 +111,17 @@ SEND_DETACH, SEND_END, SEND_CLOSE = Input.SEND_DETACH, Input.SEND_END, Input.SEN
 
 
 class Phase(IntEnum):
-    """Where the connection is before its open (spec 2.2 and 5.1): which protocol header or frame is due."""
+    """The connection's life cycle (spec 2.2 and 5.1): which protocol header or frame is due before its
+    open, then open (its state pair, ``Connection.state``, governs the frames), then over. Every fact of
+    the life cycle is the phase or the pair: ``Connection.closed`` is the phase's (set with it, in one
+    place), and whether our close frame went out is the pair's local end."""
 
     HEADER = 0  # the first protocol header (SASL, or AMQP when SASL is not required)
     SASL = 1  # sasl-mechanisms sent, sasl-init due
     AMQP_HEADER = 2  # sasl-outcome sent, the AMQP protocol header due
     OPEN = 3  # headers exchanged, the open frame due
     OPENED = 4  # the connection's state pair (``Connection.state``) governs from here on
+    CLOSED = 5  # over for us (closed either way, refused at its header or SASL, or lost): nothing more is read
 
 
 # Every performative a peer may send after open: the input it is to the state tables.
@@ -216,8 +220,9 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
         # (a plain list, read once per input by the gateway: non-empty means there is something to answer).
         self.violations: list[Link | Session] = []
         self._windows_used = False  # a transfer arrived since the windows were last checked
-        self.closed = False  # the connection is over for us: nothing more is read or produced
-        self.close_sent = False
+        # The connection is over for us (Phase.CLOSED): nothing more is read or produced. Only _set_phase
+        # writes it: an attribute read once per delivery, kept equal to the phase rather than derived.
+        self.closed = False
         self.sasl_username: str | None = None
         now = clock()
         self._last_received = now
@@ -303,7 +308,7 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
         """The socket went away without a close frame: report every link and session as gone."""
         if self.closed:
             return []
-        self.closed = True
+        self._set_phase(Phase.CLOSED)
         for session in list(self.sessions_by_channel.values()):
             self._drop_session(session, None)
         self._events.append(ConnectionClosed(error(CONNECTION_FORCED, "connection lost"), True))
@@ -401,12 +406,7 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
                     try:
                         delivery_id = hotframes.sdk_complete_id(frame)
                         if delivery_id is not None:  # the SDK's complete of one delivery: one per message
-                            # The session check inline when the table leaves the session as it is
-                            # (the common case); any other case takes _enter_session's full path.
-                            session = self.sessions_by_remote.get(channel)
-                            if (session is None or session.failure is not None
-                                    or session.state.next[RECV_DISPOSITION] is not session.state):
-                                session = self._enter_session(channel, RECV_DISPOSITION)
+                            session = self._enter_session(channel, RECV_DISPOSITION)  # every frame's check
                             if session is not None:
                                 self._peer_disposed(session, delivery_id, delivery_id, False, _ACCEPTED)
                             continue
@@ -527,13 +527,14 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
             return
         # Spec 2.2: answer with the header we do support, then close the socket.
         self._out += SASL_HEADER if self.phase is Phase.HEADER else AMQP_HEADER
-        self.closed = True
+        self._set_phase(Phase.CLOSED)
         self._events.append(
             ConnectionClosed(error(DECODE_ERROR, f"unsupported protocol header {header!r}"), False)
         )
 
     def _set_phase(self, phase: Phase) -> None:
         self.phase = phase
+        self.closed = phase is Phase.CLOSED
         reader = self._reader
         reader.expect_header = phase is Phase.HEADER or phase is Phase.AMQP_HEADER
         reader.opened = phase is Phase.OPENED
@@ -576,7 +577,7 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
         if ok:
             self._set_phase(Phase.AMQP_HEADER)
         else:
-            self.closed = True
+            self._set_phase(Phase.CLOSED)
             self._events.append(ConnectionClosed(error("amqp:unauthorized-access", "SASL failed"), False))
 
     # ------------------------------------------------------------------ connection
@@ -616,13 +617,12 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
             self._drop_session(session, None)
         if self._send_step(self, SEND_CLOSE):  # type: ignore[arg-type]
             self._send(0, Close())
-            self.close_sent = True
-        self.closed = True
+        self._set_phase(Phase.CLOSED)
         self._events.append(ConnectionClosed(close.error, True))
 
     def close(self, condition: str | None = None, description: str | None = None) -> None:
         """Close the connection (with an error when ``condition`` is given)."""
-        if self.closed or self.close_sent:
+        if self.closed:
             return
         err = error(condition, description) if condition else None
         for session in list(self.sessions_by_channel.values()):
@@ -632,8 +632,7 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
         if (self.phase is Phase.OPEN or self.phase is Phase.OPENED) and self._send_step(
                 self, SEND_CLOSE):  # type: ignore[arg-type]
             self._send(0, Close(err))
-        self.close_sent = True
-        self.closed = True
+        self._set_phase(Phase.CLOSED)
         self._events.append(ConnectionClosed(err, False))
 
     def _fail(self, condition: str, description: str) -> None:

@@ -1,7 +1,8 @@
 """The message broker (no I/O, no asyncio): entities, messages, locks, sessions, timers, rules.
 
 ``core.Broker`` is the facade over the components (``topology``, ``flow``, ``sessions``,
-``settlement``, ``timers``, ``wakeups``, ``inspection``; see :mod:`sbemulator.broker.core`), and
+``settlement``, ``timers``, ``wakeups``, ``inspection``; see :mod:`sbemulator.broker.core`),
+``unit_of_work`` what a change the store must keep is taken back with when it cannot, and
 ``api`` is what the rest of the emulator may call: each client its own interface (``GatewayBroker``,
 ``AdminBroker``, ``RuntimeBroker``), ``BrokerAPI`` all of them. The rule language is :mod:`sbemulator.filters`.
 

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from ..model import IncomingMessage
 from .errors import BrokerError, InvalidOperationError
+from .unit_of_work import UnitOfWork
 
 # AMQP 1.0 part 4.5.8 (transaction-error conditions).
 UNKNOWN_ID = "amqp:transaction:unknown-id"
@@ -98,23 +99,6 @@ class StagedSettlement(Protocol):
 
 
 @dataclass(slots=True)
-class Applied:
-    """What a commit applied, in order, so that all of it can be taken back when the store cannot write
-    it: its sends withdrawn (never delivered nor written later), its settlements and session state as
-    before the commit, the messages it settled locked by their receivers again."""
-
-    sends: list[tuple[str, list[IncomingMessage]]] = field(default_factory=list)
-    undo: list[Callable[[], None]] = field(default_factory=list)
-
-    def take_back(self) -> None:
-        """Newest first. Before anything else runs (the caller then rolls the store's buffer back)."""
-        for undo in reversed(self.undo):
-            undo()
-        self.undo.clear()
-        self.sends.clear()
-
-
-@dataclass(slots=True)
 class _Send:
     path: str
     messages: list[IncomingMessage]
@@ -157,24 +141,24 @@ class TransactionCoordinator:
         self._open[txn_id] = Transaction(txn_id, self.clock())
         return txn_id
 
-    def discharge(self, txn_id: bytes, fail: bool) -> Applied:
+    def discharge(self, txn_id: bytes, fail: bool, work: UnitOfWork | None = None) -> None:
         """Commit (``fail`` false) or roll back. Raises for an unknown id (also one discharged
         before), a timed-out transaction, and a commit that found an operation it cannot apply (the
-        transaction is then rolled back). Returns what a commit applied, which the caller takes back
-        (:meth:`Applied.take_back`) if the store cannot write it: all or nothing, in memory too."""
+        transaction is then rolled back). What a commit applied is registered on ``work``, which takes it
+        back (unit_of_work.apply_stored) if the store cannot write it: all or nothing, in memory too."""
         self.expire()
         txn = self._open.pop(txn_id, None)
         if txn is None:
             if txn_id in self._timed_out:
                 self._timed_out.discard(txn_id)
                 if fail:
-                    return Applied()  # rolling back what the timeout rolled back already
+                    return  # rolling back what the timeout rolled back already
                 raise TransactionTimeoutError(
                     f"The transaction timed out after {self.timeout_s:g} seconds and was rolled back."
                 )
             raise TransactionUnknownError("Transaction hasn't been declared yet, or has already been discharged.")
         if fail:
-            return Applied()
+            return
         if txn.refused is not None:
             raise TransactionRollbackError(
                 "The transaction was rolled back: an operation in it was refused: "
@@ -190,21 +174,19 @@ class TransactionCoordinator:
             raise TransactionRollbackError(
                 f"The transaction was rolled back: {exc.description or exc}", ROLLBACK
             ) from exc
-        applied = Applied()
+        work = work if work is not None else UnitOfWork()
         broker = self.broker
         try:
             for op in txn.operations:
                 if isinstance(op, _Send):
                     broker.send(op.path, op.messages)
-                    applied.sends.append((op.path, op.messages))
-                    applied.undo.append(lambda op=op: broker.withdraw(op.path, op.messages))  # type: ignore[misc]
+                    work.on_take_back(lambda op=op: broker.withdraw(op.path, op.messages))  # type: ignore[misc]
                 else:
-                    applied.undo.append(op.undo_point())
+                    work.on_take_back(op.undo_point())
                     op.apply()
         except BaseException:
-            applied.take_back()  # checked above, so not expected: still nothing half applied
+            work.take_back()  # checked above, so not expected: still nothing half applied
             raise
-        return applied
 
     def rollback_all(self) -> None:
         """The connection (or its coordinator link) is gone: every open transaction is rolled back
@@ -302,7 +284,6 @@ __all__ = [
     "ROLLBACK",
     "TIMEOUT",
     "UNKNOWN_ID",
-    "Applied",
     "StagedSettlement",
     "Transaction",
     "TransactionCoordinator",

@@ -6,10 +6,12 @@ behind the typed ``GatewayContext`` seam (``context``): the ``$cbs`` and ``<enti
 request/reply pairs (``request_links``, with ``cbs``, ``management`` and the rule descriptions of
 ``rules_codec``), entity senders (``sender_link``), entity receivers (``receiver_link``) and the
 transaction coordinator (``coordinator_link``); ``attach`` routes a new link to its room by a table,
-``deliveries`` translates between transfers and broker messages. No socket lives here;
+``deliveries`` translates between transfers and broker messages; ``backlog`` handles input that stands
+for much work (a range disposition, a large batch) as a job of the namespace's scheduler. No socket lives here;
 ``sbemulator.runtime`` feeds it bytes.
 
-May import: ``sbemulator.amqp``, ``sbemulator.broker``, ``sbemulator.auth``, ``sbemulator.config``.
+May import: ``sbemulator.amqp``, ``sbemulator.broker``, ``sbemulator.scheduling``, ``sbemulator.auth``,
+``sbemulator.config``.
 Must not import: ``sbemulator.runtime``, ``sbemulator.admin``.
 """
 

@@ -11,6 +11,7 @@ from ..amqp.message import MessageDecodeError, parse_message
 from ..amqp.performatives import Accepted, Rejected, error, from_described
 from ..amqp.transactions import Declare, Declared, Discharge
 from ..broker.errors import BrokerError
+from ..broker.unit_of_work import apply_stored
 from .context import GatewayContext, LinkHandler, top_up
 
 
@@ -63,19 +64,8 @@ class CoordinatorLink(LinkHandler):
         if failure is not None:
             transactions.discharge(txn_id, True)
             raise failure
-        broker = gateway.broker
-        broker.begin_change()  # the store's savepoint: what the commit buffers is forgotten if refused
-        try:
-            applied = transactions.discharge(txn_id, False)
-        except BaseException:
-            broker.end_change(False)
-            raise
-        failure = gateway.commit_now() if applied.undo else None
-        if failure is not None:
-            applied.take_back()
-            broker.end_change(False)
-            raise failure
-        broker.end_change(True)
+        # one unit of work: what the commit buffers is forgotten, and what it did taken back, if refused
+        apply_stored(gateway.broker, gateway.commit_now, lambda work: transactions.discharge(txn_id, False, work))
 
     def on_detach(self) -> None:
         # AMQP 1.0 4.4.1: closing the coordinator link rolls back the transactions it declared.

@@ -26,6 +26,7 @@ from ..broker.errors import (
     ServerBusyError,
 )
 from ..broker.transactions import StagedSettlement
+from ..broker.unit_of_work import UnitOfWork, apply_stored
 from ..model import Outcome, ReceiveMode
 from .deliveries import encode_delivery, to_incoming
 from .rules_codec import RuleDescriptionError, rule_from_description, rule_to_description
@@ -360,22 +361,12 @@ class ManagementHandler:
         if self.commit is None:
             apply()
             return
-        failure = self.commit()
-        if failure is not None:
-            raise failure
-        self.broker.begin_change()
-        try:
-            apply()
-        except BaseException:
-            self.broker.end_change(False)
-            raise
-        failure = self.commit()
-        if failure is not None:
+        def change(work: UnitOfWork) -> None:
             if undo is not None:
-                undo()
-            self.broker.end_change(False)
-            raise failure
-        self.broker.end_change(True)
+                work.on_take_back(undo)
+            apply()
+
+        apply_stored(self.broker, self.commit, change)
 
     def _enumerate_rules(self, path: str, body: Any) -> MgmtReply:
         top = int(_field(body, "top", required=False) or 100)

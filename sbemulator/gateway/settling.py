@@ -21,6 +21,7 @@ from typing import Any
 from ..amqp.performatives import Modified, Rejected
 from ..broker.api import GatewayBroker
 from ..broker.errors import BrokerError, ServerBusyError
+from ..broker.unit_of_work import UnitOfWork, apply_stored
 
 
 def needs_row(outcome: Any) -> bool:
@@ -47,19 +48,8 @@ def settle_stored(broker: GatewayBroker, commit: Callable[[], BrokerError | None
     far is committed first (a store that cannot write refuses before anything changes), then the
     settlement is applied and committed; a commit that fails takes it back (the message locked by its
     receiver again, its buffered writes forgotten) and refuses it (:func:`refusal`)."""
-    failure = commit()
-    if failure is not None:
-        raise refusal(failure)
-    broker.begin_change()
-    try:
-        undo = broker.undo_point(path, [token])
+    def settle(work: UnitOfWork) -> None:
+        work.on_take_back(broker.undo_point(path, [token]))
         apply()
-    except BaseException:
-        broker.end_change(False)
-        raise
-    failure = commit()
-    if failure is not None:
-        undo()
-        broker.end_change(False)
-        raise refusal(failure)
-    broker.end_change(True)
+
+    apply_stored(broker, commit, settle, refusal)

@@ -12,7 +12,7 @@ import inspect
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..auth import DEFAULT_KEY_NAME
 from ..broker.clock import Clock, ManualClock, clock_mode, make_clock, to_datetime
@@ -36,6 +36,10 @@ from .namespaces import admin_connection_string, connection_string, generate_key
 from .server import AmqpServer
 from .snapshot import import_snapshot, read_snapshot
 from .websocket import WEBSOCKET_PATH, WebSocketListener
+
+if TYPE_CHECKING:
+    from ..admin import AdminServer
+    from ..broker.core import Broker
 
 __all__ = ["DEFAULT_DATA_DIR", "ConfigSource", "Emulator", "connection_string", "resolve_config", "resolve_namespaces"]
 
@@ -137,7 +141,7 @@ class Emulator:
         self.websocket_port: int | None = websocket_port
         self.websocket: WebSocketListener | None = None
         self.admin_port: int | None = admin_port
-        self.admin: Any = None
+        self.admin: AdminServer | None = None
         self.host = host
         self.key_name = DEFAULT_KEY_NAME
         self.key = sas_keys(self.config, sas_key)[DEFAULT_KEY_NAME]
@@ -146,9 +150,16 @@ class Emulator:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self.server: AmqpServer | None = None
-        self.broker: Any = None
+        self._broker: Broker | None = None
         self.port: int = port
         self._namespaces = NamespaceGroup()
+
+    @property
+    def broker(self) -> Broker:
+        """The first namespace's broker (for tests that look inside it); RuntimeError before ``start``."""
+        if self._broker is None:
+            raise RuntimeError("The emulator is not started: it has no broker yet.")
+        return self._broker
 
     @property
     def connection_string(self) -> str:
@@ -235,7 +246,7 @@ class Emulator:
             self._ready.set()
             loop.close()
             return
-        self.server, self.broker, self.admin, self.websocket = first.server, first.broker, first.admin, first.websocket
+        self.server, self._broker, self.admin, self.websocket = first.server, first.broker, first.admin, first.websocket
         self.port = first.port
         self.admin_port = first.admin_port
         self.websocket_port = None if first.websocket is None else first.websocket.port

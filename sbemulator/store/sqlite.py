@@ -517,92 +517,104 @@ class SqliteStore:
                 journal_full or bool(self._entity_ops) or journal.holds_any(messages)
             ):
                 self.fold_journal()
-            puts, datas, metas, dels = [], [], [], []
-            ids, pack = self._ids, _ENTRY.pack
-            last, base = None, 0  # the keys of one commit are mostly one container's: its id looked up once
-            for (entity, seq), (op, msg) in messages.items():
-                if entity != last:
-                    last = entity
-                    eid = ids.get(entity)
-                    if eid is None and op != _DEL:  # a deletion of what was never written needs no id
-                        eid = self._key(entity, 0) >> SEQ_BITS
-                    base = -1 if eid is None else eid << SEQ_BITS
-                if op == _DEL:
-                    if base >= 0:  # else nothing of it was ever written
-                        dels.append((base | seq,))
-                    continue
-                if base < 0:
-                    base = self._key(entity, 0)
-                assert msg is not None
-                expires = msg.expires_at_ms
-                entry = pack(seq, msg.delivery_count, msg.enqueued_time_ms, -1 if expires is None else expires,
-                             msg.size)
-                k = base | seq
-                if op == _PUT:
-                    puts.append((k, int(msg.state), entry))
-                    datas.append((k, encode_message(msg)))
-                else:
-                    metas.append((int(msg.state), entry, k))
-            db = self._db
-            db.execute("BEGIN")
-            try:
-                self._write_ids()
-                for sql, args in self._entity_ops:
-                    db.execute(sql, args)
-                if self._range_deletes:
-                    for sql in _SQL_DEL_RANGE:
-                        db.executemany(sql, self._range_deletes)
-                if dels:
-                    for sql in _SQL_DEL:
-                        db.executemany(sql, dels)
-                if puts:
-                    db.executemany(_SQL_PUT_INDEX, puts)
-                    db.executemany(_SQL_PUT_DATA, datas)
-                if metas:
-                    db.executemany(_SQL_META, metas)
-                if self._sequences:
-                    db.executemany(
-                        "INSERT INTO sequences(entity, last_seq) VALUES (?, ?) "
-                        "ON CONFLICT(entity) DO UPDATE SET last_seq = excluded.last_seq",
-                        list(self._sequences.items()),
-                    )
-                if self._sessions:
-                    sets = [(e, s, st) for (e, s), (st, _) in self._sessions.items() if st is not None]
-                    clears = [(e, s) for (e, s), (st, _) in self._sessions.items() if st is None]
-                    db.executemany(
-                        "INSERT OR REPLACE INTO session_state_times(entity, session_id, updated_ms) VALUES (?, ?, ?)",
-                        [(e, s, ms) for (e, s), (_, ms) in self._sessions.items()],
-                    )
-                    if clears:
-                        db.executemany("DELETE FROM session_states WHERE entity = ? AND session_id = ?", clears)
-                    if sets:
-                        db.executemany(
-                            "INSERT OR REPLACE INTO session_states(entity, session_id, state) VALUES (?, ?, ?)",
-                            sets,
-                        )
-                if self._duplicates:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO duplicates(entity, message_id, expires_ms) VALUES (?, ?, ?)",
-                        self._duplicates,
-                    )
-                db.execute("COMMIT")
-            except BaseException:
-                _roll_back(db)
-                raise
-            self._atomic = False
-            self._new_ids.clear()
-            self._messages.clear()
-            self._sequences.clear()
-            self._sessions.clear()
-            self._duplicates.clear()
-            self._entity_ops.clear()
-            self._range_deletes.clear()
-            self._range_rows = 0
-            if self._dropping:
-                self._dropped.extend(self._dropping)
-                self._dropping.clear()
+            self._write_transaction(*self._message_rows(messages))
+            self._written()
         except (sqlite3.Error, OSError) as exc:
             raise store_error(exc) from exc
+
+    def _message_rows(self, messages: dict) -> tuple[list, list, list, list]:
+        """The buffered messages as rows: (index puts, data puts, index updates, deletions)."""
+        puts, datas, metas, dels = [], [], [], []
+        ids, pack = self._ids, _ENTRY.pack
+        last, base = None, 0  # the keys of one commit are mostly one container's: its id looked up once
+        for (entity, seq), (op, msg) in messages.items():
+            if entity != last:
+                last = entity
+                eid = ids.get(entity)
+                if eid is None and op != _DEL:  # a deletion of what was never written needs no id
+                    eid = self._key(entity, 0) >> SEQ_BITS
+                base = -1 if eid is None else eid << SEQ_BITS
+            if op == _DEL:
+                if base >= 0:  # else nothing of it was ever written
+                    dels.append((base | seq,))
+                continue
+            if base < 0:
+                base = self._key(entity, 0)
+            assert msg is not None
+            expires = msg.expires_at_ms
+            entry = pack(seq, msg.delivery_count, msg.enqueued_time_ms, -1 if expires is None else expires,
+                         msg.size)
+            k = base | seq
+            if op == _PUT:
+                puts.append((k, int(msg.state), entry))
+                datas.append((k, encode_message(msg)))
+            else:
+                metas.append((int(msg.state), entry, k))
+        return puts, datas, metas, dels
+
+    def _write_transaction(self, puts: list, datas: list, metas: list, dels: list) -> None:
+        """Everything buffered in one SQLite transaction, rolled back whole when any of it fails."""
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            self._write_ids()
+            for sql, args in self._entity_ops:
+                db.execute(sql, args)
+            if self._range_deletes:
+                for sql in _SQL_DEL_RANGE:
+                    db.executemany(sql, self._range_deletes)
+            if dels:
+                for sql in _SQL_DEL:
+                    db.executemany(sql, dels)
+            if puts:
+                db.executemany(_SQL_PUT_INDEX, puts)
+                db.executemany(_SQL_PUT_DATA, datas)
+            if metas:
+                db.executemany(_SQL_META, metas)
+            if self._sequences:
+                db.executemany(
+                    "INSERT INTO sequences(entity, last_seq) VALUES (?, ?) "
+                    "ON CONFLICT(entity) DO UPDATE SET last_seq = excluded.last_seq",
+                    list(self._sequences.items()),
+                )
+            if self._sessions:
+                sets = [(e, s, st) for (e, s), (st, _) in self._sessions.items() if st is not None]
+                clears = [(e, s) for (e, s), (st, _) in self._sessions.items() if st is None]
+                db.executemany(
+                    "INSERT OR REPLACE INTO session_state_times(entity, session_id, updated_ms) VALUES (?, ?, ?)",
+                    [(e, s, ms) for (e, s), (_, ms) in self._sessions.items()],
+                )
+                if clears:
+                    db.executemany("DELETE FROM session_states WHERE entity = ? AND session_id = ?", clears)
+                if sets:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO session_states(entity, session_id, state) VALUES (?, ?, ?)",
+                        sets,
+                    )
+            if self._duplicates:
+                db.executemany(
+                    "INSERT OR REPLACE INTO duplicates(entity, message_id, expires_ms) VALUES (?, ?, ?)",
+                    self._duplicates,
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            _roll_back(db)
+            raise
+
+    def _written(self) -> None:
+        """The transaction is committed: the buffers it wrote are emptied."""
+        self._atomic = False
+        self._new_ids.clear()
+        self._messages.clear()
+        self._sequences.clear()
+        self._sessions.clear()
+        self._duplicates.clear()
+        self._entity_ops.clear()
+        self._range_deletes.clear()
+        self._range_rows = 0
+        if self._dropping:
+            self._dropped.extend(self._dropping)
+            self._dropping.clear()
 
     def _journal_deliveries(self, journal: DeliveryJournal, messages: dict, only_messages: bool) -> bool | None:
         """Write the buffered deletions and delivery-state updates (completions, abandons, deferrals,

@@ -94,3 +94,31 @@ def test_close_cancels_what_waits_and_runs_nothing_more() -> None:
         assert len(log) == done and 0 < done < 1000 and job not in driver
 
     asyncio.run(main())
+
+
+def test_a_job_started_with_a_pause_holds_it_until_its_last_slice_and_a_closing_driver_releases_it() -> None:
+    """A connection's input in slices (gateway/backlog.py): its reading is paused while the job waits for
+    its next slice, and resumed once the job is over (or the driver stops) - the driver's part of it."""
+    log: list[str] = []
+    pauses: list[bool] = []
+
+    async def main() -> None:
+        driver = JobDriver(lambda: log.append("commit"), slices=ONE_UNIT)
+        driver.bind(asyncio.get_running_loop())
+        job = Counted("j", 3, log)
+        assert driver.start(job, commit=False, pause=pauses.append)
+        assert pauses == [True]  # paused at once, before its first slice
+        assert not driver.start(job, commit=False, pause=pauses.append)  # scheduled already: paused once
+        for _ in range(50):
+            if job not in driver:
+                break
+            assert pauses == [True]  # still paused while slices remain
+            await asyncio.sleep(0)
+        assert job not in driver and log == ["j", "j", "j"]  # no commit: the job's own flush commits
+        assert pauses == [True, False]
+        held = Counted("h", 100, log)
+        driver.start(held, pause=pauses.append)
+        driver.close()
+        assert pauses == [True, False, True, False]  # released when the driver stops
+
+    asyncio.run(asyncio.wait_for(main(), 10))

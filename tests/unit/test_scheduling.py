@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbemulator.scheduling import Budget, Scheduler, Slices, run_to_end
+from sbemulator.scheduling import Budget, InlineJobs, Scheduler, Slices, run_to_end
 
 
 class Units:
@@ -166,3 +166,31 @@ def test_every_job_finishes_in_turns_within_its_budget(units: list[int], costs: 
         remaining[first] -= 1
         if first == second:
             assert all(left == 0 for name, left in remaining.items() if name != first)
+
+
+def test_inline_jobs_run_each_job_to_its_end_at_once_and_a_job_started_meanwhile_after_it() -> None:
+    """A gateway without a server (unit tests) runs its jobs inline: never nested, in the order started."""
+    log: list[str] = []
+    pauses: list[str] = []
+    jobs = InlineJobs()
+
+    class Inner:
+        def step(self, budget: Budget) -> bool:
+            log.extend(["inner", "inner"])
+            return True
+
+    class Starting:
+        def __init__(self) -> None:
+            self.started = False
+
+        def step(self, budget: Budget) -> bool:
+            log.append("outer")
+            if not self.started:
+                self.started = True
+                jobs.start(Inner(), pause=lambda paused: pauses.append(f"inner {paused}"))
+                log.append("outer goes on")
+            return True
+
+    assert jobs.start(Starting(), pause=lambda paused: pauses.append(f"outer {paused}"))
+    assert log == ["outer", "outer goes on", "inner", "inner"]
+    assert pauses == ["outer True", "inner True", "outer False", "inner False"]
