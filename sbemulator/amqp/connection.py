@@ -185,12 +185,15 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
         self._out = bytearray()
         self._events: list[Event] = []
         self._disposed = 0  # delivery ids the dispositions of the current read named (DISPOSED_PER_READ)
-        # Input in slices (h11's "paused"): the connection derives it, nobody else sets it. Set when a read's
+        # Input in slices (h11's "paused"): whether the events of the reads since the last ``events_handled``
+        # stand for so much work that the application handles them in slices (its reading paused
+        # meanwhile). The connection derives it, nobody else sets it (a plain attribute, read once per
+        # read by the application, rather than a property: a call saved per read). Set when a read's
         # events stand for much work (a DeliveryRangeStateChanged, a batch transfer of more than
         # Slices.batch_slice_bytes, more events than Slices.dispatch_events); it lasts until the application
         # says it has handled them all (``events_handled``), and meanwhile a flow-control violation in the
         # same input waits for them (``data_to_send`` does not answer it).
-        self._slices_open = False
+        self.wants_slices = False
         self._range_events = slices.range_events  # a disposition over more delivery ids: one range event
         self._batch_slice_bytes = slices.batch_slice_bytes
         self._many_events = slices.dispatch_events
@@ -250,19 +253,13 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
             self._fail(INTERNAL_ERROR, "The emulator failed to handle a frame; see its log.")
         events, self._events = self._events, []
         if len(events) > self._many_events:
-            self._slices_open = True
+            self.wants_slices = True
         return events
-
-    @property
-    def wants_slices(self) -> bool:
-        """Whether the events of the reads since the last ``events_handled`` stand for so much work that the
-        application handles them in slices (its reading paused meanwhile)."""
-        return self._slices_open
 
     def events_handled(self) -> list[Event]:
         """The application has handled every event it was given: violations wait no longer; answered now
         (the events of their detach or end are returned)."""
-        self._slices_open = False
+        self.wants_slices = False
         return self.answer_violations()
 
     def answer_violations(self) -> list[Event]:
@@ -295,7 +292,7 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
         """Bytes the server should write now (empties the buffer; the caller owns what it gets).
         While the application still handles, in slices, events that came before a violation
         (``wants_slices``), the violation waits for ``events_handled``."""
-        if self.violations and not self._slices_open:
+        if self.violations and not self.wants_slices:
             self._events += self.answer_violations()
         out = self._out
         if not out:

@@ -1,7 +1,7 @@
 """Sessions and links as the connection sees them: their state pairs and their flow-control numbers.
 
-Plain records; what may happen to them is in ``states`` (the transition tables), the arithmetic on
-their windows and credit in ``windows``, and what drives both in ``connection``. Kept apart so that
+Records; what may happen to them is in ``states`` (the transition tables), their windows and credit are
+their halves from ``windows`` (which own those numbers), and what drives them is in ``connection``. Kept apart so that
 ``events`` (what the application sees) can name them without importing the connection.
 """
 
@@ -12,21 +12,19 @@ from typing import Any
 from ..tracked import TrackedDict
 from .performatives import RCV_FIRST, ROLE_RECEIVER, SND_MIXED, Attach, Begin, Transfer
 from .states import ACTIVE, CLOSED, NO_LINK, NO_SESSION, State
-from .windows import UINT_MAX
+from .windows import UINT_MAX, LinkCredit, SessionWindow
 
 
-class Link:
-    """One attached link, seen from our side: ``is_sender`` means we send transfers on it."""
+class Link(LinkCredit):
+    """One attached link, seen from our side: ``is_sender`` means we send transfers on it. Its credit
+    (delivery-count, link-credit, drain) is its ``LinkCredit`` half (windows.py)."""
 
     __slots__ = (
         "context",
-        "delivery_count",
-        "drain",
         "failure",
         "handle",
         "incoming",
         "is_sender",
-        "link_credit",
         "max_message_size",
         "name",
         "properties",
@@ -60,10 +58,7 @@ class Link:
         self.remote_max_message_size: int | None = attach.max_message_size
         # The largest delivery we take on this link (what our attach announced); None: the connection's.
         self.max_message_size: int | None = None
-        # As a sender we start at delivery-count 0; as a receiver we track the peer's count.
-        self.delivery_count: int = 0 if self.is_sender else (attach.initial_delivery_count or 0)
-        self.link_credit: int = 0
-        self.drain: bool = False
+        self._open_credit(0 if self.is_sender else (attach.initial_delivery_count or 0))
         self.failure: tuple[str, str] | None = None  # a violation waiting for answer_violations()
         self.context: Any = None
         self.incoming: IncomingDelivery | None = None
@@ -110,20 +105,15 @@ class IncomingDelivery:
         self.refused = False  # settled as rejected while it streamed: the rest of its frames is dropped
 
 
-class Session:
-    """One session: the channel pair, transfer windows and the links it carries."""
+class Session(SessionWindow):
+    """One session: the channel pair, the links it carries, and its transfer ids and windows (its
+    ``SessionWindow`` half, windows.py)."""
 
     def __init__(self, remote_channel: int, channel: int, begin: Begin, incoming_window: int) -> None:
         self.state: State = NO_SESSION
         self.remote_channel = remote_channel
         self.channel = channel
-        self.next_outgoing_id = 0
-        self.next_incoming_id: int = begin.next_outgoing_id or 0
-        # Transfer frames the peer may still send before our next session flow (spec 2.5.6).
-        self.incoming_window: int = incoming_window
-        self.outgoing_window = UINT_MAX
-        self.remote_incoming_window: int = begin.incoming_window or 0
-        self.remote_outgoing_window: int = begin.outgoing_window or 0
+        self._open_window(begin, incoming_window)
         self.handle_max: int = min(begin.handle_max if begin.handle_max is not None else UINT_MAX, 4095)
         self.links_by_remote: dict[int, Link] = {}
         self.links_by_handle: dict[int, Link] = {}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import windows
 from .endpoints import Link, Session
 from .errors import UNATTACHED_HANDLE, SessionError
 from .events import Event, LinkCreditChanged
@@ -37,7 +36,7 @@ class FlowControl:
         session = self._enter_session(channel, RECV_FLOW)
         if session is None:
             return
-        windows.peer_flow(session, flow)
+        session.peer_flow(flow)
         if flow.handle is None:
             for link in session.links_by_handle.values():
                 if link.is_sender and link.state is LINK_ATTACHED and link.link_credit > 0:
@@ -51,7 +50,7 @@ class FlowControl:
         if not self._enter_link(session, target, RECV_FLOW):
             return
         if target.is_sender:
-            windows.sender_credit(target, flow)
+            target.sender_credit(flow)
             if target.drain and target.link_credit == 0:
                 # A drain with no credit left (spec 2.6.7): there is nothing to use up, so it is complete
                 # now, and the sender says so. Microsoft.Azure.Amqp's drain ends only on a flow from the
@@ -80,14 +79,14 @@ class FlowControl:
         """Nothing left to send: consume the remaining credit and tell the peer (spec 2.6.7)."""
         if link.state.local is CLOSED or link.session.ended:
             return
-        windows.drained(link)
+        link.drained()
         self._send_link_flow(link, drain=True)
 
     def can_send(self, link: Link) -> bool:
         return (
             link.state is LINK_ATTACHED
             and not link.session.ended
-            and windows.can_send(link, link.session)
+            and link.link_credit > 0 and link.session.remote_incoming_window > 0  # credit and window
             and not self.closed
         )
 

@@ -60,7 +60,7 @@ class TransferEndpoint:
         DISPOSED_PER_READ: ClassVar[int]
         _range_events: int
         _batch_slice_bytes: int
-        _slices_open: bool
+        wants_slices: bool
         _ranges: dict[DeliveryRangeStateChanged, RangeCursor]
         _out: bytearray
         _events: list[Event]
@@ -134,8 +134,8 @@ class TransferEndpoint:
             if not settled:
                 session_unsettled[delivery_id] = link
                 link_unsettled[delivery_id] = context
-        windows.frames_sent(session, next_id - first_id)
-        windows.deliveries_sent(link, len(deliveries))
+        session.frames_sent(next_id - first_id)
+        link.deliveries_sent(len(deliveries))
         if link.drain and link.link_credit == 0:
             self.drain_complete(link)  # the deliveries used up a draining link's credit: tell the peer
 
@@ -175,7 +175,7 @@ class TransferEndpoint:
                 session, UNATTACHED_HANDLE, f"transfer on unattached handle {transfer.handle}"
             )
             return
-        if not windows.transfer_frame_received(session):
+        if not session.transfer_frame_received():
             # Spec 2.5.6: the peer must not send a transfer frame once our incoming window is used up.
             self._violation(
                 session, WINDOW_VIOLATION,
@@ -189,7 +189,7 @@ class TransferEndpoint:
         if delivery is None:
             if transfer.delivery_id is None:
                 raise ProtocolError(DECODE_ERROR, "first transfer of a delivery has no delivery-id")
-            if not windows.delivery_received(link):
+            if not link.delivery_received():
                 # Spec 2.6.7: with no link-credit left it is illegal to send; the link is detached.
                 self._violation(link, TRANSFER_LIMIT_EXCEEDED,
                                 "transfer sent without link-credit: wait for a flow that grants credit")
@@ -220,7 +220,7 @@ class TransferEndpoint:
         link.incoming = None
         body = delivery.chunks[0] if len(delivery.chunks) == 1 else b"".join(delivery.chunks)
         if delivery.message_format == BATCH_MESSAGE_FORMAT and len(body) > self._batch_slice_bytes:
-            self._slices_open = True  # an SDK batch of many small messages: decoded in slices (the gateway)
+            self.wants_slices = True  # an SDK batch of many small messages: decoded in slices (the gateway)
         self._events.append(
             MessageReceived(
                 link, delivery.delivery_id, bytes(delivery.delivery_tag or b""), delivery.message_format,
@@ -251,9 +251,7 @@ class TransferEndpoint:
             return
         announced = self.incoming_window
         for session in self.sessions_by_channel.values():
-            if (session.state is SESSION_MAPPED and session.failure is None
-                    and windows.wants_widening(session, announced)):
-                windows.widen(session, announced)
+            if session.state is SESSION_MAPPED and session.failure is None and session.widen(announced):
                 self._send_session_flow(session)
 
     # ------------------------------------------------------------------ dispositions
@@ -305,7 +303,7 @@ class TransferEndpoint:
         if self._open_ranges:
             self._resolve_ranges()  # an earlier range first: dispositions apply in the order they came
         if last - first >= self._range_events:
-            self._slices_open = True
+            self.wants_slices = True
             event = DeliveryRangeStateChanged(session, first, last, settled, state)
             self._ranges[event] = RangeCursor(first)
             self._open_ranges.append(event)

@@ -29,7 +29,7 @@ SENDER_CREDIT = 1000  # per link, topped up once half is used; Service Bus grant
 
 def top_up(connection: Connection, link: Link) -> None:
     """The credit rule of every link the client sends on: back to SENDER_CREDIT once half is used."""
-    if link.link_credit < SENDER_CREDIT // 2:
+    if link.credit_wanted(SENDER_CREDIT):
         connection.grant_credit(link, SENDER_CREDIT)
 
 
@@ -76,7 +76,7 @@ class GatewayContext(Protocol):
     cbs_reply_links: list[Link]
     receivers: set[PumpedLink]
     # Whether a settlement of an entity can be kept, asked before it is applied (gateway/settling.py).
-    settle_room: Callable[[str], BrokerError | None]
+    settle_room: Callable[[str], BrokerError | None] | None  # None: the store always has room
 
     @property
     def transactions(self) -> TransactionCoordinator: ...

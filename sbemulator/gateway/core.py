@@ -42,10 +42,6 @@ log = logging.getLogger("sbemulator")
 # are the namespace's scheduler's (runtime/jobs.py JobDriver), given to each Gateway as ``jobs``.
 
 
-def _room_to_settle(path: str) -> BrokerError | None:
-    return None
-
-
 def _nothing_to_commit() -> BrokerError | None:
     """A gateway without a server (tests drive it directly) has no store to commit."""
     return None
@@ -135,7 +131,7 @@ class Gateway:
         self.commit_window: Callable[[], BrokerError | None] = _nothing_to_commit
         # Whether a settlement of an entity can be kept, asked before it is applied (gateway/settling.py):
         # None, or what it is refused with. The server sets it (the store's ensure_room).
-        self.settle_room: Callable[[str], BrokerError | None] = _room_to_settle
+        self.settle_room: Callable[[str], BrokerError | None] | None = None  # None: always room
         # Backpressure: while the transport's buffer is above its high-water mark (write_paused) or
         # this connection's own unwritten output is, receivers take nothing from the broker; the ones
         # that stopped for that reason wait in ``blocked`` until there is room again.
@@ -269,7 +265,13 @@ class Gateway:
             self.connection.close("amqp:connection:forced", description)
 
     def _dispatch(self, events: list) -> None:
-        self.handle_events(events)
+        # handle_events' loop, inline: this runs once per read
+        for event in events:
+            try:
+                self._handle(event)
+            except Exception:  # a bug in one handler must not take the whole server down
+                log.exception("error handling %r", type(event).__name__)
+                self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
         if self.pump_pending:
             if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
                 self.settle_sends(self.commit_window())

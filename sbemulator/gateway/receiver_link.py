@@ -266,9 +266,11 @@ class EntityReceiverLink(LinkHandler):
     def _admit(self) -> None:
         """Refuse a settlement the store could not keep (its journal full and not foldable): ServerBusy,
         before anything changes, so the message stays locked by this receiver (gateway/settling.py)."""
-        failure = self.gateway.settle_room(self.path)
-        if failure is not None:
-            raise refusal(failure)
+        room = self.gateway.settle_room
+        if room is not None:  # None: a store that keeps nothing, which always has room
+            failure = room(self.path)
+            if failure is not None:
+                raise refusal(failure)
 
     def _transactional_disposition(self, event: ev.DeliveryStateChanged, state: TransactionalState) -> None:
         """A settlement inside a transaction (AMQP 1.0 4.4.2): checked now, applied on commit; the

@@ -78,7 +78,8 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             jobs=self.server.jobs,
         )
         self.gateway.commit_window = self.server.commit_window
-        self.gateway.settle_room = self.server.settle_room
+        if self.server.store.writes:  # a store that keeps nothing always has room for a settlement
+            self.gateway.settle_room = self.server.settle_room
         self.server.connections.add(self)
         self._arm_timer()
 
@@ -120,8 +121,14 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         self._flush_scheduled = False
         if self.server.group_commit:
             self.server.join_group(self)
-        else:
-            self.flush_now()
+            return
+        # flush_now's body, inline: this runs once per read
+        gateway = self.gateway
+        if gateway is None or self.transport is None:
+            return
+        if gateway.pump_pending:
+            gateway.run_pending()
+        self.write_out(self.server.commit_flush())
 
     def flush_now(self) -> None:
         gateway = self.gateway
@@ -266,6 +273,7 @@ class AmqpServer:
         self.clock = clock
         self.limits = limits
         self.store = store
+        self.store_writes = store.writes  # False: commit, ensure_room, fold_due are skipped (Store.writes)
         self.store_failing: StoreError | None = None  # the last commit's error while the store cannot write
         self.validator = validator
         self.host = host
@@ -350,17 +358,18 @@ class AmqpServer:
     def commit_flush(self) -> BrokerError | StoreError | None:
         """A flush's commit: None when written; the error its sends are refused with; or the StoreError
         itself when the commit's journal records could not be synced (nothing of it may be confirmed)."""
-        try:
-            self.store.commit()
-        except StoreError as exc:
-            failure = self.store_failed(exc)
-            if exc.unsynced:
-                log.error("the store could not sync its delivery journal (%s): the connections of this commit "
-                          "are dropped unanswered, so nothing unsynced is confirmed", exc.reason)
-                return exc
-            return failure
-        if self.store_failing is not None:
-            self.store_recovered()
+        if self.store_writes:
+            try:
+                self.store.commit()
+            except StoreError as exc:
+                failure = self.store_failed(exc)
+                if exc.unsynced:
+                    log.error("the store could not sync its delivery journal (%s): the connections of this "
+                              "commit are dropped unanswered, so nothing unsynced is confirmed", exc.reason)
+                    return exc
+                return failure
+            if self.store_failing is not None:
+                self.store_recovered()
         self.fold_later()
         return None
 
@@ -400,7 +409,7 @@ class AmqpServer:
         if not cleanup.scheduled and self.broker.drops:
             cleanup.scheduled = True
             self.jobs.start(cleanup, commit=False)
-        if not folds.scheduled and self.store.fold_due():
+        if not folds.scheduled and self.store_writes and self.store.fold_due():
             folds.scheduled = True
             self.jobs.start(folds, commit=False)
 

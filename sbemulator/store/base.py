@@ -80,6 +80,10 @@ def store_error(exc: BaseException) -> StoreError:
 class Store(Protocol):
     page_window: int
     """Available messages per queue or subscription the broker holds in memory before it pages (0: all)."""
+    writes: bool
+    """Whether the store writes anything: False for one that keeps nothing (``--in-memory``), whose
+    ``commit``, ``ensure_room`` and ``fold_due`` never do anything, so the server skips those calls on
+    the per-message path."""
 
     # --- loading at start-up -----------------------------------------------------------------
     def load_entities(self) -> list[tuple[str, str, str]]:

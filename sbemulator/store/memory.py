@@ -19,6 +19,7 @@ class MemoryStore:
     """Implements :class:`~sbemulator.store.base.Store`; loads are empty, writes are dropped."""
 
     page_window = 0  # nothing to page from: every message stays in memory (broker/paging.py)
+    writes = False  # commit, ensure_room and fold_due never do anything (Store.writes)
 
     # --- loading at start-up: a fresh process has nothing -----------------------------------
     def load_entities(self) -> list[tuple[str, str, str]]:

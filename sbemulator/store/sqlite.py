@@ -133,6 +133,7 @@ def _runs(keys: Iterable[int]) -> list[tuple[int, int]]:
 
 
 class SqliteStore:
+    writes = True  # Store.writes
     """``SqliteStore(None)`` keeps everything in memory (tests, ``--in-memory``).
 
     ``page_window``: how many available messages of a queue or subscription the broker keeps in memory

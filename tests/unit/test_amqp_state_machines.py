@@ -200,7 +200,7 @@ def test_a_bug_of_ours_is_an_internal_error_with_a_logged_traceback(monkeypatch,
     def broken(*args: object) -> None:
         raise KeyError("a bug")
 
-    monkeypatch.setattr("sbemulator.amqp.windows.peer_flow", broken)
+    monkeypatch.setattr("sbemulator.amqp.windows.SessionWindow.peer_flow", broken)
     peer.begin()
     with caplog.at_level(logging.ERROR, logger="sbemulator.amqp"):
         peer.frame(Flow(UInt(0), UInt(100), UInt(0), UInt(100)))

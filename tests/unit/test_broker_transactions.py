@@ -18,6 +18,7 @@ from sbemulator.broker.transactions import (
     TransactionUnknownError,
     top_level_entity,
 )
+from sbemulator.broker.unit_of_work import UnitOfWork
 
 
 class FakeBroker:
@@ -156,16 +157,17 @@ def test_connection_loss_rolls_back_everything_open(setup: Any) -> None:
 
 
 def test_what_a_commit_applied_can_be_taken_back_as_a_whole(setup: Any) -> None:
-    """A commit whose write the store refuses is taken back (gateway: CoordinatorLink._discharge): every
-    send withdrawn and every settlement undone, newest first."""
+    """A commit whose write the store refuses is taken back (gateway: CoordinatorLink._discharge, through
+    broker/unit_of_work.apply_stored): every send withdrawn and every settlement undone, newest first."""
     coordinator, broker, _ = setup
     log: list[str] = []
     txn = coordinator.declare()
     coordinator.stage_settlement(txn, "orders", FakeSettlement(log, "complete-1"))
     coordinator.stage_send(txn, "orders", ["m1"])
     coordinator.stage_settlement(txn, "orders", FakeSettlement(log, "complete-2"))
-    applied = coordinator.discharge(txn, fail=False)
+    work = UnitOfWork()
+    coordinator.discharge(txn, fail=False, work=work)
     assert broker.sent == [("orders", ["m1"])] and log == ["complete-1", "complete-2"]
-    assert applied.sends == [("orders", ["m1"])]
-    applied.take_back()
+    assert work.changed
+    work.take_back()
     assert broker.sent == [] and log == []

@@ -188,7 +188,8 @@ def test_the_shipped_package_imports_nothing_of_the_tests() -> None:
 
 def test_the_admin_plane_reaches_the_broker_only_through_its_public_modules() -> None:
     public = {"sbemulator.broker", "sbemulator.broker.api", "sbemulator.broker.errors",
-              "sbemulator.broker.views", "sbemulator.broker.entity", "sbemulator.broker.clock"}
+              "sbemulator.broker.views", "sbemulator.broker.entity", "sbemulator.broker.clock",
+              "sbemulator.broker.unit_of_work"}
     graph = _graph()
     offenders = [f"{m} -> {d}" for m, deps in sorted(graph.items()) if _layer(m) == "admin"
                  for d in sorted(deps) if _layer(d) == "broker" and d not in public]
