@@ -171,7 +171,7 @@ def incoming_messages(payload: bytes, message_format: int) -> list[IncomingMessa
 
 
 class BatchDecoder:
-    """An SDK batch's messages decoded a slice at a time (the gateway's ``_dispatch_backlog``).
+    """An SDK batch's messages decoded a slice at a time (the gateway's ``backlog.EventBacklog``).
 
     Why: decoding one 256 KB batch of 100-byte messages (~1,500) took 70-100 ms in one event-loop
     callback, during which no other connection was served. The batch stays atomic: nothing is sent to

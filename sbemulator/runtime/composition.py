@@ -168,7 +168,7 @@ def open_store(options: NamespaceOptions) -> Store:
     if directory is None:
         return MemoryStore()
     window = DEFAULT_PAGE_WINDOW if options.page_window is None else options.page_window
-    return SqliteStore(directory / "sbemulator.db", window, durability=options.durability)
+    return SqliteStore(directory / "sbemulator.db", window, durability=options.durability, slices=options.slices)
 
 
 def controls_for(server: AmqpServer) -> Controls:

@@ -36,7 +36,7 @@ class Slices:
     pump_s: float = 0.01
     # Input that stands for more events than ``dispatch_events`` (a disposition over a range of deliveries)
     # is handled in slices of ``dispatch_s``, the time checked every ``dispatch_events`` events, with the
-    # connection's reading paused meanwhile (gateway/core.py ``Gateway._dispatch_backlog``).
+    # connection's reading paused meanwhile (gateway/backlog.py ``EventBacklog``, a job of the scheduler).
     dispatch_events: int = 256
     dispatch_s: float = 0.01
     # A large batch's messages decoded between two looks at the slice's time (~3 ms).
@@ -53,6 +53,17 @@ class Slices:
     # Paged-out messages read from the store in one range scan, however large the window (broker/
     # available.py): one read of 1,000 holds the event loop for a few milliseconds.
     page_in_rows: int = 1000
+    # A durable store's buffered message writes at which work done in slices stops to let them be
+    # committed (Store.commit_wanted): 512 delivery-state updates are one journal record of ~26 KB,
+    # written in under a millisecond, where the 900-1,536 of a pump's 10 ms slice filled or overflowed the
+    # journal and went to SQLite row by row with a fold first (up to 52 ms of CPU in one callback).
+    commit_rows: int = 512
+    # Rows of a deleted entity's containers deleted per transaction of the cleanup that follows the delete
+    # (store/sqlite.py drop_slice): 100,000 rows in the delete's own commit held the event loop for ~167 ms.
+    # 1,024 rows: ~4 ms of CPU, up to ~20 ms of wall time when the slice's commit checkpoints the WAL
+    # (deleting rows rewrites the pages that held them); 2,048 rows: ~8 ms of CPU, up to ~30 ms of wall
+    # (bench.delete_hold).
+    drop_rows: int = 1024
     # The broker's timers (broker/timers.py, broker/flow.py): the locks a closing session receiver returns
     # per timer, the message heap's entries one compaction slice looks at, and the stale entries
     # next_deadline drops per call (4,096 pops from a heap of 100,000 took 10-15 ms).
@@ -66,7 +77,8 @@ class Slices:
         if self.slice_min_s > self.slice_s:
             raise ValueError(f"slice_min_s ({self.slice_min_s}) is larger than slice_s ({self.slice_s})")
         for name in ("purge_items", "pump_take", "dispatch_events", "batch_decode_items", "batch_slice_bytes",
-                     "range_events", "hold_bytes", "page_in_rows", "return_locks", "compact_chunk", "stale_pops"):
+                     "range_events", "hold_bytes", "page_in_rows", "commit_rows", "drop_rows", "return_locks",
+                     "compact_chunk", "stale_pops"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.pump_s < 0 or self.dispatch_s < 0:

@@ -37,6 +37,7 @@ from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 from sbemulator.model import BrokerMessage, MessageState
+from sbemulator.scheduling import DEFAULT_SLICES, Slices
 
 from .base import FULL, PROCESS, IndexEntry, StoreError, store_error
 from .datadir import PID_FILE, DataDirError, _write_pid
@@ -80,11 +81,6 @@ _SQL_PUT_INDEX = "INSERT OR REPLACE INTO message_index(k, state, entry) VALUES (
 _SQL_PUT_DATA = "INSERT OR REPLACE INTO message_data(k, data) VALUES (?, ?)"
 # Read-ahead of paged messages (broker.paging): available messages per container held in memory.
 DEFAULT_PAGE_WINDOW = 10_000
-# Buffered message writes at which work done in slices stops to let them be committed (commit_wanted): 512
-# delivery-state updates are one journal record of ~26 KB, written in under a millisecond, where the
-# 900-1,536 of a pump's 10 ms slice filled or overflowed the journal and went to SQLite row by row with a
-# fold first (up to 52 ms of CPU in one callback).
-COMMIT_BATCH = 512
 # The journal is folded in a callback of its own (fold_due) once it is this full, so that a commit seldom
 # finds it full and folds on its way (a fold of a whole journal, ~1,300 updates, is about 8 ms).
 FOLD_AT = 0.5
@@ -95,11 +91,6 @@ _SQL_JOURNAL_META = "UPDATE message_index SET state = ?, entry = sb_entry(entry,
 _SQL_DEL = ("DELETE FROM message_index WHERE k = ?", "DELETE FROM message_data WHERE k = ?")
 _SQL_DEL_RANGE = ("DELETE FROM message_index WHERE k BETWEEN ? AND ?",
                   "DELETE FROM message_data WHERE k BETWEEN ? AND ?")
-# Rows of a deleted entity's containers (dropped_ids) deleted per transaction of the cleanup that follows
-# the delete (drop_slice): 100,000 rows in the delete's own commit held the event loop for ~167 ms. 1,024
-# rows: ~4 ms of CPU, up to ~20 ms of wall time when the slice's commit checkpoints the WAL (deleting rows
-# rewrites the pages that held them); 2,048 rows: ~8 ms of CPU, up to ~30 ms of wall (bench.delete_hold).
-DROP_SLICE = 1024
 
 
 def _entry(seq: int, count: int, enqueued_ms: int, expires_ms: int | None, size: int) -> bytes:
@@ -138,13 +129,16 @@ class SqliteStore:
 
     ``page_window``: how many available messages of a queue or subscription the broker keeps in memory
     before it leaves the rest to the store and pages them in ahead of delivery (broker/paging.py);
-    0 keeps every message in memory."""
+    0 keeps every message in memory. ``slices``: the buffered writes at which work in slices wants a
+    commit (``Slices.commit_rows``) and the rows of a deleted entity one fold deletes (``drop_rows``)."""
 
     def __init__(self, path: str | Path | None = None, page_window: int = DEFAULT_PAGE_WINDOW,
-                 durability: str = PROCESS) -> None:
+                 durability: str = PROCESS, slices: Slices = DEFAULT_SLICES) -> None:
         if durability not in (PROCESS, FULL):
             raise ValueError(f"durability {durability!r}: expected {PROCESS!r} or {FULL!r}")
         self.durability = durability
+        self._commit_rows = slices.commit_rows
+        self._drop_rows = slices.drop_rows
         try:
             self._open(path, page_window)
         except (sqlite3.Error, OSError) as exc:
@@ -689,7 +683,7 @@ class SqliteStore:
             raise store_error(exc) from exc
 
     def commit_wanted(self) -> bool:
-        return len(self._messages) + self._range_rows >= COMMIT_BATCH
+        return len(self._messages) + self._range_rows >= self._commit_rows
 
     def fold_due(self) -> bool:
         if self._closed:
@@ -714,7 +708,7 @@ class SqliteStore:
             raise store_error(exc) from exc
 
     def drop_slice(self, rows: int = 0) -> None:
-        """Delete at most ``rows`` (DROP_SLICE when 0) of the rows of the dropped containers, lowest id
+        """Delete at most ``rows`` (Slices.drop_rows when 0) of the rows of the dropped containers, lowest id
         and key first, in one transaction; the id leaves ``dropped_ids`` with its last rows. A kill at any
         point leaves rows that nothing reads (their id is in no ``entity_ids`` row) and that the next
         process deletes the same way."""
@@ -724,7 +718,7 @@ class SqliteStore:
         lo, hi = eid << SEQ_BITS, eid << SEQ_BITS | MAX_SEQUENCE
         db = self._db
         row = db.execute("SELECT k FROM message_index WHERE k BETWEEN ? AND ? ORDER BY k LIMIT 1 OFFSET ?",
-                         (lo, hi, max(1, rows or DROP_SLICE) - 1)).fetchone()
+                         (lo, hi, max(1, rows or self._drop_rows) - 1)).fetchone()
         last = hi if row is None else row[0]
         db.execute("BEGIN")
         try:

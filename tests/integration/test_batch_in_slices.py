@@ -3,7 +3,7 @@
 ``ServiceBusSender.send_messages`` of a full batch (256 KB of 100-byte messages, ~1,500 of them) is one
 transfer; decoding it in one go held the event loop for 70-100 ms, so every other connection waited
 (issue #19: ``python -m bench.canary_stall`` measures that; no test times it). The gateway now decodes a
-batch larger than ``Connection.BATCH_IN_SLICES`` a slice at a time, with the connection's reading
+batch larger than ``Slices.batch_slice_bytes`` a slice at a time, with the connection's reading
 paused, and hands it to the broker whole. These tests cross every slice boundary and check what the
 SDK sees: a batch is stored all or nothing ("Service Bus messaging: send a batch": the batch is sent
 atomically; it either succeeds or fails as a whole), messages keep the order they were sent in across
@@ -32,7 +32,7 @@ from sbemulator.scheduling import Slices
 from tests.fixtures.emulator import queue, sliced_emulator, topology
 
 QUEUE = "orders"
-PER_BATCH = 1200  # ~170 KB of SDK messages: well over BATCH_IN_SLICES
+PER_BATCH = 1200  # ~170 KB of SDK messages: well over Slices.batch_slice_bytes
 
 
 @pytest.fixture

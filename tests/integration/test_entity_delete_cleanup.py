@@ -20,7 +20,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from devhost.local_services import emulator_admin_connection_string
 from sbemulator import Emulator
-from sbemulator.store import sqlite as sqlite_store
+from sbemulator.scheduling import Slices
 from sbemulator.store.sqlite import SqliteStore, dropped_rows, stored_rows
 from tests.fixtures.emulator import queue, receive, topology
 from tests.fixtures.process import start_emulator_process
@@ -63,12 +63,12 @@ def _only_new(connection_string: str) -> list[str]:
 
 
 def test_a_deleted_queue_of_thousands_is_cleaned_up_in_slices_and_a_new_one_starts_empty(tmp_path, monkeypatch):
-    monkeypatch.setattr(sqlite_store, "DROP_SLICE", 100)  # every slice boundary crossed many times
+    small = Slices(drop_rows=100)  # every slice boundary crossed many times
     slices = []
     real = SqliteStore.drop_slice
     monkeypatch.setattr(SqliteStore, "drop_slice", lambda self, rows=0: (slices.append(1), real(self, rows))[1])
     data = tmp_path / "data"
-    with Emulator(TOPOLOGY, in_memory=False, data_dir=data) as emu:
+    with Emulator(TOPOLOGY, in_memory=False, data_dir=data, slices=small) as emu:
         _fill(emu.connection_string, "big", COUNT)
         _fill(emu.connection_string, "other", 3)
         with ServiceBusClient.from_connection_string(emu.connection_string) as client, \

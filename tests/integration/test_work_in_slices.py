@@ -159,7 +159,7 @@ def test_a_durable_store_commits_what_a_receiver_takes_in_batches_and_folds_betw
     # 900-1,536 lock updates each (a flow of 20,000 credits, the emulator in the test's process), up to and
     # over the delivery journal's room, then written to SQLite row by row after a fold of the whole journal
     # (callbacks of up to 52 ms of CPU; bench.canary_stall --durable). The pump
-    # and a range settlement stop once COMMIT_BATCH writes are buffered, and the journal is folded in a
+    # and a range settlement stop once Slices.commit_rows writes are buffered, and the journal is folded in a
     # callback of its own before a commit finds it full. Nothing changes for the client.
     from sbemulator.store import sqlite
 
@@ -190,6 +190,6 @@ def test_a_durable_store_commits_what_a_receiver_takes_in_batches_and_folds_betw
         _assert_each_back_once_counted_once(_receive_all(emu, COUNT))
     # 1,500 locks and 1,500 abandons, committed a batch at a time: a pump stops after the full take
     # (Slices.pump_take) that reached the batch, a range settlement after the slice of dispatch_events events
-    largest = max(DEFAULT_SLICES.pump_take, DEFAULT_SLICES.dispatch_events) + sqlite.COMMIT_BATCH
+    largest = max(DEFAULT_SLICES.pump_take, DEFAULT_SLICES.dispatch_events) + DEFAULT_SLICES.commit_rows
     assert max(commits) <= largest, commits
     assert folds, "the journal was never folded in a step of its own"

@@ -141,7 +141,8 @@ ALLOWED = {
     "filters": {"amqp"},  # the rule language: message values are AMQP's (filters compare amqp.types)
     # the store is the Store Protocol, for types
     "broker": {"amqp", "filters", "scheduling"},
-    "store": {"amqp"},  # it stores the messages of sbemulator.model (a root module) in AMQP encoding
+    # it stores the messages of sbemulator.model (a root module) in AMQP encoding; Slices: its commit and drop sizes
+    "store": {"amqp", "scheduling"},
     "gateway": {"amqp", "filters", "broker", "scheduling"},
     "net": set(),  # listening sockets that tell protocols apart by their first bytes
     "admin": {"amqp", "filters", "broker", "gateway", "net", "scheduling"},

@@ -15,8 +15,11 @@ import sqlite3
 from pathlib import Path
 
 from sbemulator.model import BrokerMessage
+from sbemulator.scheduling import DEFAULT_SLICES
 from sbemulator.store.memory import MemoryStore
-from sbemulator.store.sqlite import COMMIT_BATCH, WAL_CHECKPOINT_PAGES, SqliteStore, stored_rows
+from sbemulator.store.sqlite import WAL_CHECKPOINT_PAGES, SqliteStore, stored_rows
+
+COMMIT_BATCH = DEFAULT_SLICES.commit_rows
 
 
 def _message(seq: int) -> BrokerMessage:

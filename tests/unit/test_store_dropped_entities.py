@@ -2,7 +2,7 @@
 
 Why: range-deleting 100,000 rows in the delete's own commit held the event loop for ~167 ms (issue #19).
 The delete's transaction only takes the containers' ids out of ``entity_ids`` and records them in
-``dropped_ids``; ``Store.fold`` then deletes their rows ``DROP_SLICE`` at a time (store/sqlite.py).
+``dropped_ids``; ``Store.fold`` then deletes their rows ``Slices.drop_rows`` at a time (store/sqlite.py).
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from __future__ import annotations
 import sqlite3
 
 from sbemulator.config import QueueConfig
+from sbemulator.scheduling import DEFAULT_SLICES, Slices
 from sbemulator.store import SqliteStore
-from sbemulator.store import sqlite as sqlite_store
 from sbemulator.store.sqlite import dropped_rows, stored_rows
 from tests.fixtures.broker import FakeClock, make_broker, msg, receiver
 
 QUEUES = [{"Name": "q"}, {"Name": "other"}]
 
 
-def _broker(path, clock):
-    store = SqliteStore(path)
+def _broker(path, clock, slices: Slices = DEFAULT_SLICES):
+    store = SqliteStore(path, slices=slices)
     return make_broker(QUEUES, clock=clock, store=store)[0], store
 
 
@@ -39,10 +39,9 @@ def _clean_up(store: SqliteStore) -> int:
     return folds
 
 
-def test_a_delete_hides_the_rows_at_once_and_the_folds_delete_them_a_slice_at_a_time(tmp_path, monkeypatch):
-    monkeypatch.setattr(sqlite_store, "DROP_SLICE", 64)
+def test_a_delete_hides_the_rows_at_once_and_the_folds_delete_them_a_slice_at_a_time(tmp_path):
     clock = FakeClock()
-    b, store = _broker(tmp_path / "sb.db", clock)
+    b, store = _broker(tmp_path / "sb.db", clock, Slices(drop_rows=64))
     _fill(b, "q", 1000)
     _fill(b, "other", 10)
     r = receiver(b, "q")
