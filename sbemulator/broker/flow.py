@@ -61,7 +61,7 @@ from .errors import (
 )
 from .paging import ColdIndex
 from .receiver import ReceiverOps
-from .receiving import SUB_QUEUES, ReceiveSide
+from .receiving import DEAD_LETTER_KINDS, ReceiveSide
 from .rules import FilterEvaluationError
 from .sessions import Sessions
 from .timers import ACTIVATION, EXPIRY, Timers
@@ -538,7 +538,7 @@ class MessageFlow(AvailableIndex, SendAdmission, ReceiveSide):
         """A lock ended without settlement (abandon, expiry, close, session loss, release)."""
         self.unlock(ent, msg)
         if not counted:
-            if ent.kind not in SUB_QUEUES:  # a sub-queue's receive did not count (count_delivery)
+            if ent.kind not in DEAD_LETTER_KINDS:  # a sub-queue's receive did not count (count_delivery)
                 msg.delivery_count = max(0, msg.delivery_count - 1)
         elif msg.delivery_count >= ent.max_delivery_count:
             self.dead_letter(

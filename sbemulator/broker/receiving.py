@@ -395,17 +395,18 @@ def _check_receivers(ent: Entity, most: int) -> None:
         )
 
 
-SUB_QUEUES = frozenset({DEAD_LETTER, TRANSFER_DEAD_LETTER})
+# The container kinds of the two dead-letter sub-queues (broker/entity.py), where a receive counts no delivery.
+DEAD_LETTER_KINDS = frozenset({DEAD_LETTER, TRANSFER_DEAD_LETTER})
 
 
 def count_delivery(ent: Entity, msg: BrokerMessage) -> None:
     """A receiver takes ``msg``: one more delivery, except in a dead-letter queue, where the count
     stays what it was when the message was dead-lettered."""
-    if ent.kind not in SUB_QUEUES:
+    if ent.kind not in DEAD_LETTER_KINDS:
         msg.delivery_count += 1
 
 
 def header_count(ent: Entity, msg: BrokerMessage) -> int:
     """The header delivery-count of a delivery of ``msg`` from ``ent``: the deliveries before this one,
     or in a dead-letter queue the count it was dead-lettered with."""
-    return msg.delivery_count if ent.kind in SUB_QUEUES else msg.delivery_count - 1
+    return msg.delivery_count if ent.kind in DEAD_LETTER_KINDS else msg.delivery_count - 1

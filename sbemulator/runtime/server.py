@@ -122,15 +122,6 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
         if self.server.group_commit:
             self.server.join_group(self)
             return
-        # flush_now's body, inline: this runs once per read
-        gateway = self.gateway
-        if gateway is None or self.transport is None:
-            return
-        if gateway.pump_pending:
-            gateway.run_pending()
-        self.write_out(self.server.commit_flush())
-
-    def flush_now(self) -> None:
         gateway = self.gateway
         if gateway is None or self.transport is None:
             return
@@ -539,7 +530,7 @@ class AmqpServer:
             gateway = protocol.gateway
             if gateway is not None and not gateway.connection_closed:
                 gateway.shut_down("The emulator is shutting down.")
-                protocol.flush_now()
+                protocol.write_out(self.commit_flush())  # the close frame, after a last commit
             if protocol.transport is not None:
                 protocol.transport.close()
         if self._server is not None:

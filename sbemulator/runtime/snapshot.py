@@ -52,7 +52,7 @@ VERSION = 1
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024  # the file (export refuses to write more, import to read more)
 PAGE = 1000  # messages read per peek while exporting
 # A message's "subQueue" in the file, and what it appends to its entity's path (broker/views.py's sub-queues).
-SUB_QUEUES = {"active": "", **{name: f"/{suffix}" for name, suffix in VIEW_SUB_QUEUES.items()}}
+SNAPSHOT_QUEUES = {"active": "", **{name: f"/{suffix}" for name, suffix in VIEW_SUB_QUEUES.items()}}
 STATES = {"active": MessageState.ACTIVE, "deferred": MessageState.DEFERRED, "scheduled": MessageState.SCHEDULED}
 
 
@@ -75,7 +75,7 @@ def export_snapshot(broker: BrokerAPI, namespace: str) -> dict[str, Any]:
         entities.append({"kind": view.kind, "path": view.path, "topic": view.topic, "description": description})
         if view.kind == "topic":
             continue  # a topic holds no messages of its own but scheduled ones, kept below
-        for sub_queue, suffix in SUB_QUEUES.items():
+        for sub_queue, suffix in SNAPSHOT_QUEUES.items():
             for msg in _all_messages(broker, view.path + suffix):
                 item = _message_to_json(msg, view.path, sub_queue)
                 size += len(msg.body_raw) + len(msg.properties_raw) + 256
@@ -315,10 +315,10 @@ def _parse(snapshot: dict[str, Any]) -> ParsedSnapshot:
         where = f"messages[{i}]"
         entity = _field(item, "entity", str, where)
         sub_queue = item.get("subQueue", "active")
-        if sub_queue not in SUB_QUEUES:
+        if sub_queue not in SNAPSHOT_QUEUES:
             raise SnapshotError(f"{where}: unknown subQueue {sub_queue!r}.")
         msg = _message_from_json(item, where)
-        messages.append(((entity + SUB_QUEUES[sub_queue]).lower(), msg))
+        messages.append(((entity + SNAPSHOT_QUEUES[sub_queue]).lower(), msg))
         owner = entity.lower()
         sequences[owner] = max(sequences.get(owner, 0), msg.sequence_number)
     sessions: list[tuple[str, str, bytes]] = []
