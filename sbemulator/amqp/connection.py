@@ -357,8 +357,9 @@ class Connection(LinkEndpoints, TransferEndpoint, FlowControl):
     # ------------------------------------------------------------------ the funnel
     @property
     def held_input(self) -> bool:
-        """Frames wait behind a range disposition that is expanded to its end now: feed ``b""``."""
-        return bool(self._held) and not self._open_ranges
+        """Frames wait behind a range disposition that is expanded to its end now: feed ``b""``. Never once
+        the connection is closed: nothing more is read then, so ``b""`` would return nothing, forever."""
+        return bool(self._held) and not self._open_ranges and not self.closed
 
     def _hold(self, frames: list[tuple[int, int, bytes]]) -> bool:
         """Keep ``frames`` (after those held already) until the open ranges are expanded; False when that

@@ -69,7 +69,7 @@ class EventBacklog:
         connection = owner.connection
         slices = owner.slices
         stop = time.perf_counter() + slices.dispatch_s
-        while events or (connection.held_input and not owner.closed):
+        while events or connection.held_input:  # held_input is False once the connection is closed
             if not events:  # the frames that came after a range, now that it is expanded to its end
                 events.extend(connection.receive_data(b""))
                 continue

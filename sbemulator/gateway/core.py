@@ -273,9 +273,7 @@ class Gateway:
                 log.exception("error handling %r", type(event).__name__)
                 self.connection.close("amqp:internal-error", "the emulator failed to handle a frame")
         if self.pump_pending:
-            if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
-                self.settle_sends(self.commit_window())
-            self.run_pending()
+            self.after_events()
 
     def handle_events(self, events: list) -> None:
         """Each event to the room it is for (BacklogOwner)."""
@@ -304,7 +302,8 @@ class Gateway:
         self._dispatch(self.connection.events_handled())
 
     def after_events(self) -> None:
-        """What a slice of the backlog ends with (BacklogOwner): sends settled, woken receivers pumped."""
+        """What a read's events and a slice of the backlog end with (BacklogOwner): sends settled, then the
+        receivers they woke pumped."""
         if self.pump_pending:
             if self.sends:  # what they sent is stored (or taken back) before any receiver can take it
                 self.settle_sends(self.commit_window())

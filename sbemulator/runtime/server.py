@@ -78,7 +78,7 @@ class _AmqpProtocol(asyncio.BufferedProtocol):
             jobs=self.server.jobs,
         )
         self.gateway.commit_window = self.server.commit_window
-        if self.server.store.writes:  # a store that keeps nothing always has room for a settlement
+        if self.server.store_writes:  # a store that keeps nothing always has room for a settlement
             self.gateway.settle_room = self.server.settle_room
         self.server.connections.add(self)
         self._arm_timer()

@@ -804,6 +804,20 @@ def test_frames_after_a_range_disposition_wait_until_the_range_is_expanded_then_
     assert not peer.conn.held_input and link.unsettled == {}
 
 
+def test_frames_held_behind_a_range_are_not_offered_once_the_connection_is_closed() -> None:
+    # The application feeds b"" while held_input says frames wait; a connection closed meanwhile (a
+    # handler's internal error closes it) reads nothing more, so held_input must stop asking for that.
+    peer = Peer()
+    _link, ids = _link_with_unsettled(peer, 2 * DEFAULT_SLICES.range_events)
+    [rng] = peer.send(build_frame(0, Disposition(ROLE_RECEIVER, UInt(ids[0]), UInt(ids[-1]), True, Accepted()))
+                      + build_frame(0, Detach(UInt(1), True)))
+    while not peer.conn.range_done(rng):
+        peer.conn.expand_range(rng, DEFAULT_SLICES.range_events)
+    assert peer.conn.held_input  # the detach waits to be fed
+    peer.conn.close("amqp:internal-error", "a handler failed")
+    assert not peer.conn.held_input and peer.send(b"") == []
+
+
 def test_input_arriving_while_a_range_waits_is_handled_after_the_held_frames() -> None:
     peer = Peer()
     _link, ids = _link_with_unsettled(peer, 2 * DEFAULT_SLICES.range_events)
